@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# Benchmark (issue 2): `tessera transcode` with 2 segment workers against a plain ffmpeg
+# run with the same encoder settings, on a 1080p30 H.264 + AAC input.
+#
+#   bench/transcode.sh
+#
+# Environment:
+#   BENCH_SECONDS  input duration in seconds (default 60); the input is made once and cached
+#                  under bench/.cache/ (gitignored)
+#   BENCH_RUNS     number of (tessera, ffmpeg) pairs, run alternately (default 3)
+#   BENCH_STRICT   1: exit 2 when a target is missed (default 0: report only)
+#   TESSERA_BIN    a tessera binary to measure instead of building target/release/tessera
+#
+# Targets: median wall-time ratio tessera/ffmpeg <= 1.00 (ratio taken per pair, then the
+# median), and peak RSS of one segment worker child < 250 MiB (report field
+# peak_child_rss_bytes). A frame-count mismatch in any output always fails (exit 1).
+#
+# RSS note: /usr/bin/time's %M is the peak RSS of the process it started *or of any
+# descendant that process reaped* (Linux wait4 reports the larger), so the tessera figure
+# is the largest single process of its tree; the worker figure comes from tessera itself.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export PATH="${CARGO_HOME:-${HOME:-/root}/.cargo}/bin:$PATH"
+
+BENCH_SECONDS=${BENCH_SECONDS:-60}
+BENCH_RUNS=${BENCH_RUNS:-3}
+BENCH_STRICT=${BENCH_STRICT:-0}
+[[ $BENCH_SECONDS =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_SECONDS must be a positive integer" >&2; exit 1; }
+[[ $BENCH_RUNS =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_RUNS must be a positive integer" >&2; exit 1; }
+
+CACHE=bench/.cache
+RUNS_DIR=$CACHE/runs
+IN=$CACHE/input-1080p30-${BENCH_SECONDS}s.mp4
+TESSERA=${TESSERA_BIN:-target/release/tessera}
+TIME=/usr/bin/time
+mkdir -p "$RUNS_DIR"
+
+for tool in ffmpeg ffprobe python3 cargo; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "missing $tool (run scripts/setup-deps.sh)" >&2; exit 1; }
+done
+[[ -x $TIME ]] || { echo "missing $TIME (apt-get install time, or scripts/setup-deps.sh)" >&2; exit 1; }
+
+say() { printf '==> %s\n' "$*"; }
+
+# Decoded video frames of $1.
+count_frames() {
+  ffprobe -v error -select_streams v:0 -count_frames \
+    -show_entries stream=nb_read_frames -of csv=p=0 "$1"
+}
+
+# --- input (cached) -----------------------------------------------------------------------
+if [[ -s $IN && -s $IN.frames ]]; then
+  say "input: $IN (cached)"
+else
+  say "input: generating $IN (${BENCH_SECONDS} s, 1920x1080, 30 fps, testsrc2 + sine, libx264 veryfast)"
+  ffmpeg -hide_banner -loglevel error -nostdin -y \
+    -f lavfi -i "testsrc2=size=1920x1080:rate=30:duration=${BENCH_SECONDS}" \
+    -f lavfi -i "sine=frequency=440:sample_rate=48000:duration=${BENCH_SECONDS}" \
+    -c:v libx264 -preset veryfast -pix_fmt yuv420p \
+    -c:a aac -b:a 128k -ac 2 \
+    -shortest -movflags +faststart -f mp4 "$IN.part"
+  mv -f "$IN.part" "$IN"
+  count_frames "$IN" >"$IN.frames"
+fi
+IN_FRAMES=$(<"$IN.frames")
+say "input frames: $IN_FRAMES"
+
+# --- build --------------------------------------------------------------------------------
+if [[ -n ${TESSERA_BIN:-} ]]; then
+  say "build: skipped, measuring TESSERA_BIN=$TESSERA"
+else
+  say "build: cargo build --release -p tessera-cli"
+  cargo build --release -p tessera-cli
+fi
+[[ -x $TESSERA ]] || { echo "build did not produce $TESSERA" >&2; exit 1; }
+
+# --- runs ---------------------------------------------------------------------------------
+# Runs `/usr/bin/time -f '%e %M' "$@"` with output to $log; prints "WALL_S RSS_KIB".
+timed() {
+  local log=$1 tfile=$1.time
+  shift
+  if ! "$TIME" -f '%e %M' -o "$tfile" "$@" >"$log" 2>&1; then
+    echo "command failed: $*" >&2
+    echo "--- last lines of $log:" >&2
+    tail -n 30 "$log" >&2
+    return 1
+  fi
+  tail -n 1 "$tfile"
+}
+
+RESULTS=$RUNS_DIR/results.tsv
+printf 'run\ttessera_s\ttessera_rss_kib\tworker_rss_bytes\tffmpeg_s\tffmpeg_rss_kib\ttessera_frames\tffmpeg_frames\n' >"$RESULTS"
+say "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+say "runs: $BENCH_RUNS pair(s), alternating tessera then ffmpeg"
+
+for ((i = 1; i <= BENCH_RUNS; i++)); do
+  t_out=$RUNS_DIR/tessera-$i.mp4
+  t_rep=$RUNS_DIR/report-$i.json
+  f_out=$RUNS_DIR/ffmpeg-$i.mp4
+  rm -f "$t_out" "$t_rep" "$f_out"
+
+  timing=$(timed "$RUNS_DIR/tessera-$i.log" \
+    "$TESSERA" transcode "$IN" -o "$t_out" --workers 2 --codec h264 --preset veryfast --crf 23 \
+    --report "$t_rep" --progress none)
+  read -r t_s t_kib <<<"$timing"
+  worker_bytes=$(python3 -c 'import json,sys; v=json.load(open(sys.argv[1])).get("peak_child_rss_bytes"); print("" if v is None else int(v))' "$t_rep")
+
+  timing=$(timed "$RUNS_DIR/ffmpeg-$i.log" \
+    ffmpeg -hide_banner -nostdin -y -i "$IN" -c:v libx264 -preset veryfast -crf 23 -c:a aac "$f_out")
+  read -r f_s f_kib <<<"$timing"
+
+  t_frames=$(count_frames "$t_out")
+  f_frames=$(count_frames "$f_out")
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "$t_s" "$t_kib" "${worker_bytes:-}" "$f_s" "$f_kib" "$t_frames" "$f_frames" >>"$RESULTS"
+  python3 - "$i" "$t_s" "$t_kib" "${worker_bytes:-}" "$f_s" "$f_kib" "$t_frames" "$f_frames" <<'PY'
+import sys
+i, ts, tk, wb, fs, fk, tf, ff = sys.argv[1:]
+mib = lambda kib: float(kib) / 1024
+worker = f"{int(wb) / 2**20:7.1f} MiB" if wb else "    n/a"
+print(f"run {i}: tessera {float(ts):7.2f} s  rss {mib(tk):7.1f} MiB  worker {worker}  frames {tf}"
+      f"  |  ffmpeg {float(fs):7.2f} s  rss {mib(fk):7.1f} MiB  frames {ff}"
+      f"  |  ratio {float(ts) / float(fs):.3f}")
+PY
+done
+
+# --- summary ------------------------------------------------------------------------------
+set +e
+python3 - "$RESULTS" "$IN_FRAMES" "$BENCH_STRICT" <<'PY'
+import csv, statistics, sys
+
+path, in_frames, strict = sys.argv[1], sys.argv[2].strip(), sys.argv[3] == "1"
+rows = list(csv.DictReader(open(path), delimiter="\t"))
+ts = [float(r["tessera_s"]) for r in rows]
+fs = [float(r["ffmpeg_s"]) for r in rows]
+ratios = [t / f for t, f in zip(ts, fs)]
+t_rss = max(int(r["tessera_rss_kib"]) for r in rows) * 1024
+f_rss = max(int(r["ffmpeg_rss_kib"]) for r in rows) * 1024
+workers = [int(r["worker_rss_bytes"]) for r in rows if r["worker_rss_bytes"]]
+worker = max(workers) if len(workers) == len(rows) else None
+MiB = 2**20
+
+print()
+print(f"summary over {len(rows)} runs (input {in_frames} frames)")
+print(f"  median wall     tessera {statistics.median(ts):8.2f} s    ffmpeg {statistics.median(fs):8.2f} s")
+print(f"  median ratio    tessera/ffmpeg {statistics.median(ratios):.3f}   (per run: "
+      + ", ".join(f"{r:.3f}" for r in ratios) + ")")
+print(f"  peak RSS        tessera process tree {t_rss / MiB:8.1f} MiB (largest process, /usr/bin/time %M)")
+print(f"                  segment worker child {worker / MiB:8.1f} MiB (max of report peak_child_rss_bytes)"
+      if worker is not None else
+      "                  segment worker child      n/a (peak_child_rss_bytes missing from a report)")
+print(f"                  ffmpeg               {f_rss / MiB:8.1f} MiB")
+
+bad = [(r["run"], name, r[col]) for r in rows
+       for name, col in (("tessera", "tessera_frames"), ("ffmpeg", "ffmpeg_frames"))
+       if r[col].strip() != in_frames]
+print(f"  frame counts    " + ("all outputs have the input's " + in_frames + " frames" if not bad else
+      "MISMATCH: " + "; ".join(f"run {r} {n} has {c}" for r, n, c in bad)))
+
+ratio_ok = statistics.median(ratios) <= 1.00
+worker_ok = worker is not None and worker < 250 * MiB
+print()
+print("targets")
+print(f"  median ratio tessera/ffmpeg <= 1.00      {statistics.median(ratios):8.3f}      {'PASS' if ratio_ok else 'MISS'}")
+print(f"  segment worker peak RSS < 250 MiB        " +
+      (f"{worker / MiB:8.1f} MiB  " if worker is not None else "     n/a      ") +
+      ("PASS" if worker_ok else "MISS"))
+print(f"  frame counts equal the input's           {'':8}      {'PASS' if not bad else 'FAIL'}")
+if bad:
+    sys.exit(1)
+if strict and not (ratio_ok and worker_ok):
+    sys.exit(2)
+PY
+rc=$?
+set -e
+echo "(per-run data: $RESULTS; outputs and logs under $RUNS_DIR/)"
+exit "$rc"

@@ -1,0 +1,330 @@
+//! Command line and configuration: defaults, then a TOML file, then `TESSERA_*` env, then flags.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand, ValueEnum};
+use serde::Deserialize;
+use tessera_media::settings::{default_crf, default_preset, resolve_preset};
+use tessera_media::{Container, RateControl, RenditionSpec, VideoCodec};
+
+/// tessera: split, encode in parallel, stitch. Frame-exact.
+#[derive(Debug, Parser)]
+#[command(name = "tessera", version, about)]
+pub struct Cli {
+    /// A TOML config file (its `[transcode]` table gives defaults for the flags).
+    #[arg(long, global = true, env = "TESSERA_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Log filter (e.g. `info`, `tessera=debug`).
+    #[arg(long, global = true, env = "TESSERA_LOG", default_value = "warn")]
+    pub log: String,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Transcode one file with the whole farm in this process.
+    Transcode(TranscodeArgs),
+}
+
+/// Video codecs on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CodecArg {
+    /// H.264 (libx264).
+    H264,
+    /// HEVC (libx265).
+    Hevc,
+    /// AV1 (libsvtav1).
+    Av1,
+}
+
+/// How progress is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProgressMode {
+    /// A bar on a terminal, plain lines otherwise.
+    Auto,
+    /// A progress bar.
+    Bar,
+    /// One plain line per second.
+    Plain,
+    /// JSON lines.
+    Json,
+    /// Nothing.
+    None,
+}
+
+/// `tessera transcode` flags. Every value is optional here so the config file can fill gaps.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TranscodeArgs {
+    /// The input video.
+    pub input: PathBuf,
+    /// The output file (.mp4 or .mkv).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Video codec [default: h264].
+    #[arg(long, env = "TESSERA_CODEC")]
+    pub codec: Option<CodecArg>,
+    /// Constant quality (default per codec: 23 h264, 28 hevc, 35 av1).
+    #[arg(long, env = "TESSERA_CRF", conflicts_with = "bitrate")]
+    pub crf: Option<f32>,
+    /// Average bitrate, e.g. 2500k or 4M (VBV max 1.5x, buffer 2x).
+    #[arg(long, env = "TESSERA_BITRATE")]
+    pub bitrate: Option<String>,
+    /// Encoder preset (x264/x265 names; SVT-AV1 0-13 or an x264 name).
+    #[arg(long, env = "TESSERA_PRESET")]
+    pub preset: Option<String>,
+    /// Output height, keeping the aspect ratio.
+    #[arg(long, env = "TESSERA_HEIGHT")]
+    pub height: Option<u32>,
+    /// Target segment length in seconds [default: 10].
+    #[arg(long, env = "TESSERA_SEGMENT_SECONDS")]
+    pub segment_seconds: Option<f64>,
+    /// Segments encoded at once [default: CPU count].
+    #[arg(long, env = "TESSERA_WORKERS")]
+    pub workers: Option<usize>,
+    /// Work directory for chunks and segments [default: system temp dir].
+    #[arg(long, env = "TESSERA_WORK_DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// Progress display [default: auto].
+    #[arg(long, env = "TESSERA_PROGRESS")]
+    pub progress: Option<ProgressMode>,
+    /// Keep only the first audio track.
+    #[arg(long)]
+    pub first_audio_only: bool,
+    /// Measure PSNR and SSIM of the output against the input.
+    #[arg(long)]
+    pub quality: bool,
+    /// Write a JSON report of the job here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Seconds one segment's encode may take before it is killed and retried [default: 1200].
+    #[arg(long, env = "TESSERA_SEGMENT_TIMEOUT")]
+    pub segment_timeout: Option<u64>,
+    /// Memory limit of each media child process, in MiB [default: 8192].
+    #[arg(long, env = "TESSERA_CHILD_MEMORY_MIB")]
+    pub child_memory_mib: Option<u64>,
+}
+
+/// The `[transcode]` table of the config file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileTranscode {
+    codec: Option<CodecArg>,
+    crf: Option<f32>,
+    bitrate: Option<String>,
+    preset: Option<String>,
+    height: Option<u32>,
+    segment_seconds: Option<f64>,
+    workers: Option<usize>,
+    work_dir: Option<PathBuf>,
+    progress: Option<ProgressMode>,
+    segment_timeout: Option<u64>,
+    child_memory_mib: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    transcode: FileTranscode,
+}
+
+/// A fully resolved `transcode` configuration.
+#[derive(Debug, Clone)]
+pub struct TranscodeConfig {
+    /// The input.
+    pub input: PathBuf,
+    /// The output.
+    pub output: PathBuf,
+    /// Its container.
+    pub container: Container,
+    /// The rendition.
+    pub rendition: RenditionSpec,
+    /// Segment length.
+    pub segment_seconds: f64,
+    /// Parallel segment encodes.
+    pub workers: usize,
+    /// Work directory root.
+    pub work_dir: Option<PathBuf>,
+    /// Progress display.
+    pub progress: ProgressMode,
+    /// Keep only the first audio track.
+    pub first_audio_only: bool,
+    /// Measure quality.
+    pub quality: bool,
+    /// Report file.
+    pub report: Option<PathBuf>,
+    /// Per-segment timeout in seconds.
+    pub segment_timeout: u64,
+    /// Child memory limit in bytes.
+    pub child_memory_bytes: u64,
+}
+
+/// Parses "2500k", "4M", "800000" into bits per second.
+pub fn parse_bitrate(s: &str) -> anyhow::Result<u64> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1_000.0),
+        Some('m' | 'M') => (&t[..t.len() - 1], 1_000_000.0),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num
+        .parse()
+        .with_context(|| format!("bitrate '{s}' is not a number"))?;
+    if !(v.is_finite() && v > 0.0) {
+        bail!("bitrate '{s}' must be positive");
+    }
+    Ok((v * mult).round() as u64)
+}
+
+fn read_file(path: Option<&Path>) -> anyhow::Result<FileTranscode> {
+    let Some(path) = path else {
+        return Ok(FileTranscode::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("config file {}: cannot read", path.display()))?;
+    let cfg: FileConfig = toml::from_str(&text)
+        .with_context(|| format!("config file {}: invalid", path.display()))?;
+    Ok(cfg.transcode)
+}
+
+impl TranscodeConfig {
+    /// Merges flags/env (`args`) over the config file over the defaults, and validates.
+    pub fn resolve(args: TranscodeArgs, config_file: Option<&Path>) -> anyhow::Result<Self> {
+        let file = read_file(config_file)?;
+        let codec = match args.codec.or(file.codec).unwrap_or(CodecArg::H264) {
+            CodecArg::H264 => VideoCodec::H264,
+            CodecArg::Hevc => VideoCodec::Hevc,
+            CodecArg::Av1 => VideoCodec::Av1,
+        };
+        let bitrate = args.bitrate.or(file.bitrate);
+        let crf = args.crf.or(file.crf);
+        let rate = match (crf, bitrate) {
+            (Some(c), None) => RateControl::Crf(c),
+            (None, Some(b)) => RateControl::Bitrate(parse_bitrate(&b)?),
+            (None, None) => RateControl::Crf(default_crf(codec)),
+            (Some(_), Some(_)) => bail!("give either a crf or a bitrate, not both"),
+        };
+        let preset = args
+            .preset
+            .or(file.preset)
+            .unwrap_or_else(|| default_preset(codec).to_string());
+        resolve_preset(codec, &preset).map_err(|e| anyhow::anyhow!(e))?;
+        let container = Container::from_path(&args.output).with_context(|| {
+            format!(
+                "output {}: unsupported container (use .mp4 or .mkv)",
+                args.output.display()
+            )
+        })?;
+        let segment_seconds = args
+            .segment_seconds
+            .or(file.segment_seconds)
+            .unwrap_or(10.0);
+        if !(segment_seconds.is_finite() && segment_seconds >= 0.1) {
+            bail!("segment length {segment_seconds} s must be at least 0.1 s");
+        }
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        let workers = args.workers.or(file.workers).unwrap_or(cpus);
+        if workers == 0 || workers > 256 {
+            bail!("workers {workers} must be within 1..=256");
+        }
+        let height = args.height.or(file.height);
+        if let Some(h) = height {
+            if !(2..=16384).contains(&h) {
+                bail!("height {h} must be within 2..=16384");
+            }
+        }
+        Ok(TranscodeConfig {
+            input: args.input,
+            output: args.output,
+            container,
+            rendition: RenditionSpec {
+                name: "main".into(),
+                codec,
+                rate,
+                preset,
+                height,
+            },
+            segment_seconds,
+            workers,
+            work_dir: args.work_dir.or(file.work_dir),
+            progress: args
+                .progress
+                .or(file.progress)
+                .unwrap_or(ProgressMode::Auto),
+            first_audio_only: args.first_audio_only,
+            quality: args.quality,
+            report: args.report,
+            segment_timeout: args
+                .segment_timeout
+                .or(file.segment_timeout)
+                .unwrap_or(1200),
+            child_memory_bytes: args
+                .child_memory_mib
+                .or(file.child_memory_mib)
+                .unwrap_or(8192)
+                << 20,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> TranscodeArgs {
+        let mut v = vec!["tessera", "transcode", "in.mp4", "-o", "out.mp4"];
+        v.extend_from_slice(extra);
+        match Cli::try_parse_from(v).unwrap().command {
+            Command::Transcode(a) => a,
+        }
+    }
+
+    #[test]
+    fn defaults_file_and_flags_layer() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.toml");
+        std::fs::write(
+            &file,
+            "[transcode]\ncodec = \"hevc\"\nworkers = 3\npreset = \"fast\"\n",
+        )
+        .unwrap();
+        let c = TranscodeConfig::resolve(args(&[]), Some(&file)).unwrap();
+        assert_eq!(c.rendition.codec, VideoCodec::Hevc);
+        assert_eq!(c.rendition.rate, RateControl::Crf(28.0));
+        assert_eq!(c.workers, 3);
+        let c =
+            TranscodeConfig::resolve(args(&["--workers", "2", "--bitrate", "2.5M"]), Some(&file))
+                .unwrap();
+        assert_eq!(c.workers, 2);
+        assert_eq!(c.rendition.rate, RateControl::Bitrate(2_500_000));
+        let c = TranscodeConfig::resolve(args(&[]), None).unwrap();
+        assert_eq!(
+            (c.rendition.codec, c.rendition.preset.as_str()),
+            (VideoCodec::H264, "medium")
+        );
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_reasons() {
+        let e = TranscodeConfig::resolve(args(&["--preset", "warp"]), None).unwrap_err();
+        assert!(e.to_string().contains("warp"));
+        let mut a = args(&[]);
+        a.output = "x.avi".into();
+        let e = TranscodeConfig::resolve(a, None).unwrap_err();
+        assert!(e.to_string().contains("x.avi"));
+        assert!(parse_bitrate("fast").is_err());
+        assert_eq!(parse_bitrate("800k").unwrap(), 800_000);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.toml");
+        std::fs::write(&file, "[transcode]\ncodek = 1\n").unwrap();
+        assert!(TranscodeConfig::resolve(args(&[]), Some(&file)).is_err());
+    }
+}

@@ -1,0 +1,80 @@
+//! tessera-cli: the `tessera` command's logic (the binary's `main` only parses and calls in).
+//!
+//! Why a library: the command's behaviour (config layering, the one-process farm, progress) is
+//! unit-tested here, and other binaries may embed the one-process farm.
+
+pub mod config;
+pub mod progress;
+pub mod transcode;
+
+pub use config::Cli;
+
+use std::process::ExitCode;
+
+use config::{Command, TranscodeConfig};
+use tokio_util::sync::CancellationToken;
+
+/// Sets up logging and a runtime, runs the command, prints errors; the process exit code.
+pub fn main_with(cli: Cli) -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let shutdown = CancellationToken::new();
+    let on_signal = shutdown.clone();
+    runtime.spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("interrupted: cancelling");
+            on_signal.cancel();
+        }
+    });
+    match runtime.block_on(run(cli, shutdown)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs a parsed command until done or `shutdown`.
+pub async fn run(cli: Cli, shutdown: CancellationToken) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Transcode(args) => {
+            let cfg = TranscodeConfig::resolve(args, cli.config.as_deref())?;
+            let report_path = cfg.report.clone();
+            let report = transcode::transcode(cfg, shutdown).await?;
+            let json = serde_json::to_string_pretty(&report)?;
+            if let Some(path) = report_path {
+                std::fs::write(&path, &json)
+                    .map_err(|e| anyhow::anyhow!("report {}: {e}", path.display()))?;
+            }
+            println!(
+                "{}: {} frames in {} segments, {:.1} s ({:.1} fps){}",
+                report.output.display(),
+                report.frames,
+                report.segments,
+                report.wall_s,
+                report.encode_fps,
+                report
+                    .quality
+                    .as_ref()
+                    .map(|q| format!(", PSNR {:.2} dB, SSIM {:.4}", q.psnr, q.ssim))
+                    .unwrap_or_default()
+            );
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! The one-process farm: dispatcher logic and N workers over the embedded queue and a local
+//! store, in this process (media work in sandboxed children).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use tessera_dispatcher::{run_job, DispatchContext, JobReport, JobRequest, JobStage};
+use tessera_farm::model::{QUEUE_ENCODE_CPU, QUEUE_EVENTS};
+use tessera_farm::queue::{MemoryQueue, Queue};
+use tessera_farm::sandbox::{Limits, Sandbox};
+use tessera_farm::store::LocalStore;
+use tessera_worker::WorkerConfig;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::TranscodeConfig;
+use crate::progress::Progress;
+
+/// Delivery limit of the embedded queue: a segment gets three attempts.
+const DELIVERY_LIMIT: u32 = 3;
+
+/// Runs one transcode; returns its report. `shutdown` cancels it (nothing left at the output).
+pub async fn transcode(
+    cfg: TranscodeConfig,
+    shutdown: CancellationToken,
+) -> anyhow::Result<JobReport> {
+    let input = cfg.input.clone();
+    if !input.exists() {
+        bail!("{}: no such file", input.display());
+    }
+    if let (Ok(a), Ok(b)) = (input.canonicalize(), cfg.output.canonicalize()) {
+        if a == b {
+            bail!("{}: output would overwrite the input", cfg.output.display());
+        }
+    }
+    let out_dir = match cfg.output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !out_dir.is_dir() {
+        bail!("{}: output directory does not exist", out_dir.display());
+    }
+
+    let job_id = uuid::Uuid::new_v4().simple().to_string();
+    let root = cfg.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let work = root.join(format!("tessera-{job_id}"));
+    std::fs::create_dir_all(&work)
+        .with_context(|| format!("{}: cannot create work directory", work.display()))?;
+    let result = run_farm(&cfg, &job_id, &work, shutdown).await;
+    let _ = tokio::fs::remove_dir_all(&work).await;
+    result
+}
+
+async fn run_farm(
+    cfg: &TranscodeConfig,
+    job_id: &str,
+    work: &std::path::Path,
+    shutdown: CancellationToken,
+) -> anyhow::Result<JobReport> {
+    let queue = MemoryQueue::new(DELIVERY_LIMIT);
+    let shared_queue: Arc<dyn Queue> = Arc::new(queue.clone());
+    shared_queue.declare(QUEUE_ENCODE_CPU).await?;
+    shared_queue.declare(QUEUE_EVENTS).await?;
+    let store = Arc::new(LocalStore::new(work.join("store"))?);
+    let sandbox = Sandbox::current()?;
+    let limits = Limits {
+        timeout: Duration::from_secs(cfg.segment_timeout),
+        memory_bytes: cfg.child_memory_bytes,
+        ..Limits::default()
+    };
+
+    let progress = Progress::new(cfg.progress);
+    let stop_ticker = CancellationToken::new();
+    let ticker = tokio::spawn(progress.clone().tick(stop_ticker.clone()));
+
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let workers_stop = CancellationToken::new();
+    let mut workers = Vec::new();
+    let p = progress.clone();
+    let on_frames: tessera_worker::ProgressFn =
+        Arc::new(move |_job, seg, n| p.segment_frames(seg, n));
+    for i in 0..cfg.workers {
+        let config = WorkerConfig {
+            id: format!("local-{i}"),
+            slots: 1,
+            threads_per_slot: (cpus / cfg.workers).max(1),
+            staging_dir: work.join(format!("worker-{i}")),
+            queue: QUEUE_ENCODE_CPU.to_string(),
+            delivery_limit: DELIVERY_LIMIT,
+            limits,
+            retry_backoff: Duration::from_millis(500),
+        };
+        workers.push(tokio::spawn(tessera_worker::run(
+            config,
+            shared_queue.clone(),
+            store.clone(),
+            sandbox.clone(),
+            Some(on_frames.clone()),
+            workers_stop.clone(),
+        )));
+    }
+
+    let p = progress.clone();
+    let ctx = DispatchContext {
+        queue: shared_queue.clone(),
+        store,
+        sandbox,
+        staging_dir: work.join("dispatcher"),
+        encode_queue: QUEUE_ENCODE_CPU.to_string(),
+        limits: Limits {
+            timeout: Duration::from_secs(6 * 3600),
+            ..limits
+        },
+        on_stage: Arc::new(move |stage: &JobStage| match stage {
+            JobStage::Planned { frames, segments } => p.planned(*frames, *segments),
+            JobStage::SegmentDone { segment, frames } => p.segment_done(*segment, *frames),
+            JobStage::Stitching => p.stitching(),
+        }),
+    };
+    let request = JobRequest {
+        id: job_id.to_string(),
+        input: cfg.input.clone(),
+        output: cfg.output.clone(),
+        container: cfg.container,
+        rendition: cfg.rendition.clone(),
+        segment_seconds: cfg.segment_seconds,
+        first_audio_only: cfg.first_audio_only,
+        measure_quality: cfg.quality,
+    };
+    let mut events = shared_queue.consume(QUEUE_EVENTS, 64).await?;
+    let result = run_job(&ctx, &request, events.as_mut(), shutdown).await;
+
+    // Stop the workers: close the queue so idle ones return, cancel the rest.
+    queue.close(QUEUE_ENCODE_CPU);
+    workers_stop.cancel();
+    for w in workers {
+        let _ = w.await;
+    }
+    stop_ticker.cancel();
+    let _ = ticker.await;
+    progress.finish();
+    Ok(result?)
+}

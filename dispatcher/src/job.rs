@@ -1,0 +1,141 @@
+//! One job from input to output: prepare (probe, plan, split, publish), wait, finish.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use tessera_farm::queue::{Consumer, Queue};
+use tessera_farm::sandbox::{Limits, Sandbox};
+use tessera_farm::store::Store;
+use tessera_farm::FarmError;
+use tessera_media::{Container, QualityReport, RenditionSpec};
+use tokio_util::sync::CancellationToken;
+
+use crate::{finish, prepare};
+
+/// What to transcode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRequest {
+    /// Job id (deterministic keys hang off it).
+    pub id: String,
+    /// The source file (local path; staged from S3 by the service).
+    pub input: PathBuf,
+    /// The output file.
+    pub output: PathBuf,
+    /// The output container.
+    pub container: Container,
+    /// The video rendition.
+    pub rendition: RenditionSpec,
+    /// Target segment length in seconds.
+    pub segment_seconds: f64,
+    /// Keep only the first audio track.
+    pub first_audio_only: bool,
+    /// Also measure PSNR/SSIM of the output against the source.
+    pub measure_quality: bool,
+}
+
+/// Where the job stands, for progress displays.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "stage", rename_all = "snake_case")]
+pub enum JobStage {
+    /// Probed: the number of frames to encode and the segment count.
+    Planned {
+        /// Frames expected.
+        frames: u64,
+        /// Segments planned.
+        segments: u32,
+    },
+    /// A segment finished.
+    SegmentDone {
+        /// Which.
+        segment: u32,
+        /// Its frames.
+        frames: u64,
+    },
+    /// All segments are in; stitching.
+    Stitching,
+}
+
+/// Shared services of the dispatcher.
+#[derive(Clone)]
+pub struct DispatchContext {
+    /// The queue segment tasks go to.
+    pub queue: Arc<dyn Queue>,
+    /// The work area.
+    pub store: Arc<dyn Store>,
+    /// Runs media work in children.
+    pub sandbox: Sandbox,
+    /// Local staging for the dispatcher's own files.
+    pub staging_dir: PathBuf,
+    /// The segment queue name.
+    pub encode_queue: String,
+    /// Limits of probe/split/audio/stitch children.
+    pub limits: Limits,
+    /// Stage updates.
+    pub on_stage: Arc<dyn Fn(&JobStage) + Send + Sync>,
+}
+
+/// What the job produced, with figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobReport {
+    /// Job id.
+    pub job_id: String,
+    /// The output file.
+    pub output: PathBuf,
+    /// Video frames in the output.
+    pub frames: u64,
+    /// Frames the probe counted in the source.
+    pub source_frames: u64,
+    /// Segments.
+    pub segments: u32,
+    /// Audio tracks in the output.
+    pub audio_tracks: usize,
+    /// Output bytes.
+    pub bytes: u64,
+    /// Wall time of the whole job.
+    pub wall_s: f64,
+    /// Output frames per wall second.
+    pub encode_fps: f64,
+    /// Largest peak RSS of any media child (a segment encode, usually).
+    pub peak_child_rss_bytes: u64,
+    /// Largest peak RSS of a segment encode child.
+    pub peak_segment_rss_bytes: u64,
+    /// Median seconds a segment spent in the worker outside decode/encode.
+    pub median_segment_overhead_s: f64,
+    /// PSNR/SSIM when asked.
+    pub quality: Option<QualityReport>,
+}
+
+/// Runs one job to the end. `events` is the consumer of worker events (this job's only).
+/// On failure or cancellation the work area is cleaned and nothing is left at the output.
+pub async fn run_job(
+    ctx: &DispatchContext,
+    req: &JobRequest,
+    events: &mut dyn Consumer,
+    cancel: CancellationToken,
+) -> Result<JobReport, FarmError> {
+    let started = Instant::now();
+    let staging = ctx.staging_dir.join(&req.id);
+    let result = tokio::select! {
+        r = async {
+            let prepared = prepare::prepare(ctx, req, &staging).await?;
+            finish::finish(ctx, req, &staging, prepared, events, started).await
+        } => r,
+        _ = cancel.cancelled() => Err(FarmError::Media {
+            code: "cancelled".into(),
+            class: tessera_media::ErrorClass::Abort,
+            message: format!("job {} cancelled", req.id),
+        }),
+    };
+    // The work area and staging go whatever happened; a failed stitch leaves no partial output.
+    let _ = ctx
+        .store
+        .delete_prefix(&tessera_farm::model::keys::job_prefix(&req.id))
+        .await;
+    let _ = tokio::fs::remove_dir_all(&staging).await;
+    if result.is_err() {
+        let _ = tokio::fs::remove_file(tessera_media::stitch::temp_path(&req.output)).await;
+    }
+    result
+}

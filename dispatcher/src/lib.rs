@@ -1,0 +1,10 @@
+//! tessera-dispatcher: turns a job into segment tasks and the segments back into an output.
+//!
+//! Why a library: the one-process farm (`tessera transcode`) and the dispatcher service run
+//! the same job logic over different queue and store implementations.
+
+mod finish;
+mod job;
+mod prepare;
+
+pub use job::{run_job, DispatchContext, JobReport, JobRequest, JobStage};

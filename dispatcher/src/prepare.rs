@@ -1,0 +1,167 @@
+//! Preparing a job: probe, plan, start the audio, split, store the chunks, publish the tasks.
+
+use std::path::Path;
+use std::time::Duration;
+
+use tessera_farm::model::{encode_message, keys, SegmentEncode, SegmentTask, WIRE_VERSION};
+use tessera_farm::sandbox::{ChildStats, Limits, MediaOp};
+use tessera_farm::FarmError;
+use tessera_media::{
+    plan_segments, timestamp_bias, AudioRequest, AudioResult, ChunkInfo, ErrorClass, Probe,
+    ProbeInfo, SegmentPlan,
+};
+use tokio::task::JoinHandle;
+
+use crate::job::{DispatchContext, JobRequest, JobStage};
+
+/// AAC bitrate per channel (128 kb/s stereo).
+const AUDIO_BITRATE_PER_CHANNEL: u64 = 64_000;
+
+/// A job after preparation: its plan, and the audio step running beside the encodes.
+pub(crate) struct Prepared {
+    pub info: ProbeInfo,
+    pub plans: Vec<SegmentPlan>,
+    pub bias: i64,
+    pub audio: JoinHandle<Result<Option<(AudioResult, ChildStats)>, FarmError>>,
+    pub peak_rss_bytes: u64,
+}
+
+pub(crate) async fn prepare(
+    ctx: &DispatchContext,
+    req: &JobRequest,
+    staging: &Path,
+) -> Result<Prepared, FarmError> {
+    tokio::fs::create_dir_all(staging)
+        .await
+        .map_err(|e| FarmError::io(staging, e))?;
+    let probe_limits = Limits {
+        timeout: Duration::from_secs(600).min(ctx.limits.timeout),
+        ..ctx.limits
+    };
+    let (probe, probe_stats): (Probe, _) = ctx
+        .sandbox
+        .run(
+            &MediaOp::Probe {
+                input: req.input.clone(),
+            },
+            probe_limits,
+            &mut |_| {},
+        )
+        .await?;
+    let video = &probe.info.video;
+    let plans = plan_segments(&probe.packets, video.time_base, req.segment_seconds);
+    if plans.is_empty() {
+        return Err(FarmError::Media {
+            code: "input_no_video".into(),
+            class: ErrorClass::Abort,
+            message: format!("{}: no video frame to encode", req.input.display()),
+        });
+    }
+    let bias = timestamp_bias(&probe.packets, video.time_base);
+    (ctx.on_stage)(&JobStage::Planned {
+        frames: plans.iter().map(|p| p.frames).sum(),
+        segments: plans.len() as u32,
+    });
+    tracing::info!(
+        job = %req.id, segments = plans.len(), frames = video.frames,
+        codec = %video.codec, width = video.width, height = video.height, "job planned"
+    );
+
+    let audio = spawn_audio(
+        ctx,
+        req,
+        &probe.info,
+        video.time_base.seconds(bias),
+        staging,
+    );
+
+    let chunk_dir = staging.join("chunks");
+    tokio::fs::create_dir_all(&chunk_dir)
+        .await
+        .map_err(|e| FarmError::io(&chunk_dir, e))?;
+    let split = MediaOp::Split {
+        input: req.input.clone(),
+        segments: plans.clone(),
+        bias,
+        dir: chunk_dir.clone(),
+    };
+    let (chunks, split_stats): (Vec<ChunkInfo>, _) =
+        ctx.sandbox.run(&split, ctx.limits, &mut |_| {}).await?;
+    for (plan, chunk) in plans.iter().zip(&chunks) {
+        let chunk_key = keys::chunk(&req.id, plan.index);
+        ctx.store.put_file(&chunk_key, &chunk.path).await?;
+        let _ = tokio::fs::remove_file(&chunk.path).await;
+        let task = SegmentTask {
+            v: WIRE_VERSION,
+            job_id: req.id.clone(),
+            segment: plan.index,
+            chunk_key,
+            encode: SegmentEncode {
+                start_pts: plan.start_pts,
+                end_pts: plan.end_pts,
+                time_base: video.time_base,
+                bias,
+                frame_rate: if video.avg_frame_rate.num > 0 {
+                    video.avg_frame_rate
+                } else {
+                    video.frame_rate
+                },
+                sample_aspect_ratio: video.sample_aspect_ratio,
+                color: video.color.clone(),
+                source_bit_depth: video.bit_depth,
+                expected_frames: plan.frames,
+            },
+            renditions: vec![(
+                req.rendition.clone(),
+                keys::encoded(&req.id, &req.rendition.name, plan.index),
+            )],
+        };
+        ctx.queue
+            .publish(&ctx.encode_queue, encode_message(&task))
+            .await?;
+    }
+    Ok(Prepared {
+        info: probe.info,
+        plans,
+        bias,
+        audio,
+        peak_rss_bytes: probe_stats.peak_rss_bytes.max(split_stats.peak_rss_bytes),
+    })
+}
+
+fn spawn_audio(
+    ctx: &DispatchContext,
+    req: &JobRequest,
+    info: &ProbeInfo,
+    bias_seconds: f64,
+    staging: &Path,
+) -> JoinHandle<Result<Option<(AudioResult, ChildStats)>, FarmError>> {
+    let mut tracks: Vec<usize> = info.audio.iter().map(|a| a.index).collect();
+    if req.first_audio_only {
+        tracks.truncate(1);
+    }
+    let ctx = ctx.clone();
+    let job = req.id.clone();
+    let request = AudioRequest {
+        input: req.input.clone(),
+        tracks,
+        bias_seconds,
+        copy_aac: true,
+        bitrate_per_channel: AUDIO_BITRATE_PER_CHANNEL,
+        output: staging.join("audio-encoded.nut"),
+    };
+    tokio::spawn(async move {
+        if request.tracks.is_empty() {
+            return Ok(None);
+        }
+        let (result, stats): (AudioResult, _) = ctx
+            .sandbox
+            .run(&MediaOp::Audio(request.clone()), ctx.limits, &mut |_| {})
+            .await?;
+        ctx.store
+            .put_file(&keys::audio(&job), &request.output)
+            .await?;
+        let _ = tokio::fs::remove_file(&request.output).await;
+        Ok(Some((result, stats)))
+    })
+}

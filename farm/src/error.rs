@@ -1,0 +1,126 @@
+//! Errors of the farm plumbing: queue, store, sandbox. Each has a stable code and a class.
+
+pub use tessera_media::ErrorClass;
+
+/// Every failure of the shared plumbing.
+///
+/// Why: the worker and dispatcher decide retry vs abort from `class()`, and report `code()`
+/// to users and metrics; the message says what failed and why.
+#[derive(Debug, thiserror::Error)]
+pub enum FarmError {
+    /// A media operation failed in the child process with a classified error.
+    #[error("{message}")]
+    Media {
+        /// The media crate's stable code.
+        code: String,
+        /// Retry or abort.
+        class: ErrorClass,
+        /// The child's message (names the input and the reason).
+        message: String,
+    },
+    /// The child process crashed, was killed, or broke the protocol.
+    #[error("media child process {what}: {detail}")]
+    ChildCrashed {
+        /// Which operation it was running.
+        what: String,
+        /// Exit status or signal, and the tail of its stderr.
+        detail: String,
+    },
+    /// The child process ran past its time limit and was killed.
+    #[error("media child process {what} timed out after {seconds} s")]
+    ChildTimeout {
+        /// Which operation.
+        what: String,
+        /// The limit.
+        seconds: u64,
+    },
+    /// The queue (embedded or RabbitMQ) failed.
+    #[error("queue {queue}: {reason}")]
+    Queue {
+        /// Queue name.
+        queue: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The object store failed.
+    #[error("store {key}: {reason}")]
+    Store {
+        /// Object key.
+        key: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// An object key that is not allowed (absolute, `..`, empty parts, odd characters).
+    #[error("invalid object key '{0}'")]
+    InvalidKey(String),
+    /// A message that cannot be parsed or has an unknown version.
+    #[error("bad message: {0}")]
+    BadMessage(String),
+    /// Local disk (staging) failed.
+    #[error("{path}: {reason}")]
+    Io {
+        /// The path involved.
+        path: String,
+        /// The OS error.
+        reason: String,
+    },
+}
+
+impl FarmError {
+    /// The stable code of the error.
+    pub fn code(&self) -> &str {
+        match self {
+            FarmError::Media { code, .. } => code,
+            FarmError::ChildCrashed { .. } => "child_crashed",
+            FarmError::ChildTimeout { .. } => "child_timeout",
+            FarmError::Queue { .. } => "queue_error",
+            FarmError::Store { .. } => "store_error",
+            FarmError::InvalidKey(_) => "invalid_key",
+            FarmError::BadMessage(_) => "bad_message",
+            FarmError::Io { .. } => "io_error",
+        }
+    }
+
+    /// Retry or abort. A crashed or timed-out child is retried (it counts as an attempt, and
+    /// the queue's delivery limit ends the loop for an input that always crashes it).
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            FarmError::Media { class, .. } => *class,
+            FarmError::InvalidKey(_) | FarmError::BadMessage(_) => ErrorClass::Abort,
+            _ => ErrorClass::Retry,
+        }
+    }
+
+    /// Builds an I/O error naming the path.
+    pub fn io(path: &std::path::Path, err: impl std::fmt::Display) -> Self {
+        FarmError::Io {
+            path: path.display().to_string(),
+            reason: err.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes() {
+        let media = FarmError::Media {
+            code: "input_invalid".into(),
+            class: ErrorClass::Abort,
+            message: "x.mp4: not a readable media file".into(),
+        };
+        assert_eq!(media.code(), "input_invalid");
+        assert_eq!(media.class(), ErrorClass::Abort);
+        let crash = FarmError::ChildCrashed {
+            what: "encode".into(),
+            detail: "signal 11".into(),
+        };
+        assert_eq!(crash.class(), ErrorClass::Retry);
+        assert_eq!(
+            FarmError::InvalidKey("../x".into()).class(),
+            ErrorClass::Abort
+        );
+    }
+}

@@ -1,0 +1,195 @@
+//! The job model and the versioned wire messages between dispatcher and workers.
+//!
+//! Why versioned: workers and dispatchers of different releases share queues during a rolling
+//! upgrade; a message states its version and a reader refuses what it does not understand.
+
+use serde::{Deserialize, Serialize};
+use tessera_media::{ColorInfo, ErrorClass, Rational, RenditionSpec};
+
+use crate::FarmError;
+
+/// The wire version of the messages in this module.
+pub const WIRE_VERSION: u32 = 1;
+
+/// Queue of segment encode tasks for CPU workers.
+pub const QUEUE_ENCODE_CPU: &str = "tessera.encode.cpu";
+/// Queue of worker events (segment done / failed) for the dispatcher.
+pub const QUEUE_EVENTS: &str = "tessera.events";
+
+/// The encode parameters of a segment, as planned by the dispatcher.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SegmentEncode {
+    /// First source pts to encode (inclusive).
+    pub start_pts: i64,
+    /// First source pts not to encode.
+    pub end_pts: i64,
+    /// The source video time base.
+    pub time_base: Rational,
+    /// The job's timestamp bias.
+    pub bias: i64,
+    /// Source frame rate.
+    pub frame_rate: Rational,
+    /// Source sample aspect ratio.
+    pub sample_aspect_ratio: Rational,
+    /// Source colour tags.
+    pub color: ColorInfo,
+    /// Source bits per component.
+    pub source_bit_depth: u8,
+    /// Frames expected in the range (for progress and checks).
+    pub expected_frames: u64,
+}
+
+/// One segment to encode: a queue message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SegmentTask {
+    /// Wire version.
+    pub v: u32,
+    /// The job.
+    pub job_id: String,
+    /// Segment index.
+    pub segment: u32,
+    /// Where the chunk is in the store.
+    pub chunk_key: String,
+    /// What to encode.
+    pub encode: SegmentEncode,
+    /// Renditions, with the store key of each encoded result.
+    pub renditions: Vec<(RenditionSpec, String)>,
+}
+
+/// How a segment attempt ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum SegmentOutcome {
+    /// Encoded and uploaded.
+    Done {
+        /// Frames encoded (per rendition they are equal).
+        frames: u64,
+        /// Bytes uploaded over all renditions.
+        bytes: u64,
+        /// Seconds spent decoding and encoding in the child.
+        media_seconds: f64,
+        /// Seconds the worker spent on the task outside the child's media work.
+        overhead_seconds: f64,
+        /// Peak RSS of the child process.
+        peak_rss_bytes: u64,
+    },
+    /// Failed for good (input error or delivery limit reached).
+    Failed {
+        /// Stable error code.
+        code: String,
+        /// Retry or abort.
+        class: ErrorClass,
+        /// The reason, naming the input.
+        message: String,
+    },
+}
+
+/// A worker's report about one segment: a queue message to the dispatcher.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SegmentEvent {
+    /// Wire version.
+    pub v: u32,
+    /// The job.
+    pub job_id: String,
+    /// Segment index.
+    pub segment: u32,
+    /// Which worker.
+    pub worker: String,
+    /// How it went.
+    #[serde(flatten)]
+    pub outcome: SegmentOutcome,
+}
+
+/// Store keys of a job's work area, in one place so every component agrees.
+pub mod keys {
+    /// Prefix of everything a job keeps in the work area.
+    pub fn job_prefix(job: &str) -> String {
+        format!("jobs/{job}/")
+    }
+    /// The chunk of a segment.
+    pub fn chunk(job: &str, seg: u32) -> String {
+        format!("jobs/{job}/chunks/{seg:06}.nut")
+    }
+    /// An encoded segment of a rendition.
+    pub fn encoded(job: &str, rendition: &str, seg: u32) -> String {
+        format!("jobs/{job}/encoded/{rendition}/{seg:06}.nut")
+    }
+    /// The job's transcoded audio.
+    pub fn audio(job: &str) -> String {
+        format!("jobs/{job}/audio/audio.nut")
+    }
+}
+
+/// Serialises a message to JSON bytes.
+pub fn encode_message<T: Serialize>(msg: &T) -> Vec<u8> {
+    serde_json::to_vec(msg).unwrap_or_default()
+}
+
+/// Parses a message and checks its version.
+pub fn decode_message<T: for<'de> Deserialize<'de> + Versioned>(
+    body: &[u8],
+) -> Result<T, FarmError> {
+    let msg: T = serde_json::from_slice(body).map_err(|e| FarmError::BadMessage(e.to_string()))?;
+    if msg.version() != WIRE_VERSION {
+        return Err(FarmError::BadMessage(format!(
+            "wire version {} not supported (this build speaks {WIRE_VERSION})",
+            msg.version()
+        )));
+    }
+    Ok(msg)
+}
+
+/// A message that carries a wire version.
+pub trait Versioned {
+    /// The message's version.
+    fn version(&self) -> u32;
+}
+
+impl Versioned for SegmentTask {
+    fn version(&self) -> u32 {
+        self.v
+    }
+}
+
+impl Versioned for SegmentEvent {
+    fn version(&self) -> u32 {
+        self.v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_round_trip_and_versions_are_checked() {
+        let ev = SegmentEvent {
+            v: WIRE_VERSION,
+            job_id: "j".into(),
+            segment: 3,
+            worker: "w1".into(),
+            outcome: SegmentOutcome::Failed {
+                code: "input_invalid".into(),
+                class: ErrorClass::Abort,
+                message: "bad".into(),
+            },
+        };
+        let body = encode_message(&ev);
+        let text = String::from_utf8(body.clone()).unwrap();
+        assert!(text.contains("\"outcome\":\"failed\""), "{text}");
+        assert_eq!(decode_message::<SegmentEvent>(&body).unwrap(), ev);
+        let future = text.replace("\"v\":1", "\"v\":99");
+        assert!(decode_message::<SegmentEvent>(future.as_bytes()).is_err());
+        assert!(decode_message::<SegmentEvent>(b"not json").is_err());
+    }
+
+    #[test]
+    fn keys_are_deterministic() {
+        assert_eq!(keys::chunk("abc", 7), "jobs/abc/chunks/000007.nut");
+        assert_eq!(
+            keys::encoded("abc", "720p", 7),
+            "jobs/abc/encoded/720p/000007.nut"
+        );
+        assert!(keys::audio("abc").starts_with(&keys::job_prefix("abc")));
+    }
+}

@@ -1,0 +1,64 @@
+//! The queue abstraction: what the farm needs from RabbitMQ, with an embedded implementation.
+//!
+//! Why a trait: the one-process farm and the distributed farm run the same dispatcher and
+//! worker code; only the queue (in-memory vs RabbitMQ) and the store (directory vs S3) differ.
+
+mod memory;
+
+pub use memory::MemoryQueue;
+
+use async_trait::async_trait;
+
+use crate::FarmError;
+
+/// A message broker with work-queue semantics: at-least-once delivery, manual acks, a
+/// redelivery count, and a dead-letter queue after a delivery limit.
+#[async_trait]
+pub trait Queue: Send + Sync + 'static {
+    /// Makes sure `queue` (and its dead-letter queue) exist.
+    async fn declare(&self, queue: &str) -> Result<(), FarmError>;
+    /// Publishes a persistent message; returns once the broker has it (confirm).
+    async fn publish(&self, queue: &str, body: Vec<u8>) -> Result<(), FarmError>;
+    /// Starts consuming with at most `prefetch` unacknowledged deliveries outstanding.
+    async fn consume(&self, queue: &str, prefetch: u16) -> Result<Box<dyn Consumer>, FarmError>;
+}
+
+/// A stream of deliveries from one queue.
+#[async_trait]
+pub trait Consumer: Send {
+    /// The next delivery; `None` when the queue is closed.
+    async fn next(&mut self) -> Result<Option<Delivery>, FarmError>;
+}
+
+/// How a delivery is settled with the broker.
+#[async_trait]
+pub trait Acker: Send + Sync {
+    /// Done: the broker forgets the message.
+    async fn ack(&self) -> Result<(), FarmError>;
+    /// Give the message back (`requeue`), or drop it to the dead-letter queue.
+    async fn nack(&self, requeue: bool) -> Result<(), FarmError>;
+}
+
+/// One delivered message.
+pub struct Delivery {
+    /// The message body.
+    pub body: Vec<u8>,
+    /// How many times it was delivered before this one (0 on first delivery).
+    pub redeliveries: u32,
+    /// Settles the delivery.
+    pub acker: Box<dyn Acker>,
+}
+
+impl std::fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Delivery")
+            .field("bytes", &self.body.len())
+            .field("redeliveries", &self.redeliveries)
+            .finish()
+    }
+}
+
+/// The dead-letter queue of a queue.
+pub fn dead_letter_queue(queue: &str) -> String {
+    format!("{queue}.dead")
+}

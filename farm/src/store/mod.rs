@@ -1,0 +1,79 @@
+//! The object-store abstraction: what the farm needs from S3, with a local-directory store.
+//!
+//! Why a trait: work areas live in S3 in the distributed farm and in a directory on one
+//! machine; the dispatcher and worker code is the same for both.
+
+mod local;
+
+pub use local::LocalStore;
+
+use std::path::Path;
+
+use async_trait::async_trait;
+
+use crate::FarmError;
+
+/// An object store holding files under keys.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Uploads the file at `src` to `key`, replacing any object there; returns its size.
+    /// The object appears whole or not at all.
+    async fn put_file(&self, key: &str, src: &Path) -> Result<u64, FarmError>;
+    /// Downloads `key` into the file `dst`; returns its size.
+    async fn get_file(&self, key: &str, dst: &Path) -> Result<u64, FarmError>;
+    /// Whether `key` exists.
+    async fn exists(&self, key: &str) -> Result<bool, FarmError>;
+    /// Deletes every object under `prefix`; returns how many.
+    async fn delete_prefix(&self, prefix: &str) -> Result<u64, FarmError>;
+}
+
+/// Checks an object key: relative, `/`-separated, no empty, `.` or `..` parts, printable
+/// ASCII without backslashes, at most 1024 bytes.
+///
+/// Why: keys come from users (destinations, uploads); a key must never escape its bucket or
+/// the local store's root directory.
+pub fn validate_key(key: &str) -> Result<(), FarmError> {
+    let ok = !key.is_empty()
+        && key.len() <= 1024
+        && !key.starts_with('/')
+        && key.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'\\')
+        && key
+            .trim_end_matches('/')
+            .split('/')
+            .all(|part| !part.is_empty() && part != "." && part != "..");
+    if ok {
+        Ok(())
+    } else {
+        Err(FarmError::InvalidKey(key.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::validate_key;
+
+    #[test]
+    fn keys() {
+        for good in [
+            "jobs/a/chunks/000001.nut",
+            "a",
+            "in/My Video (1).mp4",
+            "jobs/a/",
+        ] {
+            assert!(validate_key(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "/etc/passwd",
+            "a/../b",
+            "..",
+            "a//b",
+            "a/./b",
+            "a\\b",
+            "a\u{0}b",
+            "é",
+        ] {
+            assert!(validate_key(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,388 @@
+//! Audio: every kept track transcoded once for the whole input (or stream-copied when the
+//! source is already AAC), into one intermediate NUT file.
+//!
+//! Why whole-file: per-segment audio drifts and clicks at boundaries (encoder priming and
+//! frame-size rounding per segment); audio is cheap enough to do in one pass beside the video.
+
+use std::path::{Path, PathBuf};
+
+use ff::Rescale as _;
+use ffmpeg_next as ff;
+use serde::{Deserialize, Serialize};
+
+use crate::demux::{open_audio_decoder, open_input, read_packet};
+use crate::probe::rational;
+use crate::types::Rational;
+use crate::{ffi, nut, MediaError};
+
+/// Sample rates the AAC encoder accepts; anything else is resampled to 48 kHz.
+const AAC_RATES: [u32; 12] = [
+    96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000,
+];
+
+/// What to do with the input's audio.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AudioRequest {
+    /// The source file.
+    pub input: PathBuf,
+    /// Container stream indices of the tracks to keep, in output order.
+    pub tracks: Vec<usize>,
+    /// Seconds added to every timestamp (the job's bias), keeping intermediate times >= 0.
+    pub bias_seconds: f64,
+    /// Stream-copy tracks that are already AAC instead of re-encoding them.
+    pub copy_aac: bool,
+    /// AAC bitrate per channel in bits/s.
+    pub bitrate_per_channel: u64,
+    /// The NUT file to write, one stream per kept track.
+    pub output: PathBuf,
+}
+
+/// What became of one track.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AudioTrackResult {
+    /// The source stream index.
+    pub source_index: usize,
+    /// Output codec name.
+    pub codec: String,
+    /// Whether it was stream-copied.
+    pub copied: bool,
+    /// ISO 639 language, kept from the source.
+    pub language: Option<String>,
+    /// Encoder priming samples the final muxer must skip (AAC: 1024), 0 when copied.
+    pub initial_padding: i32,
+    /// The bias in this track's time base (what readers subtract).
+    pub bias: i64,
+    /// This track's time base in the intermediate file.
+    pub time_base: Rational,
+    /// Packets written.
+    pub packets: u64,
+}
+
+/// The result of the audio step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AudioResult {
+    /// Per kept track, in output order.
+    pub tracks: Vec<AudioTrackResult>,
+}
+
+enum Mode {
+    Copy,
+    Encode(Box<Transcoder>),
+}
+
+struct Track {
+    source_index: usize,
+    in_tb: ff::Rational,
+    out_tb: ff::Rational,
+    bias: i64,
+    mode: Mode,
+    result: AudioTrackResult,
+}
+
+struct Transcoder {
+    decoder: ff::decoder::Audio,
+    resampler: Option<ff::software::resampling::Context>,
+    encoder: ff::encoder::Audio,
+    layout: ff::ChannelLayout,
+    rate: u32,
+    frame_size: usize,
+    /// Planar f32 samples waiting to fill an encoder frame.
+    fifo: Vec<Vec<f32>>,
+    /// Pts (in samples, biased) of the first sample in `fifo`.
+    next_pts: Option<i64>,
+}
+
+/// Transcodes (or copies) the requested tracks of `req.input` into `req.output`.
+pub fn transcode_audio(req: &AudioRequest) -> Result<AudioResult, MediaError> {
+    crate::init();
+    let input = req.input.as_path();
+    let mut ictx = open_input(input)?;
+    let mut octx = nut::create(&req.output)?;
+    let mut tracks = Vec::new();
+    for &index in &req.tracks {
+        let stream = ictx.stream(index).ok_or_else(|| {
+            MediaError::InvalidRequest(format!("{}: no stream {index}", input.display()))
+        })?;
+        let language = stream.metadata().get("language").map(str::to_string);
+        let params = stream.parameters();
+        let copy = req.copy_aac && params.id() == ff::codec::Id::AAC;
+        let in_tb = stream.time_base();
+        let (mode, out_tb, codec_name, padding) = if copy {
+            let mut ost = octx
+                .add_stream(ff::encoder::find(ff::codec::Id::None))
+                .map_err(|e| MediaError::write(&req.output, e))?;
+            ost.set_parameters(params);
+            ost.set_time_base(in_tb);
+            ffi::clear_codec_tag(&mut ost);
+            (Mode::Copy, in_tb, "aac".to_string(), 0)
+        } else {
+            let t = open_transcoder(&stream, input, req.bitrate_per_channel)?;
+            let tb = ff::Rational::new(1, t.rate as i32);
+            let padding = ffi::encoder_initial_padding(&t.encoder);
+            let mut ost = octx
+                .add_stream(ff::encoder::find(ff::codec::Id::AAC))
+                .map_err(|e| MediaError::write(&req.output, e))?;
+            ost.set_parameters(&t.encoder);
+            ost.set_time_base(tb);
+            (Mode::Encode(Box::new(t)), tb, "aac".to_string(), padding)
+        };
+        tracks.push(Track {
+            source_index: index,
+            in_tb,
+            out_tb,
+            bias: 0,
+            mode,
+            result: AudioTrackResult {
+                source_index: index,
+                codec: codec_name,
+                copied: copy,
+                language,
+                initial_padding: padding,
+                bias: 0,
+                time_base: rational(out_tb),
+                packets: 0,
+            },
+        });
+    }
+    let muxer_tbs = nut::write_header(&mut octx, &req.output)?;
+    for (i, t) in tracks.iter_mut().enumerate() {
+        t.out_tb = muxer_tbs[i];
+        t.bias = (req.bias_seconds * f64::from(t.out_tb.denominator())
+            / f64::from(t.out_tb.numerator()))
+        .round() as i64;
+        t.result.bias = t.bias;
+        t.result.time_base = rational(t.out_tb);
+    }
+
+    while let Some(mut packet) = read_packet(&mut ictx, input)? {
+        let Some(pos) = tracks
+            .iter()
+            .position(|t| t.source_index == packet.stream())
+        else {
+            continue;
+        };
+        let t = &mut tracks[pos];
+        match &mut t.mode {
+            Mode::Copy => {
+                if ffi::packet_is_discard(&packet) {
+                    continue;
+                }
+                packet.rescale_ts(t.in_tb, t.out_tb);
+                let shift = |v: Option<i64>| v.map(|x| x + t.bias);
+                packet.set_pts(shift(packet.pts()));
+                packet.set_dts(shift(packet.dts()));
+                packet.set_stream(pos);
+                packet.set_position(-1);
+                nut::write(&mut octx, &packet, &req.output)?;
+                t.result.packets += 1;
+            }
+            Mode::Encode(tr) => {
+                // A corrupt audio packet costs a few ms of sound, not the job.
+                if tr.decoder.send_packet(&packet).is_ok() {
+                    pump(
+                        tr,
+                        pos,
+                        t.bias,
+                        t.in_tb,
+                        &mut octx,
+                        &req.output,
+                        &mut t.result.packets,
+                        false,
+                    )?;
+                }
+            }
+        }
+    }
+    for (pos, t) in tracks.iter_mut().enumerate() {
+        if let Mode::Encode(tr) = &mut t.mode {
+            let _ = tr.decoder.send_eof();
+            pump(
+                tr,
+                pos,
+                t.bias,
+                t.in_tb,
+                &mut octx,
+                &req.output,
+                &mut t.result.packets,
+                true,
+            )?;
+        }
+    }
+    nut::finish(&mut octx, &req.output)?;
+    Ok(AudioResult {
+        tracks: tracks.into_iter().map(|t| t.result).collect(),
+    })
+}
+
+fn open_transcoder(
+    stream: &ff::format::stream::Stream,
+    input: &Path,
+    bitrate_per_channel: u64,
+) -> Result<Transcoder, MediaError> {
+    let decoder = open_audio_decoder(stream, input)?;
+    let channels = decoder.channels().max(1);
+    let layout = match channels {
+        1 => ff::ChannelLayout::MONO,
+        6 => ff::ChannelLayout::_5POINT1_BACK,
+        _ => ff::ChannelLayout::STEREO,
+    };
+    let rate = if AAC_RATES.contains(&decoder.rate()) {
+        decoder.rate()
+    } else {
+        48000
+    };
+    let codec = ff::encoder::find(ff::codec::Id::AAC)
+        .ok_or_else(|| MediaError::encode("aac", "encoder not in this FFmpeg build"))?;
+    let mut enc = ff::codec::Context::new_with_codec(codec)
+        .encoder()
+        .audio()
+        .map_err(|e| MediaError::encode("aac", e))?;
+    enc.set_rate(rate as i32);
+    enc.set_channel_layout(layout);
+    enc.set_format(ff::format::Sample::F32(ff::format::sample::Type::Planar));
+    enc.set_time_base(ff::Rational::new(1, rate as i32));
+    enc.set_bit_rate((bitrate_per_channel * layout.channels().max(1) as u64) as usize);
+    enc.set_flags(ff::codec::Flags::GLOBAL_HEADER);
+    let encoder = enc
+        .open_as(codec)
+        .map_err(|e| MediaError::encode("aac", format!("cannot open: {e}")))?;
+    let frame_size = (encoder.frame_size() as usize).max(1);
+    Ok(Transcoder {
+        decoder,
+        resampler: None,
+        encoder,
+        layout,
+        rate,
+        frame_size,
+        fifo: vec![Vec::new(); layout.channels().max(1) as usize],
+        next_pts: None,
+    })
+}
+
+/// Moves decoded frames through the resampler into full encoder frames, and encoded packets to
+/// the muxer. With `flush`, drains everything (end of input).
+#[allow(clippy::too_many_arguments)]
+fn pump(
+    t: &mut Transcoder,
+    stream_index: usize,
+    bias: i64,
+    in_tb: ff::Rational,
+    octx: &mut ff::format::context::Output,
+    out_path: &Path,
+    packets: &mut u64,
+    flush: bool,
+) -> Result<(), MediaError> {
+    let mut decoded = ff::frame::Audio::empty();
+    while t.decoder.receive_frame(&mut decoded).is_ok() {
+        if t.next_pts.is_none() {
+            let ts = decoded.timestamp().unwrap_or(0);
+            let samples = ts.rescale(in_tb, ff::Rational::new(1, t.rate as i32));
+            t.next_pts = Some(samples + bias);
+        }
+        let resampler = match &mut t.resampler {
+            Some(r) => r,
+            None => {
+                let src_layout = if decoded.channel_layout().is_empty() {
+                    ff::ChannelLayout::default(i32::from(decoded.channels()))
+                } else {
+                    decoded.channel_layout()
+                };
+                let r = ff::software::resampling::Context::get(
+                    decoded.format(),
+                    src_layout,
+                    decoded.rate(),
+                    ff::format::Sample::F32(ff::format::sample::Type::Planar),
+                    t.layout,
+                    t.rate,
+                )
+                .map_err(|e| MediaError::encode("swresample", e))?;
+                t.resampler.insert(r)
+            }
+        };
+        let mut out = ff::frame::Audio::empty();
+        resampler
+            .run(&decoded, &mut out)
+            .map_err(|e| MediaError::encode("swresample", e))?;
+        push_samples(&mut t.fifo, &out);
+        emit_frames(t, stream_index, octx, out_path, packets, false)?;
+    }
+    if flush {
+        if let Some(r) = &mut t.resampler {
+            let mut out = ff::frame::Audio::empty();
+            if r.flush(&mut out).is_ok() && out.samples() > 0 {
+                push_samples(&mut t.fifo, &out);
+            }
+        }
+        emit_frames(t, stream_index, octx, out_path, packets, true)?;
+        t.encoder
+            .send_eof()
+            .map_err(|e| MediaError::encode("aac", e))?;
+        write_packets(t, stream_index, octx, out_path, packets)?;
+    }
+    Ok(())
+}
+
+fn push_samples(fifo: &mut [Vec<f32>], frame: &ff::frame::Audio) {
+    let n = frame.samples();
+    for (ch, buf) in fifo.iter_mut().enumerate() {
+        if ch < frame.planes() {
+            buf.extend_from_slice(&frame.plane::<f32>(ch)[..n]);
+        }
+    }
+}
+
+fn emit_frames(
+    t: &mut Transcoder,
+    stream_index: usize,
+    octx: &mut ff::format::context::Output,
+    out_path: &Path,
+    packets: &mut u64,
+    last: bool,
+) -> Result<(), MediaError> {
+    loop {
+        let available = t.fifo[0].len();
+        if available == 0 || (available < t.frame_size && !last) {
+            return Ok(());
+        }
+        let n = available.min(t.frame_size);
+        let mut frame = ff::frame::Audio::new(
+            ff::format::Sample::F32(ff::format::sample::Type::Planar),
+            n,
+            t.layout,
+        );
+        frame.set_rate(t.rate);
+        for (ch, buf) in t.fifo.iter_mut().enumerate() {
+            frame.plane_mut::<f32>(ch)[..n].copy_from_slice(&buf[..n]);
+            buf.drain(..n);
+        }
+        let pts = t.next_pts.unwrap_or(0);
+        frame.set_pts(Some(pts));
+        t.next_pts = Some(pts + n as i64);
+        t.encoder
+            .send_frame(&frame)
+            .map_err(|e| MediaError::encode("aac", e))?;
+        write_packets(t, stream_index, octx, out_path, packets)?;
+    }
+}
+
+fn write_packets(
+    t: &mut Transcoder,
+    stream_index: usize,
+    octx: &mut ff::format::context::Output,
+    out_path: &Path,
+    packets: &mut u64,
+) -> Result<(), MediaError> {
+    let mut packet = ff::Packet::empty();
+    let enc_tb = t.encoder.time_base();
+    let out_tb = octx
+        .stream(stream_index)
+        .map(|s| s.time_base())
+        .unwrap_or(enc_tb);
+    while t.encoder.receive_packet(&mut packet).is_ok() {
+        packet.set_stream(stream_index);
+        packet.rescale_ts(enc_tb, out_tb);
+        nut::write(octx, &packet, out_path)?;
+        *packets += 1;
+    }
+    Ok(())
+}

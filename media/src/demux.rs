@@ -1,0 +1,101 @@
+//! Opening inputs and reading packets with errors that name the file.
+//!
+//! Why: ffmpeg-next's packet iterator turns I/O errors into a silent end of stream, which would
+//! make a truncated upload look complete. This reader reports them.
+
+use std::path::Path;
+
+use ffmpeg_next as ff;
+
+use crate::MediaError;
+
+/// How many corrupt packets in a row the reader skips before giving up on the file.
+const MAX_SKIPPED_CORRUPT: u32 = 1000;
+
+/// Opens an input after checking that it exists and is not empty.
+pub(crate) fn open_input(path: &Path) -> Result<ff::format::context::Input, MediaError> {
+    let meta = std::fs::metadata(path).map_err(|e| MediaError::InputUnreadable {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    if !meta.is_file() {
+        return Err(MediaError::InputUnreadable {
+            path: path.display().to_string(),
+            reason: "not a regular file".into(),
+        });
+    }
+    if meta.len() == 0 {
+        return Err(MediaError::InputEmpty {
+            path: path.display().to_string(),
+        });
+    }
+    ff::format::input(path).map_err(|e| MediaError::invalid(path, describe_open_error(e)))
+}
+
+fn describe_open_error(e: ff::Error) -> String {
+    match e {
+        ff::Error::InvalidData => {
+            "unrecognised or corrupt container (truncated upload, not a video, or missing index)"
+                .to_string()
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Reads the next packet; `Ok(None)` at a clean end of file, `Err` on an I/O error.
+pub(crate) fn read_packet(
+    ictx: &mut ff::format::context::Input,
+    path: &Path,
+) -> Result<Option<ff::Packet>, MediaError> {
+    let mut skipped = 0;
+    loop {
+        let mut packet = ff::Packet::empty();
+        match packet.read(ictx) {
+            Ok(()) => return Ok(Some(packet)),
+            Err(ff::Error::Eof) => return Ok(None),
+            Err(ff::Error::InvalidData) if skipped < MAX_SKIPPED_CORRUPT => skipped += 1,
+            Err(e) => return Err(MediaError::decode(path, format!("reading packets: {e}"))),
+        }
+    }
+}
+
+/// Opens a decoder for a stream, mapping "no decoder" to an unsupported-input error.
+pub(crate) fn open_video_decoder(
+    stream: &ff::format::stream::Stream,
+    path: &Path,
+    threads: usize,
+) -> Result<ff::decoder::Video, MediaError> {
+    let mut ctx = ff::codec::Context::from_parameters(stream.parameters())
+        .map_err(|e| MediaError::invalid(path, e))?;
+    ctx.set_threading(ff::threading::Config {
+        kind: ff::threading::Type::Frame,
+        count: threads.max(1),
+        ..Default::default()
+    });
+    let mut dec = ctx.decoder();
+    dec.set_packet_time_base(stream.time_base());
+    dec.video().map_err(|e| unsupported_codec(stream, path, e))
+}
+
+/// Opens an audio decoder for a stream.
+pub(crate) fn open_audio_decoder(
+    stream: &ff::format::stream::Stream,
+    path: &Path,
+) -> Result<ff::decoder::Audio, MediaError> {
+    let ctx = ff::codec::Context::from_parameters(stream.parameters())
+        .map_err(|e| MediaError::invalid(path, e))?;
+    let mut dec = ctx.decoder();
+    dec.set_packet_time_base(stream.time_base());
+    dec.audio().map_err(|e| unsupported_codec(stream, path, e))
+}
+
+fn unsupported_codec(stream: &ff::format::stream::Stream, path: &Path, e: ff::Error) -> MediaError {
+    MediaError::Unsupported {
+        path: path.display().to_string(),
+        reason: format!(
+            "stream {} codec {:?} cannot be decoded: {e}",
+            stream.index(),
+            stream.parameters().id()
+        ),
+    }
+}

@@ -1,0 +1,352 @@
+//! Encode one segment: decode its chunk, keep exactly the frames of its range, encode them for
+//! every rendition from one decode.
+//!
+//! Why one decode for all renditions: decoding is a large share of the work; a ladder of three
+//! renditions from one decode costs one decode, not three.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Instant;
+
+use ff::Rescale as _;
+use ffmpeg_next as ff;
+use serde::{Deserialize, Serialize};
+
+use crate::demux::{open_input, open_video_decoder, read_packet};
+use crate::settings::{encoder_name, encoder_options, output_pix_fmt, output_size};
+use crate::types::{ColorInfo, Rational, RenditionSpec};
+use crate::{ffi, nut, MediaError};
+
+/// One rendition to produce from a segment, and where to write it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RenditionOutput {
+    /// What to encode.
+    pub spec: RenditionSpec,
+    /// The NUT file to write.
+    pub path: PathBuf,
+}
+
+/// Everything a worker needs to encode a segment; travels as JSON to the child process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EncodeRequest {
+    /// The chunk file (NUT) holding the segment's packets and its pre-roll.
+    pub chunk: PathBuf,
+    /// First source pts to encode (inclusive), in `time_base`.
+    pub start_pts: i64,
+    /// First source pts not to encode (exclusive).
+    pub end_pts: i64,
+    /// The source video time base: all pts here are in it, and the encoder keeps it.
+    pub time_base: Rational,
+    /// The bias added to timestamps in the chunk (and added again in the output).
+    pub bias: i64,
+    /// The source's frame rate, a hint for rate control.
+    pub frame_rate: Rational,
+    /// The source's sample aspect ratio.
+    pub sample_aspect_ratio: Rational,
+    /// Colour tags to carry to the output.
+    pub color: ColorInfo,
+    /// Source bits per component (picks 10-bit output for HEVC/AV1).
+    pub source_bit_depth: u8,
+    /// Renditions to produce.
+    pub outputs: Vec<RenditionOutput>,
+    /// Threads for the decoder and each encoder.
+    pub threads: usize,
+}
+
+/// What one rendition of a segment came out as.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RenditionResult {
+    /// Rendition name.
+    pub name: String,
+    /// Frames encoded.
+    pub frames: u64,
+    /// First encoded pts (source time base, unbiased).
+    pub first_pts: Option<i64>,
+    /// Last encoded pts.
+    pub last_pts: Option<i64>,
+    /// Output width.
+    pub width: u32,
+    /// Output height.
+    pub height: u32,
+    /// Output size in bytes.
+    pub bytes: u64,
+    /// Whether the first packet is a keyframe (IDR), as stitching needs.
+    pub starts_with_keyframe: bool,
+}
+
+/// The result of encoding a segment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EncodeResult {
+    /// Frames the decoder produced (pre-roll included).
+    pub decoded_frames: u64,
+    /// Frames inside the range (what every rendition encoded).
+    pub frames_in_range: u64,
+    /// Per rendition.
+    pub renditions: Vec<RenditionResult>,
+    /// Seconds spent decoding, scaling and encoding.
+    pub media_seconds: f64,
+}
+
+struct Rendition {
+    name: String,
+    path: PathBuf,
+    width: u32,
+    height: u32,
+    format: ff::format::Pixel,
+    scaler: Option<(ff::software::scaling::Context, ff::format::Pixel, u32, u32)>,
+    encoder: ff::encoder::Video,
+    octx: ff::format::context::Output,
+    enc_tb: ff::Rational,
+    out_tb: ff::Rational,
+    frames: u64,
+    first_pts: Option<i64>,
+    last_pts: Option<i64>,
+    first_key: Option<bool>,
+}
+
+/// Encodes the frames of `[start_pts, end_pts)` from the chunk; `progress` gets the running
+/// count of frames encoded.
+pub fn encode_segment(
+    req: &EncodeRequest,
+    progress: &mut dyn FnMut(u64),
+) -> Result<EncodeResult, MediaError> {
+    crate::init();
+    if req.outputs.is_empty() {
+        return Err(MediaError::InvalidRequest("no renditions to encode".into()));
+    }
+    if req.end_pts <= req.start_pts {
+        return Err(MediaError::InvalidRequest(format!(
+            "empty range [{}, {})",
+            req.start_pts, req.end_pts
+        )));
+    }
+    let started = Instant::now();
+    let chunk = req.chunk.as_path();
+    let mut ictx = open_input(chunk)?;
+    let stream = ictx
+        .stream(0)
+        .ok_or_else(|| MediaError::invalid(chunk, "chunk has no stream"))?;
+    let chunk_tb = stream.time_base();
+    let mut decoder = open_video_decoder(&stream, chunk, req.threads)?;
+    drop(stream);
+    let src_tb = ff::Rational::new(req.time_base.num, req.time_base.den);
+
+    let (sw, sh) = (decoder.width(), decoder.height());
+    let mut renditions = req
+        .outputs
+        .iter()
+        .map(|o| open_rendition(req, o, sw, sh))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let mut decoded = 0u64;
+    let mut in_range = 0u64;
+    let mut last_sent: Option<i64> = None;
+    let mut frame = ff::frame::Video::empty();
+    let mut handle = |frame: &mut ff::frame::Video,
+                      renditions: &mut [Rendition],
+                      decoded: &mut u64,
+                      in_range: &mut u64|
+     -> Result<(), MediaError> {
+        *decoded += 1;
+        let Some(ts) = frame.timestamp() else {
+            return Ok(());
+        };
+        let ts = if chunk_tb == src_tb {
+            ts
+        } else {
+            ts.rescale(chunk_tb, src_tb)
+        };
+        let src = ts - req.bias;
+        if src < req.start_pts || src >= req.end_pts {
+            return Ok(());
+        }
+        // Keep timestamps strictly increasing for the encoder (a broken source may repeat one).
+        let src = match last_sent {
+            Some(prev) if src <= prev => prev + 1,
+            _ => src,
+        };
+        last_sent = Some(src);
+        *in_range += 1;
+        frame.set_kind(ff::picture::Type::None);
+        for r in renditions.iter_mut() {
+            encode_frame(r, frame, src + req.bias)?;
+        }
+        progress(*in_range);
+        Ok(())
+    };
+
+    while let Some(packet) = read_packet(&mut ictx, chunk)? {
+        if packet.stream() != 0 {
+            continue;
+        }
+        if let Err(e) = decoder.send_packet(&packet) {
+            tracing::debug!(error = %e, "decoder rejected a packet");
+        }
+        while decoder.receive_frame(&mut frame).is_ok() {
+            handle(&mut frame, &mut renditions, &mut decoded, &mut in_range)?;
+        }
+    }
+    let _ = decoder.send_eof();
+    while decoder.receive_frame(&mut frame).is_ok() {
+        handle(&mut frame, &mut renditions, &mut decoded, &mut in_range)?;
+    }
+    if decoded == 0 {
+        return Err(MediaError::decode(chunk, "no frame could be decoded"));
+    }
+
+    let mut results = Vec::with_capacity(renditions.len());
+    for mut r in renditions {
+        r.encoder
+            .send_eof()
+            .map_err(|e| MediaError::encode(&r.name, e))?;
+        drain(&mut r)?;
+        nut::finish(&mut r.octx, &r.path)?;
+        results.push(RenditionResult {
+            name: r.name,
+            frames: r.frames,
+            first_pts: r.first_pts.map(|p| p - req.bias),
+            last_pts: r.last_pts.map(|p| p - req.bias),
+            width: r.width,
+            height: r.height,
+            bytes: nut::file_size(&r.path),
+            starts_with_keyframe: r.first_key.unwrap_or(false),
+        });
+    }
+    Ok(EncodeResult {
+        decoded_frames: decoded,
+        frames_in_range: in_range,
+        renditions: results,
+        media_seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+fn open_rendition(
+    req: &EncodeRequest,
+    out: &RenditionOutput,
+    src_w: u32,
+    src_h: u32,
+) -> Result<Rendition, MediaError> {
+    let spec = &out.spec;
+    let name = encoder_name(spec.codec);
+    let codec = ff::encoder::find_by_name(name)
+        .ok_or_else(|| MediaError::encode(name, "encoder not in this FFmpeg build"))?;
+    let (width, height) = output_size(src_w, src_h, spec.height);
+    let format = ff::format::Pixel::from_str(output_pix_fmt(spec.codec, req.source_bit_depth))
+        .map_err(|e| MediaError::encode(name, e))?;
+    let tb = ff::Rational::new(req.time_base.num, req.time_base.den);
+
+    let mut enc = ff::codec::Context::new_with_codec(codec)
+        .encoder()
+        .video()
+        .map_err(|e| MediaError::encode(name, e))?;
+    enc.set_width(width);
+    enc.set_height(height);
+    enc.set_format(format);
+    enc.set_time_base(tb);
+    if req.frame_rate.num > 0 && req.frame_rate.den > 0 {
+        enc.set_frame_rate(Some(ff::Rational::new(
+            req.frame_rate.num,
+            req.frame_rate.den,
+        )));
+    }
+    if req.sample_aspect_ratio.num > 0 {
+        enc.set_aspect_ratio(ff::Rational::new(
+            req.sample_aspect_ratio.num,
+            req.sample_aspect_ratio.den,
+        ));
+    }
+    // NUT (and MP4/MKV later) carry parameter sets out of band.
+    enc.set_flags(ff::codec::Flags::GLOBAL_HEADER);
+    ffi::set_encoder_color(&mut enc, &req.color);
+    let mut dict = ff::Dictionary::new();
+    for (k, v) in encoder_options(spec, req.threads).map_err(MediaError::InvalidRequest)? {
+        dict.set(&k, &v);
+    }
+    let encoder = enc
+        .open_as_with(codec, dict)
+        .map_err(|e| MediaError::encode(name, format!("cannot open: {e}")))?;
+
+    let mut octx = nut::create(&out.path)?;
+    let mut ost = octx
+        .add_stream(codec)
+        .map_err(|e| MediaError::write(&out.path, e))?;
+    ost.set_parameters(&encoder);
+    ost.set_time_base(tb);
+    let enc_tb = encoder.time_base();
+    let out_tb = nut::write_header(&mut octx, &out.path)?[0];
+    Ok(Rendition {
+        name: spec.name.clone(),
+        path: out.path.clone(),
+        width,
+        height,
+        format,
+        scaler: None,
+        encoder,
+        octx,
+        enc_tb,
+        out_tb,
+        frames: 0,
+        first_pts: None,
+        last_pts: None,
+        first_key: None,
+    })
+}
+
+fn encode_frame(r: &mut Rendition, frame: &ff::frame::Video, pts: i64) -> Result<(), MediaError> {
+    let direct =
+        frame.format() == r.format && frame.width() == r.width && frame.height() == r.height;
+    // A clone is a new reference to the same buffers (av_frame_clone), not a pixel copy.
+    let mut out = if direct {
+        frame.clone()
+    } else {
+        scale(r, frame)?
+    };
+    out.set_pts(Some(pts));
+    out.set_kind(ff::picture::Type::None);
+    r.encoder
+        .send_frame(&out)
+        .map_err(|e| MediaError::encode(&r.name, e))?;
+    r.frames += 1;
+    r.first_pts.get_or_insert(pts);
+    r.last_pts = Some(pts);
+    drain(r)
+}
+
+fn scale(r: &mut Rendition, frame: &ff::frame::Video) -> Result<ff::frame::Video, MediaError> {
+    let key = (frame.format(), frame.width(), frame.height());
+    let stale = !matches!(&r.scaler, Some((_, f, w, h)) if (*f, *w, *h) == key);
+    if stale {
+        let ctx = ff::software::scaling::Context::get(
+            key.0,
+            key.1,
+            key.2,
+            r.format,
+            r.width,
+            r.height,
+            ff::software::scaling::Flags::BICUBIC,
+        )
+        .map_err(|e| MediaError::encode("swscale", e))?;
+        r.scaler = Some((ctx, key.0, key.1, key.2));
+    }
+    let mut scaled = ff::frame::Video::empty();
+    if let Some((ctx, ..)) = r.scaler.as_mut() {
+        ctx.run(frame, &mut scaled)
+            .map_err(|e| MediaError::encode("swscale", e))?;
+    }
+    scaled.set_color_range(frame.color_range());
+    scaled.set_color_space(frame.color_space());
+    scaled.set_color_primaries(frame.color_primaries());
+    scaled.set_color_transfer_characteristic(frame.color_transfer_characteristic());
+    Ok(scaled)
+}
+
+fn drain(r: &mut Rendition) -> Result<(), MediaError> {
+    let mut packet = ff::Packet::empty();
+    while r.encoder.receive_packet(&mut packet).is_ok() {
+        r.first_key.get_or_insert(packet.is_key());
+        packet.set_stream(0);
+        packet.rescale_ts(r.enc_tb, r.out_tb);
+        nut::write(&mut r.octx, &packet, &r.path)?;
+    }
+    Ok(())
+}

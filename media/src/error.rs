@@ -1,0 +1,160 @@
+//! The media crate's error type: a stable code and a retry/abort class for every failure.
+
+use std::path::Path;
+
+/// Whether retrying the same operation can succeed.
+///
+/// Why: the farm requeues `Retry` failures with backoff and fails the job at once on `Abort`,
+/// so a bad upload does not burn twenty redeliveries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// A transient condition (I/O hiccup, resource pressure): try again later.
+    Retry,
+    /// The input or request itself is bad: trying again gives the same answer.
+    Abort,
+}
+
+/// Every way a media operation can fail.
+///
+/// Why: callers (worker, dispatcher, CLI) need a stable machine-readable code, a class that
+/// decides retry vs abort, and a message that names the input and the reason.
+#[derive(Debug, thiserror::Error)]
+pub enum MediaError {
+    /// The input file does not exist or cannot be read.
+    #[error("{path}: cannot read input: {reason}")]
+    InputUnreadable {
+        /// The input as the user named it.
+        path: String,
+        /// What the OS said.
+        reason: String,
+    },
+    /// The input file has zero bytes.
+    #[error("{path}: input is empty (0 bytes)")]
+    InputEmpty {
+        /// The input as the user named it.
+        path: String,
+    },
+    /// FFmpeg cannot recognise or parse the container.
+    #[error("{path}: not a readable media file: {reason}")]
+    InputInvalid {
+        /// The input as the user named it.
+        path: String,
+        /// FFmpeg's reason, in words.
+        reason: String,
+    },
+    /// The container has no video stream (audio-only, subtitles, data).
+    #[error("{path}: no video stream to transcode ({found})")]
+    NoVideo {
+        /// The input as the user named it.
+        path: String,
+        /// What the file does contain.
+        found: String,
+    },
+    /// The input uses a codec or format this build cannot decode, or its properties are absurd.
+    #[error("{path}: unsupported input: {reason}")]
+    Unsupported {
+        /// The input as the user named it.
+        path: String,
+        /// Which property is unsupported.
+        reason: String,
+    },
+    /// Decoding failed part-way (corrupt or truncated data).
+    #[error("{path}: decoding failed: {reason}")]
+    Decode {
+        /// The input as the user named it.
+        path: String,
+        /// FFmpeg's reason.
+        reason: String,
+    },
+    /// The encoder could not be opened or failed while encoding.
+    #[error("encoder {codec}: {reason}")]
+    Encode {
+        /// Encoder name (libx264, libx265, libsvtav1, aac).
+        codec: String,
+        /// FFmpeg's reason.
+        reason: String,
+    },
+    /// A request that makes no sense (bad range, unknown codec name, empty segment list).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// Writing an output or intermediate file failed.
+    #[error("{path}: write failed: {reason}")]
+    Write {
+        /// The file being written.
+        path: String,
+        /// The reason.
+        reason: String,
+    },
+}
+
+impl MediaError {
+    /// The stable code of this error, for APIs, events and logs.
+    pub fn code(&self) -> &'static str {
+        match self {
+            MediaError::InputUnreadable { .. } => "input_unreadable",
+            MediaError::InputEmpty { .. } => "input_empty",
+            MediaError::InputInvalid { .. } => "input_invalid",
+            MediaError::NoVideo { .. } => "input_no_video",
+            MediaError::Unsupported { .. } => "input_unsupported",
+            MediaError::Decode { .. } => "decode_failed",
+            MediaError::Encode { .. } => "encode_failed",
+            MediaError::InvalidRequest(_) => "invalid_request",
+            MediaError::Write { .. } => "write_failed",
+        }
+    }
+
+    /// Whether a retry can help.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            MediaError::Write { .. } => ErrorClass::Retry,
+            _ => ErrorClass::Abort,
+        }
+    }
+
+    pub(crate) fn invalid(path: &Path, err: impl std::fmt::Display) -> Self {
+        MediaError::InputInvalid {
+            path: path.display().to_string(),
+            reason: err.to_string(),
+        }
+    }
+
+    pub(crate) fn decode(path: &Path, err: impl std::fmt::Display) -> Self {
+        MediaError::Decode {
+            path: path.display().to_string(),
+            reason: err.to_string(),
+        }
+    }
+
+    pub(crate) fn write(path: &Path, err: impl std::fmt::Display) -> Self {
+        MediaError::Write {
+            path: path.display().to_string(),
+            reason: err.to_string(),
+        }
+    }
+
+    pub(crate) fn encode(codec: &str, err: impl std::fmt::Display) -> Self {
+        MediaError::Encode {
+            codec: codec.to_string(),
+            reason: err.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_stable_and_classes_sensible() {
+        let e = MediaError::InputEmpty {
+            path: "a.mp4".into(),
+        };
+        assert_eq!(e.code(), "input_empty");
+        assert_eq!(e.class(), ErrorClass::Abort);
+        assert!(e.to_string().contains("a.mp4"));
+        let w = MediaError::write(Path::new("/x/out.mp4"), "disk full");
+        assert_eq!(w.class(), ErrorClass::Retry);
+        assert_eq!(w.to_string(), "/x/out.mp4: write failed: disk full");
+    }
+}

@@ -1,0 +1,129 @@
+//! The few raw FFmpeg calls ffmpeg-next does not wrap. Every `unsafe` in the crate lives here.
+//!
+//! Why: keeping the FFI in one small audited module means the rest of the crate is safe Rust,
+//! and each block below states the invariant it relies on. (The CUDA hardware-context FFI of
+//! the GPU path joins this module when that path lands.)
+
+use ff::ffi;
+use ff::packet::Ref as _;
+use ffmpeg_next as ff;
+
+/// True when the demuxer flagged the packet as "decode but do not show" (edit-list pre-roll).
+pub(crate) fn packet_is_discard(packet: &ff::Packet) -> bool {
+    // SAFETY: `as_ptr` points at the live AVPacket owned by `packet` for this borrow; reading
+    // an int field does not alias any mutable access.
+    let flags = unsafe { (*packet.as_ptr()).flags };
+    flags & ffi::AV_PKT_FLAG_DISCARD != 0
+}
+
+/// Attaches a display matrix (36 bytes) to an output stream before the header is written.
+pub(crate) fn add_display_matrix(stream: &mut ff::format::stream::StreamMut, matrix: &[u8]) {
+    if matrix.len() != 36 {
+        return;
+    }
+    // SAFETY: the stream pointer is valid while `stream` borrows the output context, the
+    // header is not written yet (side data must be set before), and av_stream_new_side_data
+    // returns either null or a buffer of exactly `matrix.len()` bytes that the stream owns.
+    unsafe {
+        let dst = ffi::av_stream_new_side_data(
+            stream.as_mut_ptr(),
+            ffi::AVPacketSideDataType::AV_PKT_DATA_DISPLAYMATRIX,
+            matrix.len(),
+        );
+        if !dst.is_null() {
+            std::ptr::copy_nonoverlapping(matrix.as_ptr(), dst, matrix.len());
+        }
+    }
+}
+
+/// The encoder's priming samples (AAC: 1024), which the MP4 muxer turns into an edit list.
+pub(crate) fn encoder_initial_padding(encoder: &ff::codec::encoder::Audio) -> i32 {
+    // SAFETY: the encoder context is open and owned by `encoder`; initial_padding is a plain
+    // int set by avcodec_open2.
+    unsafe { (*encoder.as_ptr()).initial_padding }
+}
+
+/// Sets the priming samples on an output stream's codec parameters before the header.
+pub(crate) fn set_initial_padding(stream: &mut ff::format::stream::StreamMut, samples: i32) {
+    // SAFETY: codecpar is allocated by avformat_new_stream and owned by the stream; the header
+    // is not written yet, so the muxer has not read it.
+    unsafe {
+        (*(*stream.as_mut_ptr()).codecpar).initial_padding = samples;
+    }
+}
+
+/// Bits per component of a pixel format (8 for yuv420p, 10 for yuv422p10le).
+pub(crate) fn pixel_depth(format: ff::format::Pixel) -> u8 {
+    let Some(desc) = format.descriptor() else {
+        return 8;
+    };
+    // SAFETY: the descriptor is a static table entry from libavutil; comp[0] always exists.
+    let depth = unsafe { (*desc.as_ptr()).comp[0].depth };
+    u8::try_from(depth).unwrap_or(8)
+}
+
+/// The decoder's sample aspect ratio as coded in the stream.
+pub(crate) fn codecpar_sar(stream: &ff::format::stream::Stream) -> ff::Rational {
+    // SAFETY: the stream and its codecpar live as long as the input context `stream` borrows.
+    unsafe { (*(*stream.as_ptr()).codecpar).sample_aspect_ratio.into() }
+}
+
+/// Clears the container-specific codec tag so parameters copied from one container can be
+/// written to another (a `avc1` tag from MP4 is invalid in NUT and vice versa).
+pub(crate) fn clear_codec_tag(stream: &mut ff::format::stream::StreamMut) {
+    // SAFETY: codecpar is owned by the stream of an output context whose header is unwritten.
+    unsafe {
+        (*(*stream.as_mut_ptr()).codecpar).codec_tag = 0;
+    }
+}
+
+/// The codec extradata (SPS/PPS, sequence header) of a stream, to check segments agree.
+pub(crate) fn stream_extradata(stream: &ff::format::stream::Stream) -> Vec<u8> {
+    // SAFETY: codecpar lives as long as the input context; extradata is either null or
+    // `extradata_size` readable bytes.
+    unsafe {
+        let par = (*stream.as_ptr()).codecpar;
+        let (ptr, len) = ((*par).extradata, (*par).extradata_size);
+        if ptr.is_null() || len <= 0 {
+            Vec::new()
+        } else {
+            std::slice::from_raw_parts(ptr, len as usize).to_vec()
+        }
+    }
+}
+
+/// Sets colour tags (by FFmpeg name) on an encoder context before it is opened.
+pub(crate) fn set_encoder_color(enc: &mut ff::encoder::video::Video, color: &crate::ColorInfo) {
+    fn lookup(
+        name: &Option<String>,
+        f: unsafe extern "C" fn(*const libc::c_char) -> libc::c_int,
+    ) -> Option<libc::c_int> {
+        let c = std::ffi::CString::new(name.as_deref()?).ok()?;
+        // SAFETY: `c` is a valid NUL-terminated string for the duration of the call; the
+        // *_from_name functions only read it and return a negative value when unknown.
+        let v = unsafe { f(c.as_ptr()) };
+        (v >= 0).then_some(v)
+    }
+    let primaries = lookup(&color.primaries, ffi::av_color_primaries_from_name);
+    let transfer = lookup(&color.transfer, ffi::av_color_transfer_from_name);
+    let matrix = lookup(&color.matrix, ffi::av_color_space_from_name);
+    let range = lookup(&color.range, ffi::av_color_range_from_name);
+    // SAFETY: the context is allocated and not yet opened; each value came from libavutil's
+    // own name table, so it is a valid member of the corresponding enum.
+    unsafe {
+        let ctx = enc.as_mut_ptr();
+        if let Some(v) = primaries {
+            (*ctx).color_primaries = std::mem::transmute::<libc::c_int, ffi::AVColorPrimaries>(v);
+        }
+        if let Some(v) = transfer {
+            (*ctx).color_trc =
+                std::mem::transmute::<libc::c_int, ffi::AVColorTransferCharacteristic>(v);
+        }
+        if let Some(v) = matrix {
+            (*ctx).colorspace = std::mem::transmute::<libc::c_int, ffi::AVColorSpace>(v);
+        }
+        if let Some(v) = range {
+            (*ctx).color_range = std::mem::transmute::<libc::c_int, ffi::AVColorRange>(v);
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! tessera-media: every FFmpeg call tessera makes, behind a blocking API with no FFmpeg types.
+//!
+//! Why one crate: FFmpeg's API is unsafe at the edges and version-sensitive; confining it here
+//! keeps the farm, worker and dispatcher plain Rust, and lets them run this crate's functions in
+//! a child process on untrusted input.
+
+mod demux;
+mod error;
+mod ffi;
+mod nut;
+
+pub mod audio;
+pub mod encode;
+pub mod plan;
+pub mod probe;
+pub mod quality;
+pub mod settings;
+pub mod split;
+pub mod stitch;
+pub mod types;
+
+pub use audio::{transcode_audio, AudioRequest, AudioResult, AudioTrackResult};
+pub use encode::{encode_segment, EncodeRequest, EncodeResult, RenditionOutput, RenditionResult};
+pub use error::{ErrorClass, MediaError};
+pub use plan::{plan_segments, timestamp_bias};
+pub use probe::probe;
+pub use quality::{measure_quality, QualityReport};
+pub use split::{split, ChunkInfo};
+pub use stitch::{stitch, StitchRequest, StitchResult};
+pub use types::*;
+
+use std::sync::Once;
+
+/// Initialises FFmpeg once per process and quiets its logging to errors.
+///
+/// Why: library log chatter on stderr would drown the child-process protocol and our own logs.
+pub fn init() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = ffmpeg_next::init();
+        ffmpeg_next::util::log::set_level(ffmpeg_next::util::log::Level::Error);
+    });
+}
+
+/// The FFmpeg library versions this process is linked against, for logs and `--version`.
+pub fn ffmpeg_version() -> String {
+    let v = ffmpeg_next::format::version();
+    format!("libavformat {}.{}.{}", v >> 16, (v >> 8) & 0xff, v & 0xff)
+}

@@ -1,0 +1,119 @@
+//! Split: stream-copy each segment's packets (with their decode pre-roll) into a chunk file.
+//!
+//! Why: workers then fetch only the bytes of their segment, and no re-encode happens before
+//! the real encode, so splitting costs one read of the input.
+
+use std::path::{Path, PathBuf};
+
+use ff::media::Type;
+use ffmpeg_next as ff;
+
+use crate::demux::{open_input, read_packet};
+use crate::{ffi, nut, MediaError, SegmentPlan};
+
+/// What a chunk holds, for the worker that encodes it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ChunkInfo {
+    /// The segment the chunk serves.
+    pub index: u32,
+    /// Where it was written.
+    pub path: PathBuf,
+    /// Packets in the chunk (pre-roll included).
+    pub packets: u64,
+    /// Size in bytes.
+    pub bytes: u64,
+}
+
+/// Writes one NUT chunk per segment into `dir` (named `{index:06}.nut`), timestamps + `bias`.
+pub fn split(
+    input: &Path,
+    segments: &[SegmentPlan],
+    bias: i64,
+    dir: &Path,
+) -> Result<Vec<ChunkInfo>, MediaError> {
+    crate::init();
+    let mut ictx = open_input(input)?;
+    let stream = ictx
+        .streams()
+        .best(Type::Video)
+        .ok_or_else(|| MediaError::NoVideo {
+            path: input.display().to_string(),
+            found: "no video stream at split time".into(),
+        })?;
+    let vindex = stream.index();
+    let in_tb = stream.time_base();
+    let params = stream.parameters();
+
+    let mut chunks: Vec<ChunkInfo> = segments
+        .iter()
+        .map(|s| ChunkInfo {
+            index: s.index,
+            path: dir.join(format!("{:06}.nut", s.index)),
+            packets: 0,
+            bytes: 0,
+        })
+        .collect();
+    // Open writers for segments whose packet range covers the current packet.
+    let mut open: Vec<(usize, ff::format::context::Output, ff::Rational)> = Vec::new();
+    let mut next_segment = 0usize;
+    let mut packet_index = 0usize;
+
+    while let Some(mut packet) = read_packet(&mut ictx, input)? {
+        if packet.stream() != vindex || crate::probe::packet_times(&packet).is_none() {
+            continue;
+        }
+        let i = packet_index;
+        packet_index += 1;
+        while next_segment < segments.len() && segments[next_segment].first_packet == i {
+            let path = &chunks[next_segment].path;
+            let mut octx = nut::create(path)?;
+            let mut ost = octx
+                .add_stream(ff::encoder::find(ff::codec::Id::None))
+                .map_err(|e| MediaError::write(path, e))?;
+            ost.set_parameters(params.clone());
+            ost.set_time_base(in_tb);
+            ffi::clear_codec_tag(&mut ost);
+            let tbs = nut::write_header(&mut octx, path)?;
+            open.push((next_segment, octx, tbs[0]));
+            next_segment += 1;
+        }
+        let (pts, dts) = crate::probe::packet_times(&packet).unwrap_or_default();
+        packet.set_pts(Some(pts + bias));
+        packet.set_dts(Some(dts + bias));
+        packet.set_stream(0);
+        packet.set_position(-1);
+        for (seg, octx, out_tb) in open.iter_mut() {
+            let mut p = packet.clone();
+            p.rescale_ts(in_tb, *out_tb);
+            nut::write(octx, &p, &chunks[*seg].path)?;
+            chunks[*seg].packets += 1;
+        }
+        // Close writers whose last packet this was.
+        let mut k = 0;
+        while k < open.len() {
+            let seg = open[k].0;
+            if segments[seg].last_packet <= i {
+                let (_, mut octx, _) = open.remove(k);
+                nut::finish(&mut octx, &chunks[seg].path)?;
+                chunks[seg].bytes = nut::file_size(&chunks[seg].path);
+            } else {
+                k += 1;
+            }
+        }
+    }
+    for (seg, mut octx, _) in open.drain(..) {
+        nut::finish(&mut octx, &chunks[seg].path)?;
+        chunks[seg].bytes = nut::file_size(&chunks[seg].path);
+    }
+    if next_segment < segments.len() {
+        return Err(MediaError::decode(
+            input,
+            format!(
+                "input changed or ended early: {} of {} segments could be cut",
+                next_segment,
+                segments.len()
+            ),
+        ));
+    }
+    Ok(chunks)
+}

@@ -1,0 +1,351 @@
+//! Stitch: concatenate encoded segments by stream copy, add the audio, write the final file.
+//!
+//! Why stream copy: every segment already holds its frames with their source timestamps, so
+//! the stitch only removes the bias, moves the start to zero and interleaves with the audio;
+//! it costs one read and one write. The output is written under a temporary name and renamed,
+//! so a failure never leaves a partial file at the destination.
+
+use std::path::{Path, PathBuf};
+
+use ffmpeg_next as ff;
+use serde::{Deserialize, Serialize};
+
+use crate::audio::AudioTrackResult;
+use crate::demux::{open_input, read_packet};
+use crate::types::{Container, Rational};
+use crate::{ffi, nut, MediaError};
+
+/// Everything the stitch needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StitchRequest {
+    /// Encoded segment files (NUT), in order.
+    pub segments: Vec<PathBuf>,
+    /// The video bias to subtract (source video time base).
+    pub video_bias: i64,
+    /// The source video time base.
+    pub video_time_base: Rational,
+    /// The audio intermediate file, if the output has audio.
+    pub audio: Option<PathBuf>,
+    /// Per audio stream of that file: bias, padding, language.
+    pub audio_tracks: Vec<AudioTrackResult>,
+    /// Seconds of the source's earliest shown timestamp: becomes the output's zero.
+    pub start_seconds: f64,
+    /// The source's display matrix, kept (rotation).
+    pub display_matrix: Option<Vec<u8>>,
+    /// The source frame rate (stream metadata of the output).
+    pub frame_rate: Rational,
+    /// The output container.
+    pub container: Container,
+    /// The destination file.
+    pub output: PathBuf,
+}
+
+/// What the stitch wrote.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StitchResult {
+    /// Video packets (frames) written.
+    pub frames: u64,
+    /// Audio packets written.
+    pub audio_packets: u64,
+    /// Output size in bytes.
+    pub bytes: u64,
+    /// Timestamps the stitch had to nudge to keep decode order monotonic (0 when all is well).
+    pub adjusted_timestamps: u64,
+}
+
+/// The temporary name an output is written under before the rename.
+pub fn temp_path(output: &Path) -> PathBuf {
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "output".into());
+    output.with_file_name(format!(".{name}.tessera-partial"))
+}
+
+/// Writes the final file. On error nothing is left at `req.output` (nor its temporary name).
+pub fn stitch(req: &StitchRequest) -> Result<StitchResult, MediaError> {
+    crate::init();
+    if req.segments.is_empty() {
+        return Err(MediaError::InvalidRequest("no segments to stitch".into()));
+    }
+    let tmp = temp_path(&req.output);
+    let result = write_output(req, &tmp);
+    match result {
+        Ok(r) => {
+            std::fs::rename(&tmp, &req.output).map_err(|e| {
+                let _ = std::fs::remove_file(&tmp);
+                MediaError::write(&req.output, e)
+            })?;
+            Ok(StitchResult {
+                bytes: nut::file_size(&req.output),
+                ..r
+            })
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+struct Source {
+    ictx: ff::format::context::Input,
+    path: PathBuf,
+}
+
+fn write_output(req: &StitchRequest, tmp: &Path) -> Result<StitchResult, MediaError> {
+    let format = match req.container {
+        Container::Mp4 => "mp4",
+        Container::Mkv => "matroska",
+    };
+    let mut octx = ff::format::output_as(tmp, format).map_err(|e| MediaError::write(tmp, e))?;
+    let vtb = ff::Rational::new(req.video_time_base.num, req.video_time_base.den);
+
+    // Video stream from the first segment's parameters; every segment must agree on them.
+    let first = open_input(&req.segments[0])?;
+    let (seg_tb, extradata) = {
+        let s = first
+            .stream(0)
+            .ok_or_else(|| MediaError::invalid(&req.segments[0], "no stream"))?;
+        let mut ost = octx
+            .add_stream(ff::encoder::find(ff::codec::Id::None))
+            .map_err(|e| MediaError::write(tmp, e))?;
+        ost.set_parameters(s.parameters());
+        ost.set_time_base(vtb);
+        if req.frame_rate.num > 0 {
+            ost.set_avg_frame_rate(ff::Rational::new(req.frame_rate.num, req.frame_rate.den));
+        }
+        ffi::clear_codec_tag(&mut ost);
+        if let Some(m) = &req.display_matrix {
+            ffi::add_display_matrix(&mut ost, m);
+        }
+        (s.time_base(), ffi::stream_extradata(&s))
+    };
+    drop(first);
+
+    let mut audio_src = match &req.audio {
+        Some(path) if !req.audio_tracks.is_empty() => Some(Source {
+            ictx: open_input(path)?,
+            path: path.clone(),
+        }),
+        _ => None,
+    };
+    let mut audio_in_tbs = Vec::new();
+    if let Some(src) = &audio_src {
+        for (i, track) in req.audio_tracks.iter().enumerate() {
+            let s = src
+                .ictx
+                .stream(i)
+                .ok_or_else(|| MediaError::invalid(&src.path, format!("no audio stream {i}")))?;
+            let mut ost = octx
+                .add_stream(ff::encoder::find(ff::codec::Id::None))
+                .map_err(|e| MediaError::write(tmp, e))?;
+            ost.set_parameters(s.parameters());
+            ost.set_time_base(s.time_base());
+            ffi::clear_codec_tag(&mut ost);
+            ffi::set_initial_padding(&mut ost, track.initial_padding);
+            if let Some(lang) = &track.language {
+                let mut md = ff::Dictionary::new();
+                md.set("language", lang);
+                ost.set_metadata(md);
+            }
+            audio_in_tbs.push(s.time_base());
+        }
+    }
+
+    let mut opts = ff::Dictionary::new();
+    if req.container == Container::Mp4 {
+        opts.set("movflags", "+faststart");
+    }
+    octx.write_header_with(opts)
+        .map_err(|e| MediaError::write(tmp, format!("header: {e}")))?;
+    let out_tbs: Vec<ff::Rational> = octx.streams().map(|s| s.time_base()).collect();
+
+    let start_v = req.video_time_base.ticks(req.start_seconds);
+    let mut result = StitchResult {
+        frames: 0,
+        audio_packets: 0,
+        bytes: 0,
+        adjusted_timestamps: 0,
+    };
+    let mut last_dts: Option<i64> = None;
+    let mut pending_audio: Option<ff::Packet> = None;
+    let mut audio_done = audio_src.is_none();
+
+    for seg_path in &req.segments {
+        let mut seg = open_input(seg_path)?;
+        {
+            let s = seg
+                .stream(0)
+                .ok_or_else(|| MediaError::invalid(seg_path, "no stream"))?;
+            if ffi::stream_extradata(&s) != extradata || s.time_base() != seg_tb {
+                return Err(MediaError::InvalidRequest(format!(
+                    "{}: encoded with different settings than the first segment",
+                    seg_path.display()
+                )));
+            }
+        }
+        let mut packets = Vec::new();
+        while let Some(mut packet) = read_packet(&mut seg, seg_path)? {
+            packet.rescale_ts(seg_tb, vtb);
+            packets.push(packet);
+        }
+        let pts_list: Vec<Option<i64>> = packets.iter().map(|p| p.pts()).collect();
+        let dts_list = decode_timestamps(&pts_list);
+        for (mut packet, seg_dts) in packets.into_iter().zip(dts_list) {
+            let pts = packet.pts().map(|p| p - req.video_bias - start_v);
+            let mut dts = seg_dts.map(|d| d - req.video_bias - start_v);
+            if let (Some(d), Some(prev)) = (dts, last_dts) {
+                if d <= prev {
+                    dts = Some(prev + 1);
+                    result.adjusted_timestamps += 1;
+                }
+            }
+            last_dts = dts.or(last_dts);
+            packet.set_pts(pts);
+            packet.set_dts(dts);
+            packet.set_stream(0);
+            packet.set_position(-1);
+            let v_seconds = dts.map(|d| req.video_time_base.seconds(d)).unwrap_or(0.0);
+            // Interleave: write the audio that comes before this video packet.
+            while !audio_done {
+                if pending_audio.is_none() {
+                    pending_audio = next_audio(&mut audio_src, req, &audio_in_tbs)?;
+                    if pending_audio.is_none() {
+                        audio_done = true;
+                        break;
+                    }
+                }
+                let a = pending_audio
+                    .as_ref()
+                    .map(|p| audio_seconds(p, &audio_in_tbs));
+                if a.is_some_and(|a| a <= v_seconds) {
+                    if let Some(p) = pending_audio.take() {
+                        write_audio(&mut octx, p, &audio_in_tbs, &out_tbs, tmp)?;
+                        result.audio_packets += 1;
+                    }
+                } else {
+                    break;
+                }
+            }
+            packet.rescale_ts(vtb, out_tbs[0]);
+            packet
+                .write_interleaved(&mut octx)
+                .map_err(|e| MediaError::write(tmp, format!("video packet: {e}")))?;
+            result.frames += 1;
+        }
+    }
+    if let Some(p) = pending_audio.take() {
+        write_audio(&mut octx, p, &audio_in_tbs, &out_tbs, tmp)?;
+        result.audio_packets += 1;
+    }
+    while let Some(p) = next_audio(&mut audio_src, req, &audio_in_tbs)? {
+        write_audio(&mut octx, p, &audio_in_tbs, &out_tbs, tmp)?;
+        result.audio_packets += 1;
+    }
+    octx.write_trailer()
+        .map_err(|e| MediaError::write(tmp, format!("trailer: {e}")))?;
+    Ok(result)
+}
+
+/// Decode timestamps for one encoded segment from its packets' pts (decode order).
+///
+/// Why: NUT stores only pts (its demuxer guesses dts and leaves the first few unknown), so the
+/// stitcher derives them: with reorder depth `d`, dts[i] is the i-d'th smallest pts, and the
+/// first `d` packets step back from the first pts by the smallest frame interval.
+pub fn decode_timestamps(pts: &[Option<i64>]) -> Vec<Option<i64>> {
+    let known: Vec<i64> = pts.iter().flatten().copied().collect();
+    if known.len() != pts.len() || known.is_empty() {
+        return pts.to_vec();
+    }
+    let mut sorted = known.clone();
+    sorted.sort_unstable();
+    let depth = known
+        .iter()
+        .enumerate()
+        .map(|(i, p)| i as i64 - sorted.partition_point(|x| x < p) as i64)
+        .max()
+        .unwrap_or(0)
+        .max(0) as usize;
+    let step = sorted
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .filter(|d| *d > 0)
+        .min()
+        .unwrap_or(1);
+    (0..known.len())
+        .map(|i| {
+            Some(if i >= depth {
+                sorted[i - depth]
+            } else {
+                sorted[0] - (depth - i) as i64 * step
+            })
+        })
+        .collect()
+}
+
+/// Reads the next audio packet with bias and start removed (in its input time base), tagged
+/// with its output stream index (audio track i is output stream i + 1).
+fn next_audio(
+    src: &mut Option<Source>,
+    req: &StitchRequest,
+    tbs: &[ff::Rational],
+) -> Result<Option<ff::Packet>, MediaError> {
+    let Some(src) = src.as_mut() else {
+        return Ok(None);
+    };
+    while let Some(mut p) = read_packet(&mut src.ictx, &src.path)? {
+        let i = p.stream();
+        let Some(track) = req.audio_tracks.get(i) else {
+            continue;
+        };
+        let tb = tbs[i];
+        let start = (req.start_seconds * f64::from(tb.denominator()) / f64::from(tb.numerator()))
+            .round() as i64;
+        let shift = |v: Option<i64>| v.map(|x| x - track.bias - start);
+        p.set_pts(shift(p.pts()));
+        p.set_dts(shift(p.dts()));
+        p.set_stream(i + 1);
+        p.set_position(-1);
+        return Ok(Some(p));
+    }
+    Ok(None)
+}
+
+fn audio_seconds(p: &ff::Packet, tbs: &[ff::Rational]) -> f64 {
+    let tb = tbs[p.stream() - 1];
+    p.dts().or(p.pts()).unwrap_or(0) as f64 * f64::from(tb.numerator())
+        / f64::from(tb.denominator())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decode_timestamps;
+
+    #[test]
+    fn dts_from_pts_with_b_pyramid() {
+        // decode order I0 P4 B2 b1 b3 P8 B6 b5 b7 (durations of 1)
+        let pts = [0, 4, 2, 1, 3, 8, 6, 5, 7].map(Some);
+        let dts: Vec<i64> = decode_timestamps(&pts).into_iter().flatten().collect();
+        assert_eq!(dts, vec![-2, -1, 0, 1, 2, 3, 4, 5, 6]);
+        for (d, p) in dts.iter().zip(pts.iter().flatten()) {
+            assert!(d <= p);
+        }
+        let no_reorder = [10, 20, 30].map(Some);
+        assert_eq!(decode_timestamps(&no_reorder), no_reorder.to_vec());
+        assert_eq!(decode_timestamps(&[Some(1), None]), vec![Some(1), None]);
+    }
+}
+
+fn write_audio(
+    octx: &mut ff::format::context::Output,
+    mut p: ff::Packet,
+    in_tbs: &[ff::Rational],
+    out_tbs: &[ff::Rational],
+    tmp: &Path,
+) -> Result<(), MediaError> {
+    let i = p.stream();
+    p.rescale_ts(in_tbs[i - 1], out_tbs[i]);
+    p.write_interleaved(octx)
+        .map_err(|e| MediaError::write(tmp, format!("audio packet: {e}")))
+}

@@ -1,0 +1,230 @@
+//! Plain data types of the media API: what probe finds, what a segment is, what to encode.
+//!
+//! Why: these cross process boundaries (child processes, queue messages) as JSON, so they are
+//! serde types with no FFmpeg types inside.
+
+use serde::{Deserialize, Serialize};
+
+/// An exact rational number (time bases, frame rates).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rational {
+    /// Numerator.
+    pub num: i32,
+    /// Denominator.
+    pub den: i32,
+}
+
+impl Rational {
+    /// Builds a rational.
+    pub fn new(num: i32, den: i32) -> Self {
+        Rational { num, den }
+    }
+
+    /// The value as a float; 0 when the denominator is 0.
+    pub fn as_f64(self) -> f64 {
+        if self.den == 0 {
+            0.0
+        } else {
+            f64::from(self.num) / f64::from(self.den)
+        }
+    }
+
+    /// Converts a timestamp in this time base to seconds.
+    pub fn seconds(self, ts: i64) -> f64 {
+        ts as f64 * self.as_f64()
+    }
+
+    /// Converts seconds to the nearest timestamp in this time base.
+    pub fn ticks(self, seconds: f64) -> i64 {
+        if self.num == 0 {
+            return 0;
+        }
+        (seconds * f64::from(self.den) / f64::from(self.num)).round() as i64
+    }
+}
+
+/// Colour properties of a video stream, kept from source to output.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ColorInfo {
+    /// Colour primaries (FFmpeg name, e.g. "bt709"), if tagged.
+    pub primaries: Option<String>,
+    /// Transfer characteristics (e.g. "smpte2084"), if tagged.
+    pub transfer: Option<String>,
+    /// Matrix coefficients (e.g. "bt709"), if tagged.
+    pub matrix: Option<String>,
+    /// "tv" (limited) or "pc" (full), if tagged.
+    pub range: Option<String>,
+}
+
+/// Properties of the video stream tessera transcodes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VideoInfo {
+    /// Stream index in the container.
+    pub index: usize,
+    /// Codec name (h264, hevc, vp9, mpeg2video, prores, ...).
+    pub codec: String,
+    /// Coded width in pixels.
+    pub width: u32,
+    /// Coded height in pixels.
+    pub height: u32,
+    /// Pixel format name (yuv420p, yuv422p10le, ...).
+    pub pix_fmt: String,
+    /// Bits per component of the pixel format.
+    pub bit_depth: u8,
+    /// Average frame rate (0/0 when unknown).
+    pub avg_frame_rate: Rational,
+    /// The stream's base frame rate (r_frame_rate).
+    pub frame_rate: Rational,
+    /// The stream's time base: every pts in plans and segments is in this unit.
+    pub time_base: Rational,
+    /// Sample aspect ratio (0/1 when unknown).
+    pub sample_aspect_ratio: Rational,
+    /// Rotation from the display matrix, degrees counter-clockwise (0 when none).
+    pub rotation: f64,
+    /// The raw 36-byte display matrix, when present, copied to the output unchanged.
+    pub display_matrix: Option<Vec<u8>>,
+    /// Colour tags.
+    pub color: ColorInfo,
+    /// Number of packets (≈ frames) the scan found, discarded ones excluded.
+    pub frames: u64,
+}
+
+/// Properties of one audio track.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AudioInfo {
+    /// Stream index in the container.
+    pub index: usize,
+    /// Codec name (aac, opus, mp2, pcm_s16le, ...).
+    pub codec: String,
+    /// Sample rate in Hz.
+    pub sample_rate: u32,
+    /// Channel count.
+    pub channels: u16,
+    /// ISO 639 language tag, when the container has one.
+    pub language: Option<String>,
+    /// The stream's time base.
+    pub time_base: Rational,
+    /// Seconds of the first presented packet, if any packet was found.
+    pub start_seconds: Option<f64>,
+    /// Seconds from the first to the end of the last presented packet.
+    pub duration_seconds: f64,
+}
+
+/// One video packet from the scan, in decode order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PacketEntry {
+    /// Presentation timestamp in the video time base.
+    pub pts: i64,
+    /// Decode timestamp in the video time base.
+    pub dts: i64,
+    /// Demuxer's keyframe flag: decoding may start here.
+    pub key: bool,
+    /// Packet the demuxer marks as discard (edit-list pre-roll): decoded but never shown.
+    pub discard: bool,
+}
+
+/// Everything the probe learns about an input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeInfo {
+    /// Container format name(s) as FFmpeg reports them.
+    pub container: String,
+    /// Duration in seconds (container's figure, else derived from packets).
+    pub duration_seconds: f64,
+    /// Seconds of the earliest presented packet over video and audio: the output's time zero.
+    pub start_seconds: f64,
+    /// The video stream.
+    pub video: VideoInfo,
+    /// Every audio track, in container order.
+    pub audio: Vec<AudioInfo>,
+    /// Size of the input in bytes.
+    pub size_bytes: u64,
+}
+
+/// The probe's full answer: stream info plus the packet index the planner needs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Probe {
+    /// Stream and container facts.
+    pub info: ProbeInfo,
+    /// Every video packet in decode order.
+    pub packets: Vec<PacketEntry>,
+}
+
+/// One planned segment: a half-open presentation-time range of the video.
+///
+/// Why: ranges, not frame counts, make segments frame-exact: every frame whose pts lies in
+/// `[start_pts, end_pts)` belongs to exactly one segment, whatever the GOP structure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentPlan {
+    /// 0-based index.
+    pub index: u32,
+    /// First pts included (video time base). The first segment starts at the first shown frame.
+    pub start_pts: i64,
+    /// First pts excluded (for the last segment: one past the last shown frame).
+    pub end_pts: i64,
+    /// Index into the packet list of the keyframe decoding starts from.
+    pub first_packet: usize,
+    /// Index into the packet list of the last packet the chunk needs (inclusive).
+    pub last_packet: usize,
+    /// Frames expected in the range (shown packets with pts in range).
+    pub frames: u64,
+    /// True when the range starts on a keyframe (no pre-roll to decode and drop).
+    pub starts_on_keyframe: bool,
+}
+
+/// Video codec of an output rendition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VideoCodec {
+    /// H.264 via libx264.
+    H264,
+    /// HEVC via libx265.
+    Hevc,
+    /// AV1 via libsvtav1.
+    Av1,
+}
+
+/// How the encoder spends bits.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RateControl {
+    /// Constant quality (x264/x265 CRF, SVT-AV1 CRF).
+    Crf(f32),
+    /// Average bitrate in bits/s with a VBV buffer (max rate = 1.5x, buffer = 2x).
+    Bitrate(u64),
+}
+
+/// One output rendition: codec, quality and size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RenditionSpec {
+    /// Name used in object keys (e.g. "720p").
+    pub name: String,
+    /// Video codec.
+    pub codec: VideoCodec,
+    /// Rate control.
+    pub rate: RateControl,
+    /// Encoder preset name (x264/x265: ultrafast..placebo; SVT-AV1: 0..13).
+    pub preset: String,
+    /// Target height keeping aspect ratio; `None` keeps the source size.
+    pub height: Option<u32>,
+}
+
+/// The container of the final output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Container {
+    /// MP4 with faststart.
+    Mp4,
+    /// Matroska.
+    Mkv,
+}
+
+impl Container {
+    /// Picks the container from a file name's extension.
+    pub fn from_path(path: &std::path::Path) -> Option<Self> {
+        match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
+            "mp4" | "m4v" | "mov" => Some(Container::Mp4),
+            "mkv" => Some(Container::Mkv),
+            _ => None,
+        }
+    }
+}

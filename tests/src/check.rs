@@ -1,0 +1,362 @@
+//! The transcode invariants, checked against the ffprobe/ffmpeg oracle:
+//! every source frame once, in order, with its timestamp; A/V offset and
+//! audio duration kept; size, rotation and colour kept; quality good.
+//! All violations are collected and reported together.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::job::{Job, Report};
+use crate::probe::{
+    format_start, frame_count, probe_stream_frames, psnr, stream_info, Frame, StreamInfo,
+};
+use crate::run::Run;
+
+/// Audio tracks' durations may differ from the source's by this much (s).
+pub const AUDIO_DURATION_TOLERANCE_S: f64 = 0.1;
+/// Minimum acceptable PSNR of output against source (dB).
+pub const MIN_PSNR_DB: f64 = 30.0;
+
+/// One audio track as the oracle sees it.
+#[derive(Debug, Clone)]
+pub struct AudioTrack {
+    /// Stream metadata (codec, language, ...).
+    pub info: StreamInfo,
+    /// Decoded frames.
+    pub frames: Vec<Frame>,
+}
+
+impl AudioTrack {
+    /// Timestamp of the first decoded audio frame (s).
+    pub fn first_ts(&self) -> f64 {
+        self.frames.first().map_or(f64::NAN, |f| f.ts)
+    }
+
+    /// Decoded duration: end of the last frame minus start of the first.
+    pub fn duration(&self) -> f64 {
+        let (Some(first), Some(last)) = (self.frames.first(), self.frames.last()) else {
+            return 0.0;
+        };
+        let rate = self.info.sample_rate.unwrap_or(48_000) as f64;
+        let last_len = last.duration.unwrap_or(last.samples as f64 / rate);
+        last.ts + last_len - first.ts
+    }
+}
+
+/// Everything the checks need to know about one file.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    /// The file.
+    pub path: PathBuf,
+    /// Container `start_time` (s), as ffprobe reports it.
+    pub start: f64,
+    /// Decoded video frame count (`-count_frames`).
+    pub frame_count: u64,
+    /// Decoded video frames, presentation order.
+    pub video: Vec<Frame>,
+    /// First video stream's metadata.
+    pub video_info: StreamInfo,
+    /// Audio tracks in container order.
+    pub audio: Vec<AudioTrack>,
+}
+
+impl Summary {
+    /// Probes `path` with ffprobe (decodes every frame).
+    pub fn of(path: &Path) -> Summary {
+        let streams = stream_info(path);
+        let video_info = streams
+            .iter()
+            .find(|s| s.codec_type == "video")
+            .cloned()
+            .unwrap_or_else(|| panic!("{} has no video stream", path.display()));
+        let audio = streams
+            .iter()
+            .filter(|s| s.codec_type == "audio")
+            .enumerate()
+            .map(|(i, info)| AudioTrack {
+                info: info.clone(),
+                frames: probe_stream_frames(path, &format!("a:{i}")),
+            })
+            .collect();
+        Summary {
+            path: path.to_path_buf(),
+            start: format_start(path),
+            frame_count: frame_count(path),
+            video: probe_stream_frames(path, "v:0"),
+            video_info,
+            audio,
+        }
+    }
+
+    /// The presentation start: the earliest first decoded frame over the
+    /// video and audio streams. Unlike the container's `start_time` it does
+    /// not count packets that are decoded but never shown (AAC priming and
+    /// Opus pre-skip, which MKV/WebM expose as negative timestamps).
+    pub fn presentation_start(&self) -> f64 {
+        self.video
+            .first()
+            .into_iter()
+            .chain(self.audio.iter().filter_map(|a| a.frames.first()))
+            .map(|f| f.ts)
+            .fold(f64::INFINITY, f64::min)
+    }
+
+    /// Video frame timestamps relative to [`Summary::presentation_start`].
+    pub fn rel_times(&self) -> Vec<f64> {
+        let start = self.presentation_start();
+        self.video.iter().map(|f| f.ts - start).collect()
+    }
+
+    /// The shortest interval between consecutive video frames: "one frame
+    /// duration" for tolerances (1/fps for constant frame rate).
+    pub fn min_frame_interval(&self) -> f64 {
+        self.video
+            .windows(2)
+            .map(|w| w[1].ts - w[0].ts)
+            .filter(|d| *d > 1e-6)
+            .fold(f64::INFINITY, f64::min)
+            .min(0.1)
+    }
+
+    /// First audio timestamp minus first video timestamp for track `i`.
+    pub fn av_offset(&self, i: usize) -> f64 {
+        self.audio[i].first_ts() - self.video.first().map_or(f64::NAN, |f| f.ts)
+    }
+}
+
+/// What [`check_transcode`] measured, for test-specific extra assertions.
+/// It owns the [`Job`], so the output stays on disk while it lives.
+#[derive(Debug)]
+pub struct Comparison {
+    /// The transcode (output path, report, temp dir).
+    pub job: Job,
+    /// The source.
+    pub src: Summary,
+    /// The output.
+    pub out: Summary,
+    /// The report the binary wrote.
+    pub report: Report,
+    /// Oracle PSNR of output against source (dB).
+    pub psnr: f64,
+}
+
+fn known(v: &Option<String>) -> Option<&str> {
+    v.as_deref()
+        .filter(|s| !matches!(*s, "unknown" | "unspecified" | "reserved"))
+}
+
+/// Checks a finished, successful transcode of `src` by `job` against all
+/// the invariants and panics listing every violation (with the command and
+/// its stderr). `min_segments` is the least segment count the report must
+/// show.
+pub fn check_transcode(src: &Path, job: Job, run: &Run, min_segments: u32) -> Comparison {
+    let s = Summary::of(src);
+    let o = Summary::of(&job.output);
+    let report = job.report();
+    let mut p: Vec<String> = Vec::new();
+    let tol = s.min_frame_interval() + 1e-3;
+
+    check_video(&s, &o, tol, &mut p);
+    if report.frames != s.frame_count {
+        p.push(format!(
+            "report frames {} != source frames {}",
+            report.frames, s.frame_count
+        ));
+    }
+    if report.segments < min_segments {
+        p.push(format!(
+            "report segments {} < {min_segments}: not split",
+            report.segments
+        ));
+    }
+    check_audio(&s, &o, tol, &mut p);
+    check_metadata(&s.video_info, &o.video_info, &mut p);
+    let db = psnr(&job.output, src);
+    if db.is_nan() || db < MIN_PSNR_DB {
+        p.push(format!("PSNR {db:.2} dB < {MIN_PSNR_DB} dB"));
+    }
+    let entries = job.out_dir_entries();
+    let name = job
+        .output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned());
+    if entries.len() != 1 || Some(&entries[0]) != name.as_ref() {
+        p.push(format!(
+            "output dir should hold only the output, holds {entries:?}"
+        ));
+    }
+    let work = job.work_files_left();
+    if !work.is_empty() {
+        p.push(format!("work dir not cleaned after success: {work:?}"));
+    }
+    if !p.is_empty() {
+        let mut msg = format!(
+            "{} invariant(s) violated transcoding {}:\n",
+            p.len(),
+            src.display()
+        );
+        for line in &p {
+            let _ = writeln!(msg, "  - {line}");
+        }
+        panic!("{msg}{}\nreport: {report:?}", run.describe());
+    }
+    Comparison {
+        job,
+        src: s,
+        out: o,
+        report,
+        psnr: db,
+    }
+}
+
+fn check_video(s: &Summary, o: &Summary, tol: f64, p: &mut Vec<String>) {
+    if o.video_info.codec_name != "h264" {
+        p.push(format!(
+            "output video codec {} != h264",
+            o.video_info.codec_name
+        ));
+    }
+    if o.frame_count != s.frame_count {
+        p.push(format!(
+            "decoded frames: output {} != source {}",
+            o.frame_count, s.frame_count
+        ));
+    }
+    for (sum, what) in [(s, "source"), (o, "output")] {
+        if sum.video.len() as u64 != sum.frame_count {
+            p.push(format!(
+                "{what}: ffprobe frame list ({}) != nb_read_frames ({})",
+                sum.video.len(),
+                sum.frame_count
+            ));
+        }
+    }
+    let o_start = o.presentation_start();
+    if o.start.abs() > tol || o_start.abs() > tol {
+        p.push(format!(
+            "output starts at {o_start:.4} s (container start_time {:.4} s), expected 0",
+            o.start
+        ));
+    }
+    let (st, ot) = (s.rel_times(), o.rel_times());
+    let (Some(sf), Some(of)) = (st.first(), ot.first()) else {
+        p.push("no decoded video frames".into());
+        return;
+    };
+    if (sf - of).abs() > tol {
+        p.push(format!(
+            "first frame at {of:.4} s, source {sf:.4} s (from start; tol {tol:.4})"
+        ));
+    }
+    let (sl, ol) = (st[st.len() - 1], ot[ot.len() - 1]);
+    if (sl - ol).abs() > tol {
+        p.push(format!(
+            "last frame at {ol:.4} s, source {sl:.4} s (from start; tol {tol:.4})"
+        ));
+    }
+    if st.len() == ot.len() {
+        let bad: Vec<usize> = (0..st.len())
+            .filter(|i| (st[*i] - ot[*i]).abs() > tol)
+            .collect();
+        if let Some(&i) = bad.first() {
+            p.push(format!(
+                "{} of {} frame timestamps off by > {tol:.4} s; first at frame {i}: output {:.4} s, source {:.4} s",
+                bad.len(), st.len(), ot[i], st[i]
+            ));
+        }
+    }
+    if ot.windows(2).any(|w| w[1] <= w[0]) {
+        p.push("output frame timestamps are not strictly increasing".into());
+    }
+}
+
+fn check_audio(s: &Summary, o: &Summary, tol: f64, p: &mut Vec<String>) {
+    if s.audio.len() != o.audio.len() {
+        p.push(format!(
+            "audio tracks: output {} != source {}",
+            o.audio.len(),
+            s.audio.len()
+        ));
+        return;
+    }
+    for (i, (sa, oa)) in s.audio.iter().zip(&o.audio).enumerate() {
+        if oa.info.codec_name != "aac" {
+            p.push(format!("audio {i}: codec {} != aac", oa.info.codec_name));
+        }
+        let lang = |l: &Option<String>| l.clone().filter(|l| l != "und");
+        if lang(&sa.info.language) != lang(&oa.info.language) {
+            p.push(format!(
+                "audio {i}: language {:?} != source {:?}",
+                oa.info.language, sa.info.language
+            ));
+        }
+        if oa.frames.is_empty() {
+            p.push(format!("audio {i}: no decoded frames"));
+            continue;
+        }
+        let (so, oo) = (s.av_offset(i), o.av_offset(i));
+        if (so - oo).abs() > tol || oo.is_nan() {
+            p.push(format!(
+                "audio {i}: A/V offset {oo:.4} s, source {so:.4} s (tol {tol:.4})"
+            ));
+        }
+        let (sd, od) = (sa.duration(), oa.duration());
+        if (sd - od).abs() > AUDIO_DURATION_TOLERANCE_S {
+            p.push(format!("audio {i}: duration {od:.4} s, source {sd:.4} s"));
+        }
+    }
+}
+
+fn check_metadata(s: &StreamInfo, o: &StreamInfo, p: &mut Vec<String>) {
+    let even = |v: Option<u64>| v.map(|v| v - v % 2);
+    if o.width != even(s.width) || o.height != even(s.height) {
+        p.push(format!(
+            "output size {:?}x{:?}, expected {:?}x{:?} (source {:?}x{:?})",
+            o.width,
+            o.height,
+            even(s.width),
+            even(s.height),
+            s.width,
+            s.height
+        ));
+    }
+    let rot = |r: Option<f64>| r.filter(|r| r.abs() > 0.5).map(|r| r.rem_euclid(360.0));
+    if rot(s.rotation) != rot(o.rotation) {
+        p.push(format!(
+            "rotation {:?} != source {:?}",
+            o.rotation, s.rotation
+        ));
+    }
+    let colour = [
+        ("color_primaries", &s.color_primaries, &o.color_primaries),
+        ("color_transfer", &s.color_transfer, &o.color_transfer),
+        ("color_space", &s.color_space, &o.color_space),
+    ];
+    for (name, sv, ov) in colour {
+        if let Some(want) = known(sv) {
+            if known(ov) != Some(want) {
+                p.push(format!("{name} {ov:?} != source {want:?}"));
+            }
+        }
+    }
+    if s.color_range.as_deref() == Some("pc") && o.color_range.as_deref() != Some("pc") {
+        p.push(format!(
+            "color_range {:?} != source full range (pc)",
+            o.color_range
+        ));
+    }
+}
+
+/// Transcodes fixture file `src` to `out_name` with `segment_seconds`
+/// segments (plus `extra` arguments) and checks every invariant, requiring
+/// at least two segments.
+pub fn transcode_and_check(
+    src: &Path,
+    out_name: &str,
+    segment_seconds: u32,
+    extra: &[&str],
+) -> Comparison {
+    let job = Job::new(src, out_name);
+    let run = job.run_ok(segment_seconds, extra);
+    check_transcode(src, job, &run, 2)
+}

@@ -1,0 +1,35 @@
+//! Integration-test harness for tessera.
+//!
+//! The tests in `tests/tests/*.rs` run the real `tessera` binary (built by
+//! `cargo build -p tessera-cli`, or named by `$TESSERA_BIN`) on fixtures
+//! made with the `ffmpeg` CLI, and judge the results with `ffprobe` and
+//! `ffmpeg`'s `psnr` filter as the oracle. FFmpeg's CLIs are used only to
+//! make inputs and to measure outputs, never to produce what is tested.
+//!
+//! Modules:
+//! - [`run`]: starting programs with captured output and a timeout,
+//!   locating the binary ([`tessera_bin`], [`run_tessera`]).
+//! - [`fixture`]: the input kinds ([`Fixture`]), built once and cached.
+//! - [`probe`]: ffprobe helpers ([`frame_count`], [`probe_frames`],
+//!   [`stream_info`], [`psnr`], ...).
+//! - [`job`]: one transcode in a private temp dir ([`Job`]) and its
+//!   [`Report`].
+//! - [`check`]: the invariants ([`check_transcode`],
+//!   [`transcode_and_check`]).
+//!
+//! Environment: `TESSERA_BIN` (binary path), `TESSERA_TEST_TIMEOUT_S`
+//! (per-run limit, default 300), `TESSERA_FIXTURE_DIR` (fixture cache,
+//! default `target/tessera-fixtures`), `TESSERA_KEEP_TMP` (keep each job's
+//! temp dir for debugging).
+
+pub mod check;
+pub mod fixture;
+pub mod job;
+pub mod probe;
+pub mod run;
+
+pub use check::{check_transcode, transcode_and_check, Comparison, Summary};
+pub use fixture::{fixture, Fixture};
+pub use job::{Job, Report};
+pub use probe::{format_start, frame_count, probe_frames, psnr, stream_info, streams_of};
+pub use run::{run_tessera, tessera_bin, Run};

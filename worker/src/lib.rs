@@ -1,0 +1,85 @@
+//! tessera-worker: the segment execution loop.
+//!
+//! Why a library: the distributed worker binary (RabbitMQ + S3) and the one-process farm
+//! (embedded queue + local store) run this same loop; only the queue and store differ.
+
+mod segment;
+
+pub use segment::{ProgressFn, SegmentRunner};
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tessera_farm::queue::Queue;
+use tessera_farm::sandbox::{Limits, Sandbox};
+use tessera_farm::store::Store;
+use tessera_farm::FarmError;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// Settings of one worker.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Name in events and logs.
+    pub id: String,
+    /// Segments encoded at once (the consumer prefetch).
+    pub slots: usize,
+    /// Threads for each segment's decoder and encoder.
+    pub threads_per_slot: usize,
+    /// Local staging directory (NVMe on GPU nodes).
+    pub staging_dir: PathBuf,
+    /// The queue to consume.
+    pub queue: String,
+    /// The queue's delivery limit: the last attempt reports failure instead of requeueing.
+    pub delivery_limit: u32,
+    /// Limits for each media child.
+    pub limits: Limits,
+    /// First retry backoff; doubled per attempt, capped at 30 s.
+    pub retry_backoff: Duration,
+}
+
+/// Runs the worker until `shutdown` is cancelled or the queue closes; in-flight segments are
+/// finished before it returns.
+pub async fn run(
+    config: WorkerConfig,
+    queue: Arc<dyn Queue>,
+    store: Arc<dyn Store>,
+    sandbox: Sandbox,
+    progress: Option<ProgressFn>,
+    shutdown: CancellationToken,
+) -> Result<(), FarmError> {
+    std::fs::create_dir_all(&config.staging_dir)
+        .map_err(|e| FarmError::io(&config.staging_dir, e))?;
+    let runner = Arc::new(SegmentRunner::new(
+        config.clone(),
+        queue.clone(),
+        store,
+        sandbox,
+        progress,
+    ));
+    let prefetch = u16::try_from(config.slots.max(1)).unwrap_or(u16::MAX);
+    let mut consumer = queue.consume(&config.queue, prefetch).await?;
+    let mut tasks = JoinSet::new();
+    loop {
+        let next = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            d = consumer.next() => d?,
+        };
+        let Some(delivery) = next else { break };
+        let runner = runner.clone();
+        tasks.spawn(async move { runner.handle(delivery).await });
+        // Reap finished tasks so the set does not grow.
+        while let Some(done) = tasks.try_join_next() {
+            if let Err(e) = done {
+                tracing::error!(error = %e, "segment task panicked");
+            }
+        }
+    }
+    while let Some(done) = tasks.join_next().await {
+        if let Err(e) = done {
+            tracing::error!(error = %e, "segment task panicked");
+        }
+    }
+    Ok(())
+}

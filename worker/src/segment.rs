@@ -1,0 +1,219 @@
+//! Executing one segment task: fetch the chunk, encode in a child, store, report, then ack.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tessera_farm::model::{
+    decode_message, encode_message, SegmentEvent, SegmentOutcome, SegmentTask, QUEUE_EVENTS,
+    WIRE_VERSION,
+};
+use tessera_farm::queue::{Delivery, Queue};
+use tessera_farm::sandbox::{MediaOp, Sandbox};
+use tessera_farm::store::Store;
+use tessera_farm::{ErrorClass, FarmError};
+use tessera_media::{EncodeRequest, EncodeResult, RenditionOutput};
+
+use crate::WorkerConfig;
+
+/// Live progress: (job, segment, frames encoded so far in that segment).
+pub type ProgressFn = Arc<dyn Fn(&str, u32, u64) + Send + Sync>;
+
+/// Runs segment tasks for one worker.
+pub struct SegmentRunner {
+    config: WorkerConfig,
+    queue: Arc<dyn Queue>,
+    store: Arc<dyn Store>,
+    sandbox: Sandbox,
+    progress: Option<ProgressFn>,
+}
+
+struct Done {
+    result: EncodeResult,
+    bytes: u64,
+    peak_rss_bytes: u64,
+}
+
+impl SegmentRunner {
+    /// A runner with its worker's settings and connections.
+    pub fn new(
+        config: WorkerConfig,
+        queue: Arc<dyn Queue>,
+        store: Arc<dyn Store>,
+        sandbox: Sandbox,
+        progress: Option<ProgressFn>,
+    ) -> Self {
+        SegmentRunner {
+            config,
+            queue,
+            store,
+            sandbox,
+            progress,
+        }
+    }
+
+    /// Handles one delivery to the end: it is acked, requeued or dead-lettered, never lost.
+    pub async fn handle(&self, delivery: Delivery) {
+        let task: SegmentTask = match decode_message(&delivery.body) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!(error = %e, "unreadable segment task dead-lettered");
+                let _ = delivery.acker.nack(false).await;
+                return;
+            }
+        };
+        let started = Instant::now();
+        let staging = self.config.staging_dir.join(format!(
+            "{}-{:06}-{}",
+            task.job_id,
+            task.segment,
+            uuid::Uuid::new_v4().simple()
+        ));
+        let outcome = self.execute(&task, &staging).await;
+        let _ = tokio::fs::remove_dir_all(&staging).await;
+        match outcome {
+            Ok(done) => {
+                let total = started.elapsed().as_secs_f64();
+                let event = self.event(
+                    &task,
+                    SegmentOutcome::Done {
+                        frames: done.result.frames_in_range,
+                        bytes: done.bytes,
+                        media_seconds: done.result.media_seconds,
+                        overhead_seconds: (total - done.result.media_seconds).max(0.0),
+                        peak_rss_bytes: done.peak_rss_bytes,
+                    },
+                );
+                // Ack only once the event is published: a lost event would stall the job.
+                match self
+                    .queue
+                    .publish(QUEUE_EVENTS, encode_message(&event))
+                    .await
+                {
+                    Ok(()) => {
+                        let _ = delivery.acker.ack().await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "event publish failed; segment requeued");
+                        let _ = delivery.acker.nack(true).await;
+                    }
+                }
+            }
+            Err(e) => self.fail(&task, delivery, e).await,
+        }
+    }
+
+    async fn fail(&self, task: &SegmentTask, delivery: Delivery, err: FarmError) {
+        let attempt = delivery.redeliveries + 1;
+        let last = attempt >= self.config.delivery_limit;
+        tracing::warn!(
+            job = %task.job_id, segment = task.segment, attempt, code = err.code(), error = %err,
+            "segment attempt failed"
+        );
+        if err.class() == ErrorClass::Retry && !last {
+            let backoff = self
+                .config
+                .retry_backoff
+                .saturating_mul(1 << delivery.redeliveries.min(6))
+                .min(Duration::from_secs(30));
+            tokio::time::sleep(backoff).await;
+            let _ = delivery.acker.nack(true).await;
+            return;
+        }
+        let event = self.event(
+            task,
+            SegmentOutcome::Failed {
+                code: err.code().to_string(),
+                class: err.class(),
+                message: err.to_string(),
+            },
+        );
+        if let Err(e) = self
+            .queue
+            .publish(QUEUE_EVENTS, encode_message(&event))
+            .await
+        {
+            tracing::error!(error = %e, "failure event not published; segment requeued");
+            let _ = delivery.acker.nack(true).await;
+            return;
+        }
+        // Input errors are final: ack (the failure is recorded); retries exhausted: dead-letter.
+        if err.class() == ErrorClass::Abort {
+            let _ = delivery.acker.ack().await;
+        } else {
+            let _ = delivery.acker.nack(false).await;
+        }
+    }
+
+    fn event(&self, task: &SegmentTask, outcome: SegmentOutcome) -> SegmentEvent {
+        SegmentEvent {
+            v: WIRE_VERSION,
+            job_id: task.job_id.clone(),
+            segment: task.segment,
+            worker: self.config.id.clone(),
+            outcome,
+        }
+    }
+
+    async fn execute(&self, task: &SegmentTask, staging: &PathBuf) -> Result<Done, FarmError> {
+        tokio::fs::create_dir_all(staging)
+            .await
+            .map_err(|e| FarmError::io(staging, e))?;
+        let chunk = staging.join("chunk.nut");
+        self.store.get_file(&task.chunk_key, &chunk).await?;
+        let outputs: Vec<RenditionOutput> = task
+            .renditions
+            .iter()
+            .enumerate()
+            .map(|(i, (spec, _))| RenditionOutput {
+                spec: spec.clone(),
+                path: staging.join(format!("out-{i}.nut")),
+            })
+            .collect();
+        let e = &task.encode;
+        let request = EncodeRequest {
+            chunk,
+            start_pts: e.start_pts,
+            end_pts: e.end_pts,
+            time_base: e.time_base,
+            bias: e.bias,
+            frame_rate: e.frame_rate,
+            sample_aspect_ratio: e.sample_aspect_ratio,
+            color: e.color.clone(),
+            source_bit_depth: e.source_bit_depth,
+            outputs: outputs.clone(),
+            threads: self.config.threads_per_slot,
+        };
+        let progress = self.progress.clone();
+        let (job, seg) = (task.job_id.clone(), task.segment);
+        let mut report = move |n: u64| {
+            if let Some(p) = &progress {
+                p(&job, seg, n);
+            }
+        };
+        let (result, stats): (EncodeResult, _) = self
+            .sandbox
+            .run(&MediaOp::Encode(request), self.config.limits, &mut report)
+            .await?;
+        if let Some(r) = result
+            .renditions
+            .iter()
+            .find(|r| r.frames > 0 && !r.starts_with_keyframe)
+        {
+            return Err(FarmError::Media {
+                code: "encode_failed".into(),
+                class: ErrorClass::Retry,
+                message: format!("rendition {} did not start with a keyframe", r.name),
+            });
+        }
+        let mut bytes = 0;
+        for (out, (_, key)) in outputs.iter().zip(&task.renditions) {
+            bytes += self.store.put_file(key, &out.path).await?;
+        }
+        Ok(Done {
+            result,
+            bytes,
+            peak_rss_bytes: stats.peak_rss_bytes,
+        })
+    }
+}
