@@ -146,7 +146,12 @@ fn spawn_audio(
         input: req.input.clone(),
         tracks,
         bias_seconds,
-        copy_aac: true,
+        copy_tracks: info
+            .audio
+            .iter()
+            .filter(|a| a.codec == "aac" && !a.trimmed)
+            .map(|a| a.index)
+            .collect(),
         bitrate_per_channel: AUDIO_BITRATE_PER_CHANNEL,
         output: staging.join("audio-encoded.nut"),
     };

@@ -29,8 +29,9 @@ pub struct AudioRequest {
     pub tracks: Vec<usize>,
     /// Seconds added to every timestamp (the job's bias), keeping intermediate times >= 0.
     pub bias_seconds: f64,
-    /// Stream-copy tracks that are already AAC instead of re-encoding them.
-    pub copy_aac: bool,
+    /// Tracks (stream indices) that may be stream-copied when already AAC; the others are
+    /// re-encoded.
+    pub copy_tracks: Vec<usize>,
     /// AAC bitrate per channel in bits/s.
     pub bitrate_per_channel: u64,
     /// The NUT file to write, one stream per kept track.
@@ -105,15 +106,16 @@ pub fn transcode_audio(req: &AudioRequest) -> Result<AudioResult, MediaError> {
         })?;
         let language = stream.metadata().get("language").map(str::to_string);
         let params = stream.parameters();
-        let copy = req.copy_aac && params.id() == ff::codec::Id::AAC;
+        let copy = req.copy_tracks.contains(&index) && params.id() == ff::codec::Id::AAC;
         let in_tb = stream.time_base();
         let (mode, out_tb, codec_name, padding) = if copy {
+            let known = ffi::muxer_has_tag(&octx, params.id());
             let mut ost = octx
                 .add_stream(ff::encoder::find(ff::codec::Id::None))
                 .map_err(|e| MediaError::write(&req.output, e))?;
             ost.set_parameters(params);
             ost.set_time_base(in_tb);
-            ffi::clear_codec_tag(&mut ost);
+            ffi::adapt_codec_tag(&mut ost, known);
             (Mode::Copy, in_tb, "aac".to_string(), 0)
         } else {
             let t = open_transcoder(&stream, input, req.bitrate_per_channel)?;

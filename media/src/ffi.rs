@@ -68,9 +68,25 @@ pub(crate) fn codecpar_sar(stream: &ff::format::stream::Stream) -> ff::Rational 
     unsafe { (*(*stream.as_ptr()).codecpar).sample_aspect_ratio.into() }
 }
 
-/// Clears the container-specific codec tag so parameters copied from one container can be
-/// written to another (a `avc1` tag from MP4 is invalid in NUT and vice versa).
-pub(crate) fn clear_codec_tag(stream: &mut ff::format::stream::StreamMut) {
+/// Whether the muxer of `octx` has its own codec tag for `id` (MP4 has `avc1` for H.264; NUT
+/// has none for ProRes).
+pub(crate) fn muxer_has_tag(octx: &ff::format::context::Output, id: ff::codec::Id) -> bool {
+    let mut tag: libc::c_uint = 0;
+    // SAFETY: the output format is a static libavformat descriptor; `codec_tag` is null or a
+    // null-terminated list of tables, which av_codec_get_tag2 only reads.
+    unsafe {
+        let tags = (*octx.format().as_ptr()).codec_tag;
+        !tags.is_null() && ffi::av_codec_get_tag2(tags, id.into(), &mut tag) != 0
+    }
+}
+
+/// Drops a codec tag copied from another container when the muxer has its own for the codec
+/// (an MP4 `avc1` is invalid in NUT and vice versa); otherwise keeps it, as FFmpeg's remuxer
+/// does, so codecs the muxer has no table entry for (ProRes in NUT) still go through.
+pub(crate) fn adapt_codec_tag(stream: &mut ff::format::stream::StreamMut, muxer_has_tag: bool) {
+    if !muxer_has_tag {
+        return;
+    }
     // SAFETY: codecpar is owned by the stream of an output context whose header is unwritten.
     unsafe {
         (*(*stream.as_mut_ptr()).codecpar).codec_tag = 0;

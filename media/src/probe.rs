@@ -31,6 +31,7 @@ pub fn probe(path: &Path) -> Result<Probe, MediaError> {
     let mut packets = Vec::new();
     // Per audio track: (first shown pts, end of last shown packet), in the track's time base.
     let mut audio_span: Vec<Option<(i64, i64)>> = vec![None; audio.len()];
+    let mut audio_skip_until: Vec<Option<i64>> = vec![None; audio.len()];
     while let Some(packet) = read_packet(&mut ictx, path)? {
         let idx = packet.stream();
         let discard = ffi::packet_is_discard(&packet);
@@ -45,12 +46,22 @@ pub fn probe(path: &Path) -> Result<Probe, MediaError> {
                 discard,
             });
         } else if let Some(pos) = audio.iter().position(|a| a.index == idx) {
-            if discard {
-                continue;
-            }
             let Some(pts) = packet.pts().or(packet.dts()) else {
                 continue;
             };
+            // Samples the decoder drops from here on (priming, edit-list trim): the first
+            // sound heard is that much later. The count may span several packets.
+            let skip = skip_samples(&packet);
+            if skip > 0 {
+                let tb = audio[pos].time_base;
+                let rate = i64::from(audio[pos].sample_rate.max(1));
+                let until = pts + skip * i64::from(tb.den) / (rate * i64::from(tb.num.max(1)));
+                audio_skip_until[pos] = audio_skip_until[pos].max(Some(until));
+            }
+            if discard {
+                audio[pos].trimmed = true;
+                continue;
+            }
             let end = pts + packet.duration().max(0);
             let span = audio_span[pos].get_or_insert((pts, end));
             span.0 = span.0.min(pts);
@@ -69,8 +80,9 @@ pub fn probe(path: &Path) -> Result<Probe, MediaError> {
     let video_end = vtb.seconds(shown.iter().map(|p| p.pts).max().unwrap_or(0));
 
     let mut start_seconds = video_start;
-    for (info, span) in audio.iter_mut().zip(&audio_span) {
+    for ((info, span), skip) in audio.iter_mut().zip(&audio_span).zip(&audio_skip_until) {
         if let Some((first, end)) = span {
+            let first = &(*first).max(skip.unwrap_or(i64::MIN));
             let s = info.time_base.seconds(*first);
             info.start_seconds = Some(s);
             info.duration_seconds = info.time_base.seconds(end - first);
@@ -197,9 +209,25 @@ fn describe_audio(ictx: &ff::format::context::Input, path: &Path) -> Vec<AudioIn
                 time_base: rational(s.time_base()),
                 start_seconds: None,
                 duration_seconds: 0.0,
+                trimmed: false,
             })
         })
         .collect()
+}
+
+/// The number of samples a packet's skip-samples side data tells the decoder to drop at its
+/// start (0 when none).
+fn skip_samples(packet: &ff::Packet) -> i64 {
+    packet
+        .side_data()
+        .find(|sd| sd.kind() == ff::codec::packet::side_data::Type::SkipSamples)
+        .and_then(|sd| {
+            sd.data()
+                .get(..4)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        })
+        .map(i64::from)
+        .unwrap_or(0)
 }
 
 /// A packet's (pts, dts), falling back to each other; `None` when it has neither.

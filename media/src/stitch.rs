@@ -107,6 +107,7 @@ fn write_output(req: &StitchRequest, tmp: &Path) -> Result<StitchResult, MediaEr
         let s = first
             .stream(0)
             .ok_or_else(|| MediaError::invalid(&req.segments[0], "no stream"))?;
+        let known = ffi::muxer_has_tag(&octx, s.parameters().id());
         let mut ost = octx
             .add_stream(ff::encoder::find(ff::codec::Id::None))
             .map_err(|e| MediaError::write(tmp, e))?;
@@ -115,7 +116,7 @@ fn write_output(req: &StitchRequest, tmp: &Path) -> Result<StitchResult, MediaEr
         if req.frame_rate.num > 0 {
             ost.set_avg_frame_rate(ff::Rational::new(req.frame_rate.num, req.frame_rate.den));
         }
-        ffi::clear_codec_tag(&mut ost);
+        ffi::adapt_codec_tag(&mut ost, known);
         if let Some(m) = &req.display_matrix {
             ffi::add_display_matrix(&mut ost, m);
         }
@@ -137,12 +138,13 @@ fn write_output(req: &StitchRequest, tmp: &Path) -> Result<StitchResult, MediaEr
                 .ictx
                 .stream(i)
                 .ok_or_else(|| MediaError::invalid(&src.path, format!("no audio stream {i}")))?;
+            let known = ffi::muxer_has_tag(&octx, s.parameters().id());
             let mut ost = octx
                 .add_stream(ff::encoder::find(ff::codec::Id::None))
                 .map_err(|e| MediaError::write(tmp, e))?;
             ost.set_parameters(s.parameters());
             ost.set_time_base(s.time_base());
-            ffi::clear_codec_tag(&mut ost);
+            ffi::adapt_codec_tag(&mut ost, known);
             ffi::set_initial_padding(&mut ost, track.initial_padding);
             if let Some(lang) = &track.language {
                 let mut md = ff::Dictionary::new();

@@ -108,6 +108,9 @@ pub struct AudioInfo {
     pub start_seconds: Option<f64>,
     /// Seconds from the first to the end of the last presented packet.
     pub duration_seconds: f64,
+    /// Whether the container trims this track (edit-list discard): a stream copy would not
+    /// reproduce the trim exactly, so such a track is re-encoded.
+    pub trimmed: bool,
 }
 
 /// One video packet from the scan, in decode order.
