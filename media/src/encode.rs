@@ -128,7 +128,6 @@ pub fn encode_segment(
         .ok_or_else(|| MediaError::invalid(chunk, "chunk has no stream"))?;
     let chunk_tb = stream.time_base();
     let mut decoder = open_video_decoder(&stream, chunk, req.threads)?;
-    drop(stream);
     let src_tb = ff::Rational::new(req.time_base.num, req.time_base.den);
 
     let (sw, sh) = (decoder.width(), decoder.height());

@@ -48,7 +48,6 @@ impl FrameReader {
             })?;
         let index = stream.index();
         let decoder = open_video_decoder(&stream, path, 1)?;
-        drop(stream);
         Ok(FrameReader {
             path: path.to_path_buf(),
             ictx,

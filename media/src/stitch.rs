@@ -320,6 +320,19 @@ fn audio_seconds(p: &ff::Packet, tbs: &[ff::Rational]) -> f64 {
         / f64::from(tb.denominator())
 }
 
+fn write_audio(
+    octx: &mut ff::format::context::Output,
+    mut p: ff::Packet,
+    in_tbs: &[ff::Rational],
+    out_tbs: &[ff::Rational],
+    tmp: &Path,
+) -> Result<(), MediaError> {
+    let i = p.stream();
+    p.rescale_ts(in_tbs[i - 1], out_tbs[i]);
+    p.write_interleaved(octx)
+        .map_err(|e| MediaError::write(tmp, format!("audio packet: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::decode_timestamps;
@@ -337,17 +350,4 @@ mod tests {
         assert_eq!(decode_timestamps(&no_reorder), no_reorder.to_vec());
         assert_eq!(decode_timestamps(&[Some(1), None]), vec![Some(1), None]);
     }
-}
-
-fn write_audio(
-    octx: &mut ff::format::context::Output,
-    mut p: ff::Packet,
-    in_tbs: &[ff::Rational],
-    out_tbs: &[ff::Rational],
-    tmp: &Path,
-) -> Result<(), MediaError> {
-    let i = p.stream();
-    p.rescale_ts(in_tbs[i - 1], out_tbs[i]);
-    p.write_interleaved(octx)
-        .map_err(|e| MediaError::write(tmp, format!("audio packet: {e}")))
 }
