@@ -13,7 +13,7 @@
 #
 # Targets: median wall-time ratio tessera/ffmpeg <= 1.00 (ratio taken per pair, then the
 # median), and peak RSS of one segment worker child < 250 MiB (report field
-# peak_child_rss_bytes). A frame-count mismatch in any output always fails (exit 1).
+# peak_segment_rss_bytes). A frame-count mismatch in any output always fails (exit 1).
 #
 # RSS note: /usr/bin/time's %M is the peak RSS of the process it started *or of any
 # descendant that process reaped* (Linux wait4 reports the larger), so the tessera figure
@@ -104,7 +104,7 @@ for ((i = 1; i <= BENCH_RUNS; i++)); do
     "$TESSERA" transcode "$IN" -o "$t_out" --workers 2 --codec h264 --preset veryfast --crf 23 \
     --report "$t_rep" --progress none)
   read -r t_s t_kib <<<"$timing"
-  worker_bytes=$(python3 -c 'import json,sys; v=json.load(open(sys.argv[1])).get("peak_child_rss_bytes"); print("" if v is None else int(v))' "$t_rep")
+  worker_bytes=$(python3 -c 'import json,sys; v=json.load(open(sys.argv[1])).get("peak_segment_rss_bytes"); print("" if v is None else int(v))' "$t_rep")
 
   timing=$(timed "$RUNS_DIR/ffmpeg-$i.log" \
     ffmpeg -hide_banner -nostdin -y -i "$IN" -c:v libx264 -preset veryfast -crf 23 -c:a aac "$f_out")
@@ -146,9 +146,9 @@ print(f"  median wall     tessera {statistics.median(ts):8.2f} s    ffmpeg {stat
 print(f"  median ratio    tessera/ffmpeg {statistics.median(ratios):.3f}   (per run: "
       + ", ".join(f"{r:.3f}" for r in ratios) + ")")
 print(f"  peak RSS        tessera process tree {t_rss / MiB:8.1f} MiB (largest process, /usr/bin/time %M)")
-print(f"                  segment worker child {worker / MiB:8.1f} MiB (max of report peak_child_rss_bytes)"
+print(f"                  segment worker child {worker / MiB:8.1f} MiB (max of report peak_segment_rss_bytes)"
       if worker is not None else
-      "                  segment worker child      n/a (peak_child_rss_bytes missing from a report)")
+      "                  segment worker child      n/a (peak_segment_rss_bytes missing from a report)")
 print(f"                  ffmpeg               {f_rss / MiB:8.1f} MiB")
 
 bad = [(r["run"], name, r[col]) for r in rows
