@@ -127,6 +127,7 @@ async fn run_farm(
         container: cfg.container,
         rendition: cfg.rendition.clone(),
         segment_seconds: cfg.segment_seconds,
+        parallelism: cfg.workers,
         first_audio_only: cfg.first_audio_only,
         measure_quality: cfg.quality,
     };

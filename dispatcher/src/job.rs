@@ -29,6 +29,8 @@ pub struct JobRequest {
     pub rendition: RenditionSpec,
     /// Target segment length in seconds.
     pub segment_seconds: f64,
+    /// Segments expected to encode at once (the planner balances the last round for it).
+    pub parallelism: usize,
     /// Keep only the first audio track.
     pub first_audio_only: bool,
     /// Also measure PSNR/SSIM of the output against the source.

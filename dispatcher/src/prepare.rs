@@ -49,7 +49,12 @@ pub(crate) async fn prepare(
         )
         .await?;
     let video = &probe.info.video;
-    let plans = plan_segments(&probe.packets, video.time_base, req.segment_seconds);
+    let plans = plan_segments(
+        &probe.packets,
+        video.time_base,
+        req.segment_seconds,
+        req.parallelism,
+    );
     if plans.is_empty() {
         return Err(FarmError::Media {
             code: "input_no_video".into(),
@@ -85,40 +90,41 @@ pub(crate) async fn prepare(
         bias,
         dir: chunk_dir.clone(),
     };
-    let (chunks, split_stats): (Vec<ChunkInfo>, _) =
-        ctx.sandbox.run(&split, ctx.limits, &mut |_| {}).await?;
-    for (plan, chunk) in plans.iter().zip(&chunks) {
-        let chunk_key = keys::chunk(&req.id, plan.index);
-        ctx.store.put_file(&chunk_key, &chunk.path).await?;
-        let _ = tokio::fs::remove_file(&chunk.path).await;
-        let task = SegmentTask {
-            v: WIRE_VERSION,
-            job_id: req.id.clone(),
-            segment: plan.index,
-            chunk_key,
-            encode: SegmentEncode {
-                start_pts: plan.start_pts,
-                end_pts: plan.end_pts,
-                time_base: video.time_base,
-                bias,
-                frame_rate: if video.avg_frame_rate.num > 0 {
-                    video.avg_frame_rate
-                } else {
-                    video.frame_rate
-                },
-                sample_aspect_ratio: video.sample_aspect_ratio,
-                color: video.color.clone(),
-                source_bit_depth: video.bit_depth,
-                expected_frames: plan.frames,
-            },
-            renditions: vec![(
-                req.rendition.clone(),
-                keys::encoded(&req.id, &req.rendition.name, plan.index),
-            )],
+    // Segments are published as their chunks appear, so encoding overlaps the split.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u64>();
+    let splitting = async move {
+        let mut on_chunk = move |index: u64| {
+            let _ = tx.send(index);
         };
-        ctx.queue
-            .publish(&ctx.encode_queue, encode_message(&task))
-            .await?;
+        ctx.sandbox
+            .run::<Vec<ChunkInfo>>(&split, ctx.limits, &mut on_chunk)
+            .await
+    };
+    let publishing = async {
+        let mut published = 0usize;
+        while let Some(index) = rx.recv().await {
+            let plan = usize::try_from(index)
+                .ok()
+                .and_then(|i| plans.get(i))
+                .ok_or_else(|| FarmError::BadMessage(format!("split reported chunk {index}")))?;
+            let path = chunk_dir.join(tessera_media::split::chunk_file_name(plan.index));
+            let task = segment_task(req, plan, &probe.info, bias);
+            ctx.store.put_file(&task.chunk_key, &path).await?;
+            let _ = tokio::fs::remove_file(&path).await;
+            ctx.queue
+                .publish(&ctx.encode_queue, encode_message(&task))
+                .await?;
+            published += 1;
+        }
+        Ok::<usize, FarmError>(published)
+    };
+    let (split_result, published) = tokio::join!(splitting, publishing);
+    let (_, split_stats) = split_result?;
+    if published? != plans.len() {
+        return Err(FarmError::ChildCrashed {
+            what: "split".into(),
+            detail: "did not report every chunk".into(),
+        });
     }
     Ok(Prepared {
         info: probe.info,
@@ -127,6 +133,35 @@ pub(crate) async fn prepare(
         audio,
         peak_rss_bytes: probe_stats.peak_rss_bytes.max(split_stats.peak_rss_bytes),
     })
+}
+
+fn segment_task(req: &JobRequest, plan: &SegmentPlan, info: &ProbeInfo, bias: i64) -> SegmentTask {
+    let video = &info.video;
+    SegmentTask {
+        v: WIRE_VERSION,
+        job_id: req.id.clone(),
+        segment: plan.index,
+        chunk_key: keys::chunk(&req.id, plan.index),
+        encode: SegmentEncode {
+            start_pts: plan.start_pts,
+            end_pts: plan.end_pts,
+            time_base: video.time_base,
+            bias,
+            frame_rate: if video.avg_frame_rate.num > 0 {
+                video.avg_frame_rate
+            } else {
+                video.frame_rate
+            },
+            sample_aspect_ratio: video.sample_aspect_ratio,
+            color: video.color.clone(),
+            source_bit_depth: video.bit_depth,
+            expected_frames: plan.frames,
+        },
+        renditions: vec![(
+            req.rendition.clone(),
+            keys::encoded(&req.id, &req.rendition.name, plan.index),
+        )],
+    }
 }
 
 fn spawn_audio(

@@ -31,7 +31,7 @@ pub enum MediaOp {
         /// The input file.
         input: PathBuf,
     },
-    /// Cut chunks.
+    /// Cut chunks; its progress values are the indices of finished chunks.
     Split {
         /// The input file.
         input: PathBuf,
@@ -321,9 +321,16 @@ fn execute(op: &MediaOp) -> Result<serde_json::Value, MediaError> {
             segments,
             bias,
             dir,
-        } => to_json(serde_json::to_value(tessera_media::split(
-            input, segments, *bias, dir,
-        )?)),
+        } => {
+            // Each finished chunk is announced at once so its segment can start encoding.
+            let mut announce = |index: u32| {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "progress {index}");
+                let _ = out.flush();
+            };
+            let chunks = tessera_media::split(input, segments, *bias, dir, &mut announce)?;
+            to_json(serde_json::to_value(chunks))
+        }
         MediaOp::Encode(req) => {
             let mut last = Instant::now();
             let mut report = |n: u64| {

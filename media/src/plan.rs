@@ -8,10 +8,16 @@ use crate::types::{PacketEntry, Rational, SegmentPlan};
 /// Plans segments of about `target_seconds`, cutting at keyframes where one is near the target
 /// (within ±50 %), otherwise at the shown frame nearest the target (the worker then decodes
 /// from the previous keyframe and drops the pre-roll). Empty when no frame is shown.
+///
+/// `parallelism` is how many segments are expected to encode at once. When the segment count
+/// is not a multiple of it, the last `parallelism` segments are halved, so the final round of
+/// work is short and the workers finish together instead of one of them encoding a whole
+/// segment alone at the end.
 pub fn plan_segments(
     packets: &[PacketEntry],
     tb: Rational,
     target_seconds: f64,
+    parallelism: usize,
 ) -> Vec<SegmentPlan> {
     // Shown frames in presentation order: (pts, decode index, key).
     let mut shown: Vec<(i64, usize, bool)> = packets
@@ -52,6 +58,28 @@ pub fn plan_segments(
             Some(c) if c > start && c <= last_pts => starts.push(c),
             _ => break,
         }
+    }
+
+    let n = starts.len();
+    if parallelism > 1 && n > 1 && n % parallelism != 0 {
+        let mut extra = Vec::new();
+        for i in n.saturating_sub(parallelism)..n {
+            let (a, b) = (
+                starts[i],
+                starts.get(i + 1).copied().unwrap_or(last_pts + 1),
+            );
+            let mid = a + (b - a) / 2;
+            if let Some(&(pts, _, _)) = shown
+                .iter()
+                .filter(|&&(pts, _, _)| pts > a && pts < b)
+                .min_by_key(|&&(pts, _, _)| (pts - mid).abs())
+            {
+                extra.push(pts);
+            }
+        }
+        starts.extend(extra);
+        starts.sort_unstable();
+        starts.dedup();
     }
 
     let mut plans = Vec::with_capacity(starts.len());
@@ -172,7 +200,7 @@ mod tests {
     #[test]
     fn closed_gop_cuts_on_keyframes() {
         let pk = stream(300, 30, false);
-        let plans = plan_segments(&pk, TB, 2.0);
+        let plans = plan_segments(&pk, TB, 2.0, 1);
         check_partition(&pk, &plans);
         assert_eq!(plans.len(), 5);
         assert!(plans.iter().all(|s| s.starts_on_keyframe));
@@ -182,7 +210,7 @@ mod tests {
     #[test]
     fn open_gop_leading_frames_belong_to_previous_segment() {
         let pk = stream(300, 30, true);
-        let plans = plan_segments(&pk, TB, 2.0);
+        let plans = plan_segments(&pk, TB, 2.0, 1);
         check_partition(&pk, &plans);
         // the leading frames of keyframe 60 (pts 58, 59) are decoded after it: segment 0's
         // chunk must extend past the keyframe.
@@ -196,7 +224,7 @@ mod tests {
     #[test]
     fn sparse_keyframes_cut_between_keyframes_with_preroll() {
         let pk = stream(600, 600, false); // one keyframe in 20 s
-        let plans = plan_segments(&pk, TB, 5.0);
+        let plans = plan_segments(&pk, TB, 5.0, 1);
         check_partition(&pk, &plans);
         assert_eq!(plans.len(), 4);
         assert!(plans[1..]
@@ -212,7 +240,7 @@ mod tests {
             p.dts -= 10;
             p.discard = p.pts < 0;
         }
-        let plans = plan_segments(&pk, TB, 1.0);
+        let plans = plan_segments(&pk, TB, 1.0, 1);
         check_partition(&pk, &plans);
         assert_eq!(plans[0].start_pts, 0);
         assert_eq!(
@@ -230,11 +258,25 @@ mod tests {
                 p.pts = 50 + (p.pts - 50) * 3;
             }
         }
-        let plans = plan_segments(&pk, TB, 1.0);
+        let plans = plan_segments(&pk, TB, 1.0, 1);
         check_partition(&pk, &plans);
         let last = plans.last().unwrap();
         assert!(last.end_pts - last.start_pts >= 15);
-        assert!(plan_segments(&[], TB, 1.0).is_empty());
+        assert!(plan_segments(&[], TB, 1.0, 2).is_empty());
+    }
+
+    #[test]
+    fn tail_segments_are_halved_when_rounds_are_uneven() {
+        let pk = stream(420, 60, false); // 14 s, keyframes every 2 s: 7 segments
+        let whole = plan_segments(&pk, TB, 2.0, 1);
+        assert_eq!(whole.len(), 7);
+        let split = plan_segments(&pk, TB, 2.0, 2);
+        check_partition(&pk, &split);
+        assert_eq!(split.len(), 9);
+        assert_eq!(&split[..5], &whole[..5]);
+        assert!(split[5..].iter().all(|s| s.end_pts - s.start_pts == 30));
+        // an even count is left alone
+        assert_eq!(plan_segments(&pk, TB, 2.0, 7), whole);
     }
 
     #[test]

@@ -24,12 +24,20 @@ pub struct ChunkInfo {
     pub bytes: u64,
 }
 
-/// Writes one NUT chunk per segment into `dir` (named `{index:06}.nut`), timestamps + `bias`.
+/// The file name of a segment's chunk inside the split directory.
+pub fn chunk_file_name(index: u32) -> String {
+    format!("{index:06}.nut")
+}
+
+/// Writes one NUT chunk per segment into `dir` (see [`chunk_file_name`]), timestamps + `bias`.
+/// `on_chunk` is told each segment index as soon as its chunk is complete, so encoding can
+/// start while the rest of the input is still being split.
 pub fn split(
     input: &Path,
     segments: &[SegmentPlan],
     bias: i64,
     dir: &Path,
+    on_chunk: &mut dyn FnMut(u32),
 ) -> Result<Vec<ChunkInfo>, MediaError> {
     crate::init();
     let mut ictx = open_input(input)?;
@@ -48,7 +56,7 @@ pub fn split(
         .iter()
         .map(|s| ChunkInfo {
             index: s.index,
-            path: dir.join(format!("{:06}.nut", s.index)),
+            path: dir.join(chunk_file_name(s.index)),
             packets: 0,
             bytes: 0,
         })
@@ -97,6 +105,7 @@ pub fn split(
                 let (_, mut octx, _) = open.remove(k);
                 nut::finish(&mut octx, &chunks[seg].path)?;
                 chunks[seg].bytes = nut::file_size(&chunks[seg].path);
+                on_chunk(chunks[seg].index);
             } else {
                 k += 1;
             }
@@ -105,6 +114,7 @@ pub fn split(
     for (seg, mut octx, _) in open.drain(..) {
         nut::finish(&mut octx, &chunks[seg].path)?;
         chunks[seg].bytes = nut::file_size(&chunks[seg].path);
+        on_chunk(chunks[seg].index);
     }
     if next_segment < segments.len() {
         return Err(MediaError::decode(
