@@ -92,6 +92,9 @@ async fn run_farm(
             delivery_limit: DELIVERY_LIMIT,
             limits,
             retry_backoff: Duration::from_millis(500),
+            // The one-process farm only stops when its job is over or cancelled.
+            grace: Duration::ZERO,
+            min_free_bytes: 256 << 20,
         };
         workers.push(tokio::spawn(tessera_worker::run(
             config,

@@ -3,6 +3,7 @@
 //! Why a library: the distributed worker binary (RabbitMQ + S3) and the one-process farm
 //! (embedded queue + local store) run this same loop; only the queue and store differ.
 
+mod disk;
 mod segment;
 
 pub use segment::{ProgressFn, SegmentRunner};
@@ -37,10 +38,16 @@ pub struct WorkerConfig {
     pub limits: Limits,
     /// First retry backoff; doubled per attempt, capped at 30 s.
     pub retry_backoff: Duration,
+    /// On shutdown, how long in-flight segments may run on before they are aborted and
+    /// requeued (spot notices give 30 s to 2 min).
+    pub grace: Duration,
+    /// Free bytes the staging disk must keep; below it a segment is requeued, not started.
+    pub min_free_bytes: u64,
 }
 
-/// Runs the worker until `shutdown` is cancelled or the queue closes; in-flight segments are
-/// finished before it returns.
+/// Runs the worker until `shutdown` is cancelled or the queue closes. In-flight segments get
+/// `config.grace` to finish; the rest are aborted, which returns their messages to the queue
+/// (an unsettled delivery is requeued), and the staging directory is emptied.
 pub async fn run(
     config: WorkerConfig,
     queue: Arc<dyn Queue>,
@@ -49,6 +56,8 @@ pub async fn run(
     progress: Option<ProgressFn>,
     shutdown: CancellationToken,
 ) -> Result<(), FarmError> {
+    // A killed predecessor may have left files; nothing in staging survives a restart.
+    let _ = std::fs::remove_dir_all(&config.staging_dir);
     std::fs::create_dir_all(&config.staging_dir)
         .map_err(|e| FarmError::io(&config.staging_dir, e))?;
     let runner = Arc::new(SegmentRunner::new(
@@ -76,10 +85,23 @@ pub async fn run(
             }
         }
     }
-    while let Some(done) = tasks.join_next().await {
-        if let Err(e) = done {
-            tracing::error!(error = %e, "segment task panicked");
+    drop(consumer);
+    let drained = tokio::time::timeout(config.grace, async {
+        while let Some(done) = tasks.join_next().await {
+            if let Err(e) = done {
+                tracing::error!(error = %e, "segment task panicked");
+            }
         }
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            left = tasks.len(),
+            "grace period over: aborting and requeueing in-flight segments"
+        );
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
     }
+    let _ = std::fs::remove_dir_all(&config.staging_dir);
     Ok(())
 }

@@ -156,6 +156,16 @@ impl SegmentRunner {
     }
 
     async fn execute(&self, task: &SegmentTask, staging: &PathBuf) -> Result<Done, FarmError> {
+        let free = crate::disk::free_bytes(&self.config.staging_dir);
+        if free < self.config.min_free_bytes {
+            return Err(FarmError::Io {
+                path: self.config.staging_dir.display().to_string(),
+                reason: format!(
+                    "only {free} bytes free, {} needed: segment left for another worker",
+                    self.config.min_free_bytes
+                ),
+            });
+        }
         tokio::fs::create_dir_all(staging)
             .await
             .map_err(|e| FarmError::io(staging, e))?;
