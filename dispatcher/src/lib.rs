@@ -6,5 +6,6 @@
 mod finish;
 mod job;
 mod prepare;
+pub mod service;
 
 pub use job::{run_job, DispatchContext, JobReport, JobRequest, JobStage};

@@ -6,9 +6,11 @@
 
 mod error;
 
+pub mod config;
 pub mod model;
 pub mod queue;
 pub mod sandbox;
+pub mod signals;
 pub mod store;
 
 pub use error::{ErrorClass, FarmError};

@@ -23,9 +23,12 @@
 //! temp dir for debugging).
 
 pub mod check;
+pub mod farm;
 pub mod fixture;
+pub mod garage;
 pub mod job;
 pub mod probe;
+pub mod rabbit;
 pub mod run;
 
 pub use check::{check_transcode, transcode_and_check, Comparison, Summary};

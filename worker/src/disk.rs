@@ -17,7 +17,7 @@ pub(crate) fn free_bytes(path: &Path) -> u64 {
     }
     // SAFETY: rc == 0, so statvfs initialised the struct.
     let st = unsafe { st.assume_init() };
-    u64::from(st.f_bavail).saturating_mul(st.f_frsize)
+    st.f_bavail.saturating_mul(st.f_frsize)
 }
 
 #[cfg(test)]

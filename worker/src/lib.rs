@@ -5,6 +5,7 @@
 
 mod disk;
 mod segment;
+pub mod service;
 
 pub use segment::{ProgressFn, SegmentRunner};
 

@@ -4,8 +4,10 @@
 //! worker code; only the queue (in-memory vs RabbitMQ) and the store (directory vs S3) differ.
 
 mod memory;
+mod rabbit;
 
 pub use memory::MemoryQueue;
+pub use rabbit::{RabbitConfig, RabbitQueue};
 
 use async_trait::async_trait;
 

@@ -4,8 +4,11 @@
 //! machine; the dispatcher and worker code is the same for both.
 
 mod local;
+mod s3;
+mod s3_multipart;
 
 pub use local::LocalStore;
+pub use s3::{ObjectInfo, S3Client, S3Config, S3Store};
 
 use std::path::Path;
 

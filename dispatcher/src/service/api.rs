@@ -1,0 +1,324 @@
+//! The HTTP API: jobs under a bearer token; health, readiness and metrics without.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::db::{Db, JobRow, JobState};
+use super::jobspec::{validate, ApiJob};
+use super::runner::Runner;
+
+/// State shared by the handlers.
+pub struct AppState {
+    /// Job database.
+    pub db: Db,
+    /// Runs accepted jobs.
+    pub runner: Arc<Runner>,
+    /// Accepted bearer tokens.
+    pub tokens: Vec<String>,
+    /// Buckets jobs may read from and write to.
+    pub buckets: Vec<String>,
+    /// Default segment length.
+    pub segment_seconds: f64,
+    /// Cancellation handles of running jobs.
+    pub running: Mutex<HashMap<String, CancellationToken>>,
+}
+
+impl AppState {
+    /// Starts a job in the background.
+    pub fn spawn(self: &Arc<Self>, id: String, plan: super::runner::JobPlan) {
+        let cancel = CancellationToken::new();
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone(), cancel.clone());
+        let state = self.clone();
+        tokio::spawn(async move {
+            state.runner.clone().run(id.clone(), plan, cancel).await;
+            state
+                .running
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+        });
+    }
+}
+
+/// A JSON error with a stable code.
+pub fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    (
+        status,
+        Json(json!({"error": {"code": code, "message": message.into()}})),
+    )
+        .into_response()
+}
+
+/// Compares two byte strings in time that depends only on their lengths.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn auth(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let presented = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::as_bytes);
+    let ok = presented.is_some_and(|p| {
+        // Check every token so the time taken does not tell which one nearly matched.
+        state
+            .tokens
+            .iter()
+            .fold(false, |acc, t| acc | constant_time_eq(p, t.as_bytes()))
+    });
+    if ok {
+        next.run(req).await
+    } else {
+        error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "a valid bearer token is required",
+        )
+    }
+}
+
+/// The router: `/v1/*` behind the token, the rest open.
+pub fn router(state: Arc<AppState>) -> Router {
+    let v1 = Router::new()
+        .route("/v1/jobs", get(list_jobs).post(create_job))
+        .route("/v1/jobs/{id}", get(get_job).delete(cancel_job))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth));
+    Router::new()
+        .merge(v1)
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(ready))
+        .route("/metrics", get(metrics))
+        .route(
+            "/openapi.json",
+            get(|| async { Json(super::openapi::document()) }),
+        )
+        .layer(DefaultBodyLimit::max(64 * 1024))
+        .with_state(state)
+}
+
+async fn create_job(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let job: ApiJob = match serde_json::from_slice(&body) {
+        Ok(j) => j,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("invalid job JSON: {e}"),
+            )
+        }
+    };
+    let plan = match validate(&job, &state.buckets, state.segment_seconds) {
+        Ok(p) => p,
+        Err((status, code, msg)) => return error(status, code, msg),
+    };
+    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok());
+    if key.is_some_and(|k| k.is_empty() || k.len() > 200) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "Idempotency-Key must be 1-200 characters",
+        );
+    }
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let stored = match serde_json::to_value(&plan) {
+        Ok(v) => v,
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
+    };
+    match state.db.insert(&id, key, &stored) {
+        Ok((id, true)) => {
+            state.spawn(id.clone(), plan);
+            (
+                StatusCode::ACCEPTED,
+                Json(json!({"id": id, "state": "queued"})),
+            )
+                .into_response()
+        }
+        Ok((id, false)) => match state.db.get(&id) {
+            Ok(Some(row)) => (StatusCode::ACCEPTED, Json(view(&row))).into_response(),
+            _ => error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "job vanished",
+            ),
+        },
+        Err(e) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "db_unavailable",
+            e.to_string(),
+        ),
+    }
+}
+
+/// The API view of a job row.
+pub fn view(row: &JobRow) -> serde_json::Value {
+    let percent = if row.state == JobState::Done {
+        100.0
+    } else if row.segments_total > 0 {
+        (f64::from(row.segments_done) * 100.0 / f64::from(row.segments_total) * 10.0).round() / 10.0
+    } else {
+        0.0
+    };
+    let report = row.report.clone().unwrap_or(serde_json::Value::Null);
+    json!({
+        "id": row.id,
+        "state": row.state,
+        "segments_total": row.segments_total,
+        "segments_done": row.segments_done,
+        "percent": percent,
+        "input": row.request.get("input"),
+        "outputs": [report.get("output").cloned().unwrap_or(serde_json::Value::Null)],
+        "encode_fps": report.get("encode_fps"),
+        "psnr": report.get("quality").and_then(|q| q.get("psnr")),
+        "timings": {"created_at": row.created_at, "updated_at": row.updated_at, "wall_s": report.get("wall_s")},
+        "error": row.error_code.as_ref().map(|c| json!({"code": c, "message": row.error_message})),
+    })
+}
+
+async fn get_job(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
+    match state.db.get(&id) {
+        Ok(Some(row)) => Json(view(&row)).into_response(),
+        Ok(None) => error(StatusCode::NOT_FOUND, "not_found", format!("no job {id}")),
+        Err(e) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "db_unavailable",
+            e.to_string(),
+        ),
+    }
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    state: Option<String>,
+    limit: Option<u32>,
+    offset: Option<u32>,
+}
+
+async fn list_jobs(State(state): State<Arc<AppState>>, Query(q): Query<ListQuery>) -> Response {
+    let filter = match q.state.as_deref().map(JobState::parse) {
+        Some(None) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                "unknown state filter",
+            )
+        }
+        Some(s) => s,
+        None => None,
+    };
+    let limit = q.limit.unwrap_or(50).min(500);
+    match state.db.list(filter, limit, q.offset.unwrap_or(0)) {
+        Ok(rows) => {
+            Json(json!({"jobs": rows.iter().map(view).collect::<Vec<_>>(), "limit": limit}))
+                .into_response()
+        }
+        Err(e) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "db_unavailable",
+            e.to_string(),
+        ),
+    }
+}
+
+async fn cancel_job(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
+    let row = match state.db.get(&id) {
+        Ok(Some(r)) => r,
+        Ok(None) => return error(StatusCode::NOT_FOUND, "not_found", format!("no job {id}")),
+        Err(e) => {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "db_unavailable",
+                e.to_string(),
+            )
+        }
+    };
+    if row.state.is_final() {
+        return error(
+            StatusCode::CONFLICT,
+            "job_finished",
+            format!("job {id} is already {}", row.state.as_str()),
+        );
+    }
+    if let Some(token) = state
+        .running
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&id)
+    {
+        token.cancel();
+    }
+    let _ = state.db.fail(
+        &id,
+        JobState::Cancelled,
+        "cancelled",
+        "cancelled by request",
+    );
+    (
+        StatusCode::ACCEPTED,
+        Json(json!({"id": id, "state": "cancelled"})),
+    )
+        .into_response()
+}
+
+async fn ready(State(state): State<Arc<AppState>>) -> Response {
+    match state.db.list(None, 1, 0) {
+        Ok(_) => "ready".into_response(),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, "not_ready", e.to_string()),
+    }
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let mut out = String::from("# HELP tessera_jobs Jobs by state.\n# TYPE tessera_jobs gauge\n");
+    for s in [
+        "queued",
+        "splitting",
+        "encoding",
+        "stitching",
+        "done",
+        "failed",
+        "cancelled",
+    ] {
+        let n = JobState::parse(s)
+            .and_then(|st| state.db.list(Some(st), 100_000, 0).ok())
+            .map(|r| r.len())
+            .unwrap_or(0);
+        out.push_str(&format!("tessera_jobs{{state=\"{s}\"}} {n}\n"));
+    }
+    let running = state
+        .running
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .len();
+    out.push_str(&format!("# HELP tessera_jobs_running Jobs running in this dispatcher.\n# TYPE tessera_jobs_running gauge\ntessera_jobs_running {running}\n"));
+    ([("content-type", "text/plain; version=0.0.4")], out).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::constant_time_eq;
+
+    #[test]
+    fn token_comparison() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+    }
+}

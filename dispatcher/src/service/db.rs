@@ -1,0 +1,321 @@
+//! Job state in SQLite: what the API reports and what a restarted dispatcher resumes.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::{Deserialize, Serialize};
+use tessera_farm::FarmError;
+
+/// A job's lifecycle state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Accepted, not started.
+    Queued,
+    /// Staging, probing, splitting.
+    Splitting,
+    /// Segments on the queue.
+    Encoding,
+    /// Stitching and uploading the output.
+    Stitching,
+    /// Output written.
+    Done,
+    /// Failed with a reason.
+    Failed,
+    /// Cancelled by a user.
+    Cancelled,
+}
+
+impl JobState {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Splitting => "splitting",
+            JobState::Encoding => "encoding",
+            JobState::Stitching => "stitching",
+            JobState::Done => "done",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "queued" => JobState::Queued,
+            "splitting" => JobState::Splitting,
+            "encoding" => JobState::Encoding,
+            "stitching" => JobState::Stitching,
+            "done" => JobState::Done,
+            "failed" => JobState::Failed,
+            "cancelled" => JobState::Cancelled,
+            _ => return None,
+        })
+    }
+
+    /// Whether the job has ended.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            JobState::Done | JobState::Failed | JobState::Cancelled
+        )
+    }
+}
+
+/// One job row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRow {
+    /// Job id.
+    pub id: String,
+    /// State.
+    pub state: JobState,
+    /// The submitted request (JSON).
+    pub request: serde_json::Value,
+    /// Segments planned.
+    pub segments_total: u32,
+    /// Segments finished.
+    pub segments_done: u32,
+    /// Stable error code when failed.
+    pub error_code: Option<String>,
+    /// Error message when failed.
+    pub error_message: Option<String>,
+    /// The job report when done (JSON).
+    pub report: Option<serde_json::Value>,
+    /// Unix seconds of creation.
+    pub created_at: i64,
+    /// Unix seconds of the last change.
+    pub updated_at: i64,
+}
+
+/// The job database (one SQLite file, serialised access).
+#[derive(Clone)]
+pub struct Db {
+    conn: Arc<Mutex<Connection>>,
+}
+
+fn db_err(e: impl std::fmt::Display) -> FarmError {
+    FarmError::Io {
+        path: "job database".into(),
+        reason: e.to_string(),
+    }
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+impl Db {
+    /// Opens (creating if needed) the database at `path`; ":memory:" for tests.
+    pub fn open(path: &Path) -> Result<Self, FarmError> {
+        let conn = Connection::open(path).map_err(db_err)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             PRAGMA busy_timeout = 5000;
+             CREATE TABLE IF NOT EXISTS jobs (
+                id TEXT PRIMARY KEY,
+                idempotency_key TEXT UNIQUE,
+                state TEXT NOT NULL,
+                request TEXT NOT NULL,
+                segments_total INTEGER NOT NULL DEFAULT 0,
+                segments_done INTEGER NOT NULL DEFAULT 0,
+                error_code TEXT,
+                error_message TEXT,
+                report TEXT,
+                created_at INTEGER NOT NULL,
+                updated_at INTEGER NOT NULL
+             );
+             CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);",
+        )
+        .map_err(db_err)?;
+        Ok(Db {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<R>) -> Result<R, FarmError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        f(&conn).map_err(db_err)
+    }
+
+    /// Inserts a job unless one with the same idempotency key exists; returns the job's id
+    /// and whether it was created now.
+    pub fn insert(
+        &self,
+        id: &str,
+        idempotency_key: Option<&str>,
+        request: &serde_json::Value,
+    ) -> Result<(String, bool), FarmError> {
+        self.with(|c| {
+            if let Some(key) = idempotency_key {
+                let existing: Option<String> = c
+                    .query_row(
+                        "SELECT id FROM jobs WHERE idempotency_key = ?1",
+                        [key],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                if let Some(id) = existing {
+                    return Ok((id, false));
+                }
+            }
+            let t = now();
+            c.execute(
+                "INSERT INTO jobs (id, idempotency_key, state, request, created_at, updated_at)
+                 VALUES (?1, ?2, 'queued', ?3, ?4, ?4)",
+                params![id, idempotency_key, request.to_string(), t],
+            )?;
+            Ok((id.to_string(), true))
+        })
+    }
+
+    /// Moves a job to `state` (final states are never left).
+    pub fn set_state(&self, id: &str, state: JobState) -> Result<(), FarmError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE jobs SET state = ?2, updated_at = ?3
+                 WHERE id = ?1 AND state NOT IN ('done', 'failed', 'cancelled')",
+                params![id, state.as_str(), now()],
+            )
+            .map(|_| ())
+        })
+    }
+
+    /// Records segment progress.
+    pub fn set_segments(&self, id: &str, total: u32, done: u32) -> Result<(), FarmError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE jobs SET segments_total = ?2, segments_done = ?3, updated_at = ?4 WHERE id = ?1",
+                params![id, total, done, now()],
+            )
+            .map(|_| ())
+        })
+    }
+
+    /// Marks a job done with its report.
+    pub fn finish(&self, id: &str, report: &serde_json::Value) -> Result<(), FarmError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE jobs SET state = 'done', report = ?2, updated_at = ?3
+                 WHERE id = ?1 AND state NOT IN ('failed', 'cancelled')",
+                params![id, report.to_string(), now()],
+            )
+            .map(|_| ())
+        })
+    }
+
+    /// Marks a job failed (or cancelled) with a code and message.
+    pub fn fail(
+        &self,
+        id: &str,
+        state: JobState,
+        code: &str,
+        message: &str,
+    ) -> Result<(), FarmError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE jobs SET state = ?2, error_code = ?3, error_message = ?4, updated_at = ?5
+                 WHERE id = ?1 AND state NOT IN ('done', 'failed', 'cancelled')",
+                params![id, state.as_str(), code, message, now()],
+            )
+            .map(|_| ())
+        })
+    }
+
+    /// One job.
+    pub fn get(&self, id: &str) -> Result<Option<JobRow>, FarmError> {
+        self.with(|c| {
+            c.query_row(&format!("{SELECT} WHERE id = ?1"), [id], row)
+                .optional()
+        })
+    }
+
+    /// Jobs newest first, optionally in one state, paged.
+    pub fn list(
+        &self,
+        state: Option<JobState>,
+        limit: u32,
+        offset: u32,
+    ) -> Result<Vec<JobRow>, FarmError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(&format!(
+                "{SELECT} WHERE (?1 IS NULL OR state = ?1) ORDER BY created_at DESC, id LIMIT ?2 OFFSET ?3"
+            ))?;
+            let rows = stmt.query_map(params![state.map(|s| s.as_str()), limit, offset], row)?;
+            rows.collect()
+        })
+    }
+
+    /// Jobs that have not ended (resumed after a restart).
+    pub fn unfinished(&self) -> Result<Vec<JobRow>, FarmError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(&format!(
+                "{SELECT} WHERE state NOT IN ('done', 'failed', 'cancelled') ORDER BY created_at"
+            ))?;
+            let rows = stmt.query_map([], row)?;
+            rows.collect()
+        })
+    }
+}
+
+const SELECT: &str = "SELECT id, state, request, segments_total, segments_done, error_code,
+    error_message, report, created_at, updated_at FROM jobs";
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRow> {
+    let state: String = r.get(1)?;
+    let request: String = r.get(2)?;
+    let report: Option<String> = r.get(7)?;
+    Ok(JobRow {
+        id: r.get(0)?,
+        state: JobState::parse(&state).unwrap_or(JobState::Failed),
+        request: serde_json::from_str(&request).unwrap_or(serde_json::Value::Null),
+        segments_total: r.get(3)?,
+        segments_done: r.get(4)?,
+        error_code: r.get(5)?,
+        error_message: r.get(6)?,
+        report: report.and_then(|s| serde_json::from_str(&s).ok()),
+        created_at: r.get(8)?,
+        updated_at: r.get(9)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifecycle_idempotency_and_final_states() {
+        let db = Db::open(Path::new(":memory:")).unwrap();
+        let req = serde_json::json!({"input": "s3://in/a.mp4"});
+        assert_eq!(
+            db.insert("j1", Some("k"), &req).unwrap(),
+            ("j1".to_string(), true)
+        );
+        assert_eq!(
+            db.insert("j2", Some("k"), &req).unwrap(),
+            ("j1".to_string(), false)
+        );
+        db.set_state("j1", JobState::Encoding).unwrap();
+        db.set_segments("j1", 4, 1).unwrap();
+        let j = db.get("j1").unwrap().unwrap();
+        assert_eq!(
+            (j.state, j.segments_total, j.segments_done),
+            (JobState::Encoding, 4, 1)
+        );
+        assert_eq!(db.unfinished().unwrap().len(), 1);
+        db.fail("j1", JobState::Failed, "input_invalid", "a.mp4: bad")
+            .unwrap();
+        db.set_state("j1", JobState::Encoding).unwrap(); // a final state is never left
+        let j = db.get("j1").unwrap().unwrap();
+        assert_eq!(j.state, JobState::Failed);
+        assert_eq!(j.error_code.as_deref(), Some("input_invalid"));
+        assert!(db.unfinished().unwrap().is_empty());
+        assert_eq!(db.list(Some(JobState::Failed), 10, 0).unwrap().len(), 1);
+        assert!(db.list(Some(JobState::Done), 10, 0).unwrap().is_empty());
+        assert!(db.get("nope").unwrap().is_none());
+    }
+}

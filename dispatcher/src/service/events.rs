@@ -1,0 +1,113 @@
+//! Routes worker events from the one events queue to the job each belongs to.
+//!
+//! Why: many jobs run at once in one dispatcher, but workers publish every event to one
+//! queue; each running job reads its own events through a channel-backed `Consumer`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use tessera_farm::model::QUEUE_EVENTS;
+use tessera_farm::queue::{Consumer, Delivery, Queue};
+use tessera_farm::FarmError;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+type Routes = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Delivery>>>>;
+
+/// The router: register a job to receive its events.
+#[derive(Clone, Default)]
+pub struct EventRouter {
+    routes: Routes,
+}
+
+/// A job's events, as a `Consumer` for `run_job`.
+pub struct JobEvents {
+    rx: mpsc::UnboundedReceiver<Delivery>,
+}
+
+#[async_trait]
+impl Consumer for JobEvents {
+    async fn next(&mut self) -> Result<Option<Delivery>, FarmError> {
+        Ok(self.rx.recv().await)
+    }
+}
+
+#[derive(Deserialize)]
+struct JobOnly {
+    job_id: String,
+}
+
+impl EventRouter {
+    /// Starts routing `job`'s events to the returned consumer.
+    pub fn register(&self, job: &str) -> JobEvents {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(job.to_string(), tx);
+        JobEvents { rx }
+    }
+
+    /// Stops routing `job`'s events.
+    pub fn unregister(&self, job: &str) {
+        self.routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(job);
+    }
+
+    fn route(&self, delivery: Delivery) -> Option<Delivery> {
+        let Ok(head) = serde_json::from_slice::<JobOnly>(&delivery.body) else {
+            return Some(delivery);
+        };
+        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        match routes.get(&head.job_id) {
+            Some(tx) => tx.send(delivery).err().map(|e| e.0),
+            None => Some(delivery),
+        }
+    }
+
+    /// Consumes the events queue until `shutdown`, re-consuming after broker outages. Events
+    /// of jobs this dispatcher does not run (finished or cancelled) are acknowledged and
+    /// dropped.
+    pub async fn run(self, queue: Arc<dyn Queue>, shutdown: CancellationToken) {
+        let mut backoff = Duration::from_millis(500);
+        while !shutdown.is_cancelled() {
+            let mut consumer = match queue.consume(QUEUE_EVENTS, 256).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "events queue unavailable");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                    continue;
+                }
+            };
+            backoff = Duration::from_millis(500);
+            loop {
+                let next = tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    n = consumer.next() => n,
+                };
+                match next {
+                    Ok(Some(d)) => {
+                        if let Some(orphan) = self.route(d) {
+                            tracing::debug!("event for a job not running here dropped");
+                            let _ = orphan.acker.ack().await;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "events consumer lost");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}

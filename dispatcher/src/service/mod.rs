@@ -1,0 +1,236 @@
+//! The `tessera-dispatcher` service: settings, connections, the HTTP API and job runners.
+
+mod api;
+mod db;
+mod events;
+mod jobspec;
+mod openapi;
+mod runner;
+
+pub use api::{constant_time_eq, router, AppState};
+pub use db::{Db, JobRow, JobState};
+pub use events::EventRouter;
+pub use runner::{JobPlan, Runner, S3Uri};
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Deserialize;
+use tessera_farm::config::{ServiceArgs, ServiceConfig, ServiceFile};
+use tessera_farm::model::{QUEUE_ENCODE_CPU, QUEUE_EVENTS};
+use tessera_farm::queue::{Queue, RabbitQueue};
+use tessera_farm::sandbox::{Limits, Sandbox};
+use tessera_farm::store::S3Client;
+use tessera_farm::FarmError;
+use tokio_util::sync::CancellationToken;
+
+/// `tessera-dispatcher` flags; each has a `TESSERA_*` variable and a key in the config file.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    name = "tessera-dispatcher",
+    version,
+    about = "tessera dispatcher: API, planning, stitching"
+)]
+pub struct DispatcherArgs {
+    /// TOML config file with `[service]` and `[dispatcher]` tables.
+    #[arg(long, env = "TESSERA_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Log filter.
+    #[arg(long, env = "TESSERA_LOG", default_value = "info")]
+    pub log: String,
+    /// Broker and store.
+    #[command(flatten)]
+    pub service: ServiceArgs,
+    /// Address to listen on (port 0 picks a free one) [default: 127.0.0.1:8080].
+    #[arg(long, env = "TESSERA_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// SQLite database of job state [default: ./tessera-dispatcher.db].
+    #[arg(long, env = "TESSERA_DB")]
+    pub db: Option<PathBuf>,
+    /// Local staging for inputs and outputs [default: /var/tmp/tessera-dispatcher].
+    #[arg(long, env = "TESSERA_STAGING_DIR")]
+    pub staging_dir: Option<PathBuf>,
+    /// Buckets jobs may use, comma-separated.
+    #[arg(long, env = "TESSERA_BUCKETS", value_delimiter = ',')]
+    pub buckets: Vec<String>,
+    /// Default segment length in seconds [default: 10].
+    #[arg(long, env = "TESSERA_SEGMENT_SECONDS")]
+    pub segment_seconds: Option<f64>,
+    /// Segments the farm encodes at once, for balancing the last round [default: 2].
+    #[arg(long, env = "TESSERA_PARALLELISM")]
+    pub parallelism: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DispatcherFile {
+    listen: Option<SocketAddr>,
+    db: Option<PathBuf>,
+    staging_dir: Option<PathBuf>,
+    buckets: Option<Vec<String>>,
+    api_tokens: Option<Vec<String>>,
+    segment_seconds: Option<f64>,
+    parallelism: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    service: ServiceFile,
+    #[serde(default)]
+    dispatcher: DispatcherFile,
+}
+
+/// Everything the dispatcher needs, resolved.
+#[derive(Clone)]
+pub struct Settings {
+    /// Broker, store, work bucket.
+    pub service: ServiceConfig,
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// Database file.
+    pub db: PathBuf,
+    /// Staging directory.
+    pub staging_dir: PathBuf,
+    /// Allowed buckets.
+    pub buckets: Vec<String>,
+    /// Bearer tokens (from `TESSERA_API_TOKENS` or the file; never flags or logs).
+    pub tokens: Vec<String>,
+    /// Default segment length.
+    pub segment_seconds: f64,
+    /// Farm parallelism hint.
+    pub parallelism: usize,
+}
+
+impl Settings {
+    /// Defaults, then the file, then env and flags.
+    pub fn resolve(args: &DispatcherArgs) -> Result<Self, String> {
+        let file: FileConfig = match &args.config {
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|e| format!("config file {}: {e}", p.display()))?;
+                toml::from_str(&text).map_err(|e| format!("config file {}: {e}", p.display()))?
+            }
+            None => FileConfig::default(),
+        };
+        let d = file.dispatcher;
+        let tokens: Vec<String> = std::env::var("TESSERA_API_TOKENS")
+            .ok()
+            .map(|v| {
+                v.split(',')
+                    .map(|t| t.trim().to_string())
+                    .filter(|t| !t.is_empty())
+                    .collect()
+            })
+            .or(d.api_tokens)
+            .unwrap_or_default();
+        if tokens.is_empty() {
+            return Err("no API tokens: set TESSERA_API_TOKENS or dispatcher.api_tokens".into());
+        }
+        let buckets = if args.buckets.is_empty() {
+            d.buckets.unwrap_or_default()
+        } else {
+            args.buckets.clone()
+        };
+        Ok(Settings {
+            service: ServiceConfig::resolve(&args.service, &file.service)?,
+            listen: args
+                .listen
+                .or(d.listen)
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
+            db: args
+                .db
+                .clone()
+                .or(d.db)
+                .unwrap_or_else(|| PathBuf::from("tessera-dispatcher.db")),
+            staging_dir: args
+                .staging_dir
+                .clone()
+                .or(d.staging_dir)
+                .unwrap_or_else(|| PathBuf::from("/var/tmp/tessera-dispatcher")),
+            buckets,
+            tokens,
+            segment_seconds: args.segment_seconds.or(d.segment_seconds).unwrap_or(10.0),
+            parallelism: args.parallelism.or(d.parallelism).unwrap_or(2).max(1),
+        })
+    }
+}
+
+/// Runs the dispatcher until `shutdown`: resumes unfinished jobs, serves the API.
+pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<(), FarmError> {
+    let db = Db::open(&settings.db)?;
+    let queue = RabbitQueue::connect(settings.service.rabbit.clone()).await?;
+    queue.declare(QUEUE_ENCODE_CPU).await?;
+    queue.declare(QUEUE_EVENTS).await?;
+    let queue: Arc<dyn Queue> = Arc::new(queue);
+    let s3 = S3Client::new(settings.service.s3.clone()).await?;
+    let router = EventRouter::default();
+    let runner = Arc::new(Runner {
+        db: db.clone(),
+        queue: queue.clone(),
+        work: Arc::new(s3.store(&settings.service.work_bucket)),
+        s3,
+        sandbox: Sandbox::current()?,
+        staging_dir: settings.staging_dir.clone(),
+        router: router.clone(),
+        limits: Limits {
+            timeout: Duration::from_secs(6 * 3600),
+            ..Limits::default()
+        },
+        parallelism: settings.parallelism,
+    });
+    let state = Arc::new(AppState {
+        db: db.clone(),
+        runner,
+        tokens: settings.tokens.clone(),
+        buckets: settings.buckets.clone(),
+        segment_seconds: settings.segment_seconds,
+        running: Mutex::new(Default::default()),
+    });
+    // Jobs a previous run left unfinished start again (their routes exist before events flow).
+    for row in db.unfinished()? {
+        match serde_json::from_value::<JobPlan>(row.request.clone()) {
+            Ok(plan) => {
+                tracing::info!(job = %row.id, "resuming job");
+                state.spawn(row.id.clone(), plan);
+            }
+            Err(e) => db.fail(
+                &row.id,
+                JobState::Failed,
+                "bad_request",
+                &format!("stored request unreadable: {e}"),
+            )?,
+        }
+    }
+    tokio::spawn(router.run(queue.clone(), shutdown.clone()));
+
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .map_err(|e| FarmError::Io {
+            path: settings.listen.to_string(),
+            reason: e.to_string(),
+        })?;
+    let addr = listener.local_addr().map_err(|e| FarmError::Io {
+        path: settings.listen.to_string(),
+        reason: e.to_string(),
+    })?;
+    // Tests and scripts read the bound address from this line.
+    println!("tessera-dispatcher listening on http://{addr}");
+    tracing::info!(%addr, "API listening");
+    let stop = shutdown.clone();
+    axum::serve(listener, router_with(state))
+        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .await
+        .map_err(|e| FarmError::Io {
+            path: addr.to_string(),
+            reason: e.to_string(),
+        })?;
+    Ok(())
+}
+
+fn router_with(state: Arc<AppState>) -> axum::Router {
+    api::router(state)
+}

@@ -1,0 +1,64 @@
+//! The OpenAPI document served at `/openapi.json`.
+
+use serde_json::{json, Value};
+
+/// The API description (OpenAPI 3.0).
+pub fn document() -> Value {
+    let error = json!({"type": "object", "properties": {"error": {"type": "object", "properties": {
+        "code": {"type": "string"}, "message": {"type": "string"}}}}});
+    let output = json!({"type": "object", "required": ["destination"], "properties": {
+        "codec": {"type": "string", "enum": ["h264", "hevc", "av1"]},
+        "crf": {"type": "number"}, "bitrate": {"type": "integer", "description": "bits per second"},
+        "preset": {"type": "string"}, "height": {"type": "integer"},
+        "container": {"type": "string", "enum": ["mp4", "mkv"]},
+        "destination": {"type": "string", "example": "s3://out/videos/a.mp4"}}});
+    let job_in = json!({"type": "object", "required": ["input", "outputs"], "properties": {
+        "input": {"type": "string", "example": "s3://in/uploads/a.mov"},
+        "outputs": {"type": "array", "items": output, "minItems": 1, "maxItems": 1},
+        "segment_seconds": {"type": "number"}, "priority": {"type": "integer", "minimum": 0, "maximum": 9},
+        "callback_url": {"type": "string"}, "psnr": {"type": "boolean"}}});
+    let job = json!({"type": "object", "properties": {
+        "id": {"type": "string"},
+        "state": {"type": "string", "enum": ["queued", "splitting", "encoding", "stitching", "done", "failed", "cancelled"]},
+        "segments_total": {"type": "integer"}, "segments_done": {"type": "integer"}, "percent": {"type": "number"},
+        "outputs": {"type": "array", "items": {"type": "string"}}, "encode_fps": {"type": "number"},
+        "psnr": {"type": "number"}, "timings": {"type": "object"}, "error": error}});
+    let resp = |desc: &str, schema: &Value| json!({"description": desc, "content": {"application/json": {"schema": schema}}});
+    let errors = json!({"401": resp("missing or wrong token", &error), "403": resp("bucket not allowed", &error),
+        "404": resp("no such job", &error), "422": resp("invalid job", &error)});
+    json!({
+        "openapi": "3.0.3",
+        "info": {"title": "tessera dispatcher", "version": env!("CARGO_PKG_VERSION")},
+        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "security": [{"bearer": []}],
+        "paths": {
+            "/v1/jobs": {
+                "post": {"summary": "Submit a job", "parameters": [{"name": "Idempotency-Key", "in": "header", "schema": {"type": "string"}}],
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": job_in}}},
+                    "responses": merge(json!({"202": resp("accepted", &job)}), &errors)},
+                "get": {"summary": "List jobs", "parameters": [
+                    {"name": "state", "in": "query", "schema": {"type": "string"}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer"}},
+                    {"name": "offset", "in": "query", "schema": {"type": "integer"}}],
+                    "responses": merge(json!({"200": resp("jobs", &json!({"type": "object", "properties": {"jobs": {"type": "array", "items": job}}}))}), &errors)}
+            },
+            "/v1/jobs/{id}": {
+                "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "get": {"summary": "A job's state", "responses": merge(json!({"200": resp("the job", &job)}), &errors)},
+                "delete": {"summary": "Cancel a job", "responses": merge(json!({"202": resp("cancelled", &job)}), &errors)}
+            },
+            "/healthz": {"get": {"security": [], "summary": "Liveness", "responses": {"200": {"description": "ok"}}}},
+            "/readyz": {"get": {"security": [], "summary": "Readiness", "responses": {"200": {"description": "ready"}}}},
+            "/metrics": {"get": {"security": [], "summary": "Prometheus metrics", "responses": {"200": {"description": "text"}}}}
+        }
+    })
+}
+
+fn merge(mut a: Value, b: &Value) -> Value {
+    if let (Some(a), Some(b)) = (a.as_object_mut(), b.as_object()) {
+        for (k, v) in b {
+            a.insert(k.clone(), v.clone());
+        }
+    }
+    a
+}

@@ -1,0 +1,228 @@
+//! Runs one API job: stage the input from S3, run the job over RabbitMQ and the S3 work area,
+//! upload the output, record every step in the database.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use tessera_farm::queue::Queue;
+use tessera_farm::sandbox::{Limits, Sandbox};
+use tessera_farm::store::{S3Client, S3Store, Store};
+use tessera_farm::{ErrorClass, FarmError};
+use tessera_media::{Container, RenditionSpec};
+use tokio_util::sync::CancellationToken;
+
+use super::db::{Db, JobState};
+use super::events::EventRouter;
+use crate::{run_job, DispatchContext, JobRequest, JobStage};
+
+/// An `s3://bucket/key` location.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct S3Uri {
+    /// Bucket.
+    pub bucket: String,
+    /// Key.
+    pub key: String,
+}
+
+impl S3Uri {
+    /// Parses and validates `s3://bucket/key`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let rest = s
+            .strip_prefix("s3://")
+            .ok_or_else(|| format!("'{s}' is not an s3:// URI"))?;
+        let (bucket, key) = rest
+            .split_once('/')
+            .ok_or_else(|| format!("'{s}' has no key"))?;
+        let bucket_ok = (3..=63).contains(&bucket.len())
+            && bucket
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+        if !bucket_ok {
+            return Err(format!("'{bucket}' is not a valid bucket name"));
+        }
+        tessera_farm::store::validate_key(key).map_err(|e| e.to_string())?;
+        if key.ends_with('/') {
+            return Err(format!("'{s}' names a prefix, not an object"));
+        }
+        Ok(S3Uri {
+            bucket: bucket.into(),
+            key: key.into(),
+        })
+    }
+}
+
+impl std::fmt::Display for S3Uri {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "s3://{}/{}", self.bucket, self.key)
+    }
+}
+
+/// A validated job as the runner executes it (stored as the job's request).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobPlan {
+    /// The source.
+    pub input: S3Uri,
+    /// The destination.
+    pub output: S3Uri,
+    /// Output container.
+    pub container: Container,
+    /// The rendition.
+    pub rendition: RenditionSpec,
+    /// Segment length.
+    pub segment_seconds: f64,
+    /// Measure PSNR/SSIM.
+    pub psnr: bool,
+}
+
+/// Shared state of every job run.
+pub struct Runner {
+    /// Job database.
+    pub db: Db,
+    /// The broker.
+    pub queue: Arc<dyn Queue>,
+    /// S3 access for inputs and outputs.
+    pub s3: S3Client,
+    /// The work area.
+    pub work: Arc<S3Store>,
+    /// Media children.
+    pub sandbox: Sandbox,
+    /// Local staging of inputs and outputs.
+    pub staging_dir: PathBuf,
+    /// Event routing.
+    pub router: EventRouter,
+    /// Child limits.
+    pub limits: Limits,
+    /// Segments expected to encode at once across the farm.
+    pub parallelism: usize,
+}
+
+impl Runner {
+    /// Runs a job to its end and records the outcome.
+    pub async fn run(self: Arc<Self>, id: String, plan: JobPlan, cancel: CancellationToken) {
+        let mut events = self.router.register(&id);
+        let staging = self.staging_dir.join(&id);
+        let result = self
+            .execute(&id, &plan, &staging, &mut events, cancel.clone())
+            .await;
+        self.router.unregister(&id);
+        let _ = tokio::fs::remove_dir_all(&staging).await;
+        let outcome = match result {
+            Ok(report) => self.db.finish(&id, &report),
+            Err(e) if cancel.is_cancelled() => {
+                self.db
+                    .fail(&id, JobState::Cancelled, "cancelled", &e.to_string())
+            }
+            Err(e) => {
+                tracing::warn!(job = %id, code = e.code(), error = %e, "job failed");
+                self.db
+                    .fail(&id, JobState::Failed, e.code(), &e.to_string())
+            }
+        };
+        if let Err(e) = outcome {
+            tracing::error!(job = %id, error = %e, "job outcome not recorded");
+        }
+    }
+
+    async fn execute(
+        &self,
+        id: &str,
+        plan: &JobPlan,
+        staging: &std::path::Path,
+        events: &mut super::events::JobEvents,
+        cancel: CancellationToken,
+    ) -> Result<serde_json::Value, FarmError> {
+        self.db.set_state(id, JobState::Splitting)?;
+        tokio::fs::create_dir_all(staging)
+            .await
+            .map_err(|e| FarmError::io(staging, e))?;
+        let input = staging.join("input");
+        self.s3
+            .store(&plan.input.bucket)
+            .get_file(&plan.input.key, &input)
+            .await
+            .map_err(|e| FarmError::Media {
+                code: "input_unreadable".into(),
+                class: ErrorClass::Abort,
+                message: format!("{}: cannot read input: {e}", plan.input),
+            })?;
+        let ext = match plan.container {
+            Container::Mp4 => "mp4",
+            Container::Mkv => "mkv",
+        };
+        let output = staging.join(format!("output.{ext}"));
+        let db = self.db.clone();
+        let job = id.to_string();
+        let progress = Arc::new(std::sync::Mutex::new((0u32, 0u32)));
+        let ctx = DispatchContext {
+            queue: self.queue.clone(),
+            store: self.work.clone(),
+            sandbox: self.sandbox.clone(),
+            staging_dir: staging.join("dispatch"),
+            encode_queue: tessera_farm::model::QUEUE_ENCODE_CPU.to_string(),
+            limits: self.limits,
+            on_stage: Arc::new(move |stage: &JobStage| {
+                let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
+                let r = match stage {
+                    JobStage::Planned { segments, .. } => {
+                        *p = (*segments, 0);
+                        db.set_segments(&job, p.0, 0)
+                            .and(db.set_state(&job, JobState::Encoding))
+                    }
+                    JobStage::SegmentDone { .. } => {
+                        p.1 += 1;
+                        db.set_segments(&job, p.0, p.1)
+                    }
+                    JobStage::Stitching => db.set_state(&job, JobState::Stitching),
+                };
+                if let Err(e) = r {
+                    tracing::warn!(error = %e, "progress not recorded");
+                }
+            }),
+        };
+        let request = JobRequest {
+            id: id.to_string(),
+            input: input.clone(),
+            output: output.clone(),
+            container: plan.container,
+            rendition: plan.rendition.clone(),
+            segment_seconds: plan.segment_seconds,
+            parallelism: self.parallelism,
+            first_audio_only: false,
+            measure_quality: plan.psnr,
+        };
+        let report = run_job(&ctx, &request, events, cancel).await?;
+        self.s3
+            .store(&plan.output.bucket)
+            .put_file(&plan.output.key, &output)
+            .await?;
+        let mut value =
+            serde_json::to_value(&report).map_err(|e| FarmError::BadMessage(e.to_string()))?;
+        value["output"] = serde_json::Value::String(plan.output.to_string());
+        Ok(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::S3Uri;
+
+    #[test]
+    fn s3_uris() {
+        let u = S3Uri::parse("s3://in-bucket/videos/a b.mp4").unwrap();
+        assert_eq!(
+            (u.bucket.as_str(), u.key.as_str()),
+            ("in-bucket", "videos/a b.mp4")
+        );
+        assert_eq!(u.to_string(), "s3://in-bucket/videos/a b.mp4");
+        for bad in [
+            "http://x/y",
+            "s3://bucket",
+            "s3://B/x",
+            "s3://ok-bucket/../x",
+            "s3://ok-bucket/dir/",
+        ] {
+            assert!(S3Uri::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,416 @@
+//! The S3 store's writes: uploads (one streamed PutObject, or a multipart upload whose parts
+//! are streamed from the file a few at a time and which is aborted on any failure or
+//! cancellation, so no parts are left behind), batched prefix deletes, and error reasons.
+//!
+//! Why a module of its own: the part plan and the abort guard are the subtle part of the S3
+//! store; keeping them apart from the client and the reads keeps both files readable.
+
+use std::path::Path;
+
+use aws_sdk_s3::config::http::HttpResponse;
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::primitives::{ByteStream, Length};
+use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, Delete, ObjectIdentifier};
+use futures_util::{StreamExt, TryStreamExt};
+
+use super::s3::{non_empty, validate_prefix, S3Store};
+use super::validate_key;
+use crate::FarmError;
+
+const MIB: u64 = 1024 * 1024;
+/// The smallest part S3 accepts (except the last).
+pub(super) const MIN_PART_SIZE: u64 = 5 * MIB;
+/// The largest part S3 accepts.
+const MAX_PART_SIZE: u64 = 5 * 1024 * MIB;
+/// The most parts one upload may have.
+const MAX_PARTS: u64 = 10_000;
+/// Parts in flight at once: enough to fill a link, few enough to stay gentle on small hosts.
+/// Each part is streamed from the file, so memory does not grow with the part size.
+const PARTS_IN_FLIGHT: usize = 4;
+/// S3 deletes at most 1000 keys per DeleteObjects and lists at most 1000 per page.
+const DELETE_BATCH: usize = 1000;
+
+/// How a file is cut into parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct PartPolicy {
+    part_size: u64,
+}
+
+/// One part: its number (from 1), where it starts in the file, and its length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Part {
+    pub(super) number: i32,
+    pub(super) offset: u64,
+    pub(super) len: u64,
+}
+
+impl PartPolicy {
+    /// Parts of `part_size` bytes, kept within S3's limits (5 MiB to 5 GiB).
+    pub(super) fn new(part_size: u64) -> Self {
+        PartPolicy {
+            part_size: part_size.clamp(MIN_PART_SIZE, MAX_PART_SIZE),
+        }
+    }
+
+    /// The parts of a file of `size` bytes: contiguous, covering it exactly, at most 10000
+    /// (the part size grows, in whole MiB, for files that would need more).
+    pub(super) fn plan(&self, size: u64) -> Vec<Part> {
+        let needed = size.div_ceil(MAX_PARTS).div_ceil(MIB) * MIB;
+        let part_size = self.part_size.max(needed);
+        let count = size.div_ceil(part_size).max(1);
+        (0..count)
+            .map(|i| {
+                let offset = i * part_size;
+                Part {
+                    number: i as i32 + 1,
+                    offset,
+                    len: part_size.min(size - offset),
+                }
+            })
+            .collect()
+    }
+}
+
+impl S3Store {
+    /// Keys that have an unfinished multipart upload under `prefix`. Why: a failed upload
+    /// must leave none behind; operators and tests check that here.
+    pub async fn incomplete_uploads(&self, prefix: &str) -> Result<Vec<String>, FarmError> {
+        validate_prefix(prefix)?;
+        let out = self
+            .client
+            .list_multipart_uploads()
+            .bucket(&*self.bucket)
+            .set_prefix(non_empty(prefix))
+            .send()
+            .await
+            .map_err(|e| sdk_err(prefix, "list multipart uploads", &e))?;
+        Ok(out
+            .uploads()
+            .iter()
+            .filter_map(|u| u.key().map(str::to_string))
+            .collect())
+    }
+}
+
+/// `Store::put_file`: one streamed PutObject below the multipart threshold, else a multipart
+/// upload; returns the size.
+pub(super) async fn put(store: &S3Store, key: &str, src: &Path) -> Result<u64, FarmError> {
+    validate_key(key)?;
+    let meta = tokio::fs::metadata(src)
+        .await
+        .map_err(|e| FarmError::io(src, e))?;
+    if !meta.is_file() {
+        return Err(FarmError::io(src, "not a regular file"));
+    }
+    let size = meta.len();
+    if size >= store.tuning.multipart_threshold {
+        put_multipart(store, key, src, size).await?;
+    } else {
+        let body = ByteStream::from_path(src)
+            .await
+            .map_err(|e| FarmError::io(src, e))?;
+        store
+            .client
+            .put_object()
+            .bucket(&*store.bucket)
+            .key(key)
+            .content_length(size as i64)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| sdk_err(key, "put", &e))?;
+    }
+    tracing::debug!(bucket = %store.bucket, key, size, "stored object");
+    Ok(size)
+}
+
+/// Uploads `src` (`size` bytes) to `key` as a multipart upload; aborts it on any failure.
+async fn put_multipart(store: &S3Store, key: &str, src: &Path, size: u64) -> Result<(), FarmError> {
+    let created = store
+        .client
+        .create_multipart_upload()
+        .bucket(&*store.bucket)
+        .key(key)
+        .send()
+        .await
+        .map_err(|e| sdk_err(key, "create multipart upload", &e))?;
+    let upload_id = created
+        .upload_id()
+        .ok_or_else(|| store_err(key, "create multipart upload: no upload id"))?
+        .to_string();
+    let mut guard = AbortGuard {
+        store: store.clone(),
+        key: key.to_string(),
+        upload_id: upload_id.clone(),
+        armed: true,
+    };
+    let parts = store.tuning.parts.plan(size);
+    tracing::debug!(bucket = %store.bucket, key, size, parts = parts.len(), "multipart upload");
+    match upload_and_complete(store, key, src, &upload_id, parts).await {
+        Ok(()) => {
+            guard.armed = false;
+            Ok(())
+        }
+        Err(e) => {
+            // Still armed while aborting: cancelled here, the guard aborts in the background.
+            abort(store, key, &upload_id).await;
+            guard.armed = false;
+            Err(e)
+        }
+    }
+}
+
+/// Uploads every part, then completes the upload.
+async fn upload_and_complete(
+    store: &S3Store,
+    key: &str,
+    src: &Path,
+    upload_id: &str,
+    parts: Vec<Part>,
+) -> Result<(), FarmError> {
+    let mut done: Vec<CompletedPart> = futures_util::stream::iter(parts)
+        .map(|part| upload_part(store, key, src, upload_id, part))
+        .buffer_unordered(PARTS_IN_FLIGHT)
+        .try_collect()
+        .await?;
+    done.sort_by_key(|p| p.part_number());
+    store
+        .client
+        .complete_multipart_upload()
+        .bucket(&*store.bucket)
+        .key(key)
+        .upload_id(upload_id)
+        .multipart_upload(
+            CompletedMultipartUpload::builder()
+                .set_parts(Some(done))
+                .build(),
+        )
+        .send()
+        .await
+        .map_err(|e| sdk_err(key, "complete multipart upload", &e))?;
+    Ok(())
+}
+
+/// Uploads one part, streamed from its range of the file.
+async fn upload_part(
+    store: &S3Store,
+    key: &str,
+    src: &Path,
+    upload_id: &str,
+    part: Part,
+) -> Result<CompletedPart, FarmError> {
+    // Exact length: a file that shrank since it was measured fails here instead of
+    // uploading a short part.
+    let body = ByteStream::read_from()
+        .path(src)
+        .offset(part.offset)
+        .length(Length::Exact(part.len))
+        .build()
+        .await
+        .map_err(|e| FarmError::io(src, format!("reading part {}: {e}", part.number)))?;
+    let op = format!("upload part {}", part.number);
+    let out = store
+        .client
+        .upload_part()
+        .bucket(&*store.bucket)
+        .key(key)
+        .upload_id(upload_id)
+        .part_number(part.number)
+        .content_length(part.len as i64)
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| sdk_err(key, &op, &e))?;
+    let etag = out
+        .e_tag()
+        .ok_or_else(|| store_err(key, format!("{op}: no ETag in the response")))?;
+    Ok(CompletedPart::builder()
+        .part_number(part.number)
+        .e_tag(etag)
+        .build())
+}
+
+/// Aborts an upload, so its parts stop taking space; a failure is logged, not returned (the
+/// caller already has the error that matters).
+async fn abort(store: &S3Store, key: &str, upload_id: &str) {
+    let result = store
+        .client
+        .abort_multipart_upload()
+        .bucket(&*store.bucket)
+        .key(key)
+        .upload_id(upload_id)
+        .send()
+        .await;
+    match result {
+        Ok(_) => tracing::debug!(bucket = %store.bucket, key, "aborted multipart upload"),
+        Err(e) => tracing::warn!(
+            bucket = %store.bucket,
+            key,
+            error = %sdk_err(key, "abort multipart upload", &e),
+            "multipart upload left behind"
+        ),
+    }
+}
+
+/// A store error for `key`.
+pub(super) fn store_err(key: &str, reason: impl Into<String>) -> FarmError {
+    let (key, reason) = (key.to_string(), reason.into());
+    FarmError::Store { key, reason }
+}
+
+/// A store error for `key` from a failed SDK call of operation `op`, with a readable reason:
+/// the service's error code and message (or the HTTP status), else the transport error's
+/// chain (timeout, connection refused, ...). Never a Debug dump.
+pub(super) fn sdk_err<E>(key: &str, op: &str, err: &SdkError<E, HttpResponse>) -> FarmError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let reason = match err {
+        SdkError::ServiceError(se) => {
+            let status = se.raw().status().as_u16();
+            let e = se.err();
+            match (e.code(), e.message()) {
+                (Some(code), Some(msg)) => format!("{op}: {code} (HTTP {status}): {msg}"),
+                (Some(code), None) => format!("{op}: {code} (HTTP {status})"),
+                _ => format!("{op}: HTTP {status}"),
+            }
+        }
+        SdkError::TimeoutError(_) => format!("{op}: timed out"),
+        other => format!("{op}: {}", error_chain(other)),
+    };
+    store_err(key, reason)
+}
+
+/// An error and its sources, each by its `Display`, joined with `: ` (DisplayErrorContext
+/// would append a Debug dump).
+pub(super) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.ends_with(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// `Store::delete_prefix`: lists the "directory" `prefix/` page by page (at most 1000 keys)
+/// and deletes each page with one DeleteObjects; returns the count.
+pub(super) async fn delete_prefix(store: &S3Store, prefix: &str) -> Result<u64, FarmError> {
+    validate_key(prefix)?;
+    let dir = format!("{}/", prefix.trim_end_matches('/'));
+    let (mut deleted, mut after) = (0u64, None);
+    loop {
+        let page = store
+            .client
+            .list_objects_v2()
+            .bucket(&*store.bucket)
+            .prefix(&dir)
+            .set_start_after(after.take())
+            .max_keys(DELETE_BATCH as i32)
+            .send()
+            .await
+            .map_err(|e| sdk_err(prefix, "list", &e))?;
+        let objects = page
+            .contents()
+            .iter()
+            .filter_map(|o| o.key())
+            .map(|k| ObjectIdentifier::builder().key(k).build())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| store_err(prefix, format!("delete: {e}")))?;
+        let Some(last) = page.contents().last().and_then(|o| o.key()) else {
+            break;
+        };
+        after = Some(last.to_string());
+        let count = objects.len();
+        let delete = Delete::builder()
+            .set_objects(Some(objects))
+            .quiet(true)
+            .build()
+            .map_err(|e| store_err(prefix, format!("delete: {e}")))?;
+        let out = store
+            .client
+            .delete_objects()
+            .bucket(&*store.bucket)
+            .delete(delete)
+            .send()
+            .await
+            .map_err(|e| sdk_err(prefix, "delete", &e))?;
+        if let Some(e) = out.errors().first() {
+            let (n, key, code) = (out.errors().len(), e.key(), e.code());
+            let (key, code) = (key.unwrap_or("?"), code.unwrap_or("?"));
+            let why = format!("delete: {n} objects not deleted, first {key}: {code}");
+            return Err(store_err(prefix, why));
+        }
+        deleted += count as u64;
+        if page.is_truncated() != Some(true) {
+            break;
+        }
+    }
+    tracing::debug!(bucket = %store.bucket, prefix, deleted, "deleted prefix");
+    Ok(deleted)
+}
+
+/// Aborts the upload from a background task if `put_multipart` is cancelled mid-way.
+struct AbortGuard {
+    store: S3Store,
+    key: String,
+    upload_id: String,
+    armed: bool,
+}
+
+impl Drop for AbortGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (store, key, upload_id) = (
+            self.store.clone(),
+            std::mem::take(&mut self.key),
+            std::mem::take(&mut self.upload_id),
+        );
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move { abort(&store, &key, &upload_id).await });
+            }
+            Err(_) => tracing::warn!(
+                bucket = %self.store.bucket,
+                key = %key,
+                "multipart upload cancelled outside a runtime; left behind"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parts are numbered from 1, contiguous, cover the file, and all but the last are >= 5 MiB.
+    fn plan(part_size: u64, size: u64) -> Vec<Part> {
+        let plan = PartPolicy::new(part_size).plan(size);
+        let mut next = 0;
+        for (i, p) in plan.iter().enumerate() {
+            assert_eq!((p.number, p.offset), (i as i32 + 1, next), "{p:?}");
+            assert!(p.len >= MIN_PART_SIZE || i + 1 == plan.len(), "{p:?}");
+            next += p.len;
+        }
+        assert_eq!(next, size);
+        assert!(plan.len() as u64 <= MAX_PARTS);
+        plan
+    }
+
+    #[test]
+    fn part_plans() {
+        assert_eq!(plan(5 * MIB, 20 * MIB).len(), 4);
+        assert_eq!(plan(5 * MIB, 21 * MIB + 7)[4].len, MIB + 7);
+        // Too small a part size is raised to the S3 minimum; an empty file has one part.
+        assert_eq!(plan(1, 20 * MIB).len(), 4);
+        assert_eq!(plan(8 * MIB, 0).len(), 1);
+        // A file needing more than 10000 parts gets bigger ones.
+        assert!(plan(5 * MIB, 100 * 1024 * MIB + 3)[0].len > 5 * MIB);
+    }
+}

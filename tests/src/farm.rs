@@ -1,0 +1,251 @@
+//! The distributed farm as real processes: Garage, a RabbitMQ vhost, `tessera-dispatcher` on
+//! port 0 and `tessera-worker`s, each killed when the test ends.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::garage::Garage;
+use crate::rabbit::TestVhost;
+
+/// The API token the test farm accepts.
+pub const TOKEN: &str = "test-token-0123456789";
+
+/// A running farm.
+pub struct Farm {
+    /// The S3 server (buckets `input`, `output`, `work`, `private`; the farm may use `input` and `output`).
+    pub garage: Garage,
+    /// The broker vhost.
+    pub vhost: TestVhost,
+    /// `http://127.0.0.1:PORT` of the dispatcher.
+    pub api: String,
+    dispatcher: Child,
+    workers: Vec<Child>,
+    /// Temporary directory holding databases, staging and logs.
+    pub dir: tempfile::TempDir,
+}
+
+fn bin(name: &str) -> PathBuf {
+    let dir = crate::run::tessera_bin();
+    let path = dir.with_file_name(name);
+    assert!(
+        path.is_file(),
+        "{} not found: run `cargo build --workspace --bins` first",
+        path.display()
+    );
+    path
+}
+
+impl Farm {
+    /// Starts Garage, a vhost, the dispatcher and `workers` workers.
+    pub fn start(tag: &str, workers: usize) -> Farm {
+        let garage = Garage::start(&["input", "output", "work", "private"]);
+        let vhost = TestVhost::new(tag);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut farm = Farm {
+            garage,
+            vhost,
+            api: String::new(),
+            dispatcher: Command::new("true").spawn().expect("spawn true"),
+            workers: Vec::new(),
+            dir,
+        };
+        farm.start_dispatcher();
+        for i in 0..workers {
+            let w = farm.spawn_worker(i);
+            farm.workers.push(w);
+        }
+        farm
+    }
+
+    fn env(&self, cmd: &mut Command) {
+        cmd.env("TESSERA_AMQP_URL", self.vhost.uri())
+            .env("TESSERA_S3_ENDPOINT", &self.garage.endpoint)
+            .env("TESSERA_S3_REGION", &self.garage.region)
+            .env("TESSERA_S3_ACCESS_KEY_ID", &self.garage.access_key_id)
+            .env(
+                "TESSERA_S3_SECRET_ACCESS_KEY",
+                &self.garage.secret_access_key,
+            )
+            .env("TESSERA_WORK_BUCKET", "work")
+            .env("TESSERA_DELIVERY_LIMIT", "3")
+            .env("TESSERA_LOG", "info");
+    }
+
+    /// (Re)starts the dispatcher (same database), waiting for its listen line.
+    pub fn start_dispatcher(&mut self) {
+        let _ = self.dispatcher.kill();
+        let _ = self.dispatcher.wait();
+        let log = std::fs::File::create(self.dir.path().join("dispatcher.log")).expect("log");
+        let mut cmd = Command::new(bin("tessera-dispatcher"));
+        self.env(&mut cmd);
+        cmd.args([
+            "--listen",
+            "127.0.0.1:0",
+            "--buckets",
+            "input,output",
+            "--segment-seconds",
+            "1",
+        ])
+        .arg("--db")
+        .arg(self.dir.path().join("jobs.db"))
+        .arg("--staging-dir")
+        .arg(self.dir.path().join("dispatcher-staging"))
+        .env("TESSERA_API_TOKENS", TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(log);
+        let mut child = cmd.spawn().expect("spawn dispatcher");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(addr) = line.strip_prefix("tessera-dispatcher listening on ") {
+                    let _ = tx.send(addr.to_string());
+                }
+            }
+        });
+        self.api = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| {
+                panic!("dispatcher did not start:\n{}", self.log("dispatcher.log"))
+            });
+        self.dispatcher = child;
+    }
+
+    fn spawn_worker(&self, i: usize) -> Child {
+        let log =
+            std::fs::File::create(self.dir.path().join(format!("worker-{i}.log"))).expect("log");
+        let mut cmd = Command::new(bin("tessera-worker"));
+        self.env(&mut cmd);
+        cmd.args([
+            "--slots",
+            "1",
+            "--threads-per-slot",
+            "1",
+            "--grace-seconds",
+            "20",
+            "--min-free-mib",
+            "64",
+        ])
+        .arg("--id")
+        .arg(format!("w{i}"))
+        .arg("--staging-dir")
+        .arg(self.dir.path().join(format!("worker-{i}")))
+        .stdout(Stdio::null())
+        .stderr(log);
+        cmd.spawn().expect("spawn worker")
+    }
+
+    /// The text of a log file in the farm's directory.
+    pub fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default()
+    }
+
+    /// Whether every worker process is still running.
+    pub fn workers_alive(&mut self) -> bool {
+        self.workers
+            .iter_mut()
+            .all(|w| matches!(w.try_wait(), Ok(None)))
+    }
+
+    /// Runs `f` with an S3 store of `bucket` on a one-off runtime.
+    fn with_store<R, F>(&self, bucket: &str, f: impl FnOnce(tessera_farm::store::S3Store) -> F) -> R
+    where
+        F: std::future::Future<Output = R>,
+    {
+        let cfg = self.garage.s3_config();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("rt");
+        rt.block_on(async {
+            let client = tessera_farm::store::S3Client::new(cfg)
+                .await
+                .expect("s3 client");
+            f(client.store(bucket)).await
+        })
+    }
+
+    /// Uploads a local file to `s3://bucket/key`.
+    pub fn upload(&self, src: &Path, bucket: &str, key: &str) {
+        use tessera_farm::store::Store;
+        self.with_store(bucket, |s| async move {
+            s.put_file(key, src).await.expect("upload")
+        });
+    }
+
+    /// Downloads `s3://bucket/key` to a local file.
+    pub fn download(&self, bucket: &str, key: &str, dst: &Path) {
+        use tessera_farm::store::Store;
+        self.with_store(bucket, |s| async move {
+            s.get_file(key, dst).await.expect("download")
+        });
+    }
+
+    /// Keys under `prefix` in `bucket`.
+    pub fn list(&self, bucket: &str, prefix: &str) -> Vec<String> {
+        self.with_store(bucket, |s| async move {
+            let objects = s.list(prefix, None, 1000).await.expect("list");
+            objects.into_iter().map(|o| o.key).collect()
+        })
+    }
+
+    /// An HTTP request with curl: (status, JSON body or Null).
+    pub fn http(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&str>,
+    ) -> (u16, serde_json::Value) {
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "-m", "20", "-X", method, "-w", "\n%{http_code}"])
+            .arg(format!("{}{path}", self.api))
+            .args(["-H", "content-type: application/json"]);
+        if let Some(t) = token {
+            cmd.args(["-H", &format!("authorization: Bearer {t}")]);
+        }
+        if let Some(b) = body {
+            cmd.args(["--data-binary", b]);
+        }
+        let out = cmd.output().expect("curl");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (json, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (
+            code.trim().parse().unwrap_or(0),
+            serde_json::from_str(json).unwrap_or(serde_json::Value::Null),
+        )
+    }
+
+    /// Polls a job until it ends (done/failed/cancelled) or `timeout`; returns its last view.
+    pub fn wait_job(&self, id: &str, timeout: Duration) -> serde_json::Value {
+        let started = Instant::now();
+        loop {
+            let (code, job) = self.http("GET", &format!("/v1/jobs/{id}"), Some(TOKEN), None);
+            assert_eq!(code, 200, "GET job: {job}");
+            let state = job["state"].as_str().unwrap_or("");
+            if matches!(state, "done" | "failed" | "cancelled") {
+                return job;
+            }
+            assert!(
+                started.elapsed() < timeout,
+                "job {id} still {state} after {timeout:?}: {job}\n--- dispatcher\n{}\n--- worker 0\n{}",
+                crate::run::tail(&self.log("dispatcher.log"), 4000),
+                crate::run::tail(&self.log("worker-0.log"), 4000)
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for Farm {
+    fn drop(&mut self) {
+        for w in &mut self.workers {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
+        let _ = self.dispatcher.kill();
+        let _ = self.dispatcher.wait();
+    }
+}

@@ -1,0 +1,181 @@
+//! The real RabbitMQ broker for tests: a fresh vhost per test, removed afterwards.
+//!
+//! Why: queue tests must run against the broker the farm uses (RabbitMQ 3.10 at
+//! 127.0.0.1:5672, guest/guest) without seeing each other's queues; a vhost per test gives
+//! each its own namespace, and deleting it cleans up queues, exchanges and connections.
+
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tessera_farm::queue::RabbitConfig;
+
+use crate::run::{run_command, Run};
+
+/// The broker's AMQP address.
+pub const RABBIT_ADDR: &str = "127.0.0.1:5672";
+/// Limit for one `rabbitmqctl` call.
+const CTL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Limit for the broker to start.
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Serialises the "is it running, else start it" check between the tests of one binary.
+static BROKER: Mutex<bool> = Mutex::new(false);
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// Runs `rabbitmqctl` with a timeout.
+pub fn rabbitmqctl(args: &[&str]) -> Run {
+    run_command(Path::new("rabbitmqctl"), args, CTL_TIMEOUT)
+}
+
+fn broker_listening() -> bool {
+    let addr: SocketAddr = RABBIT_ADDR.parse().expect("broker address");
+    TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok()
+}
+
+/// Makes sure the broker runs: starts it with `rabbitmq-server -detached` and waits for
+/// `rabbitmqctl await_startup` if nothing listens on 5672. Panics if it cannot be started.
+pub fn ensure_broker() {
+    let mut ready = BROKER.lock().unwrap_or_else(|p| p.into_inner());
+    if *ready || broker_listening() {
+        *ready = true;
+        return;
+    }
+    let start = run_command(
+        Path::new("rabbitmq-server"),
+        ["-detached"],
+        Duration::from_secs(60),
+    );
+    assert!(
+        start.status.success(),
+        "cannot start RabbitMQ\n{}",
+        start.describe()
+    );
+    let timeout = START_TIMEOUT.as_secs().to_string();
+    rabbitmqctl(&["await_startup", "--timeout", &timeout]).assert_success();
+    let deadline = Instant::now() + START_TIMEOUT;
+    while !broker_listening() {
+        assert!(
+            Instant::now() < deadline,
+            "RabbitMQ does not listen on {RABBIT_ADDR}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    *ready = true;
+}
+
+/// A vhost of its own on the real broker, deleted (with everything in it) on drop.
+#[derive(Debug)]
+pub struct TestVhost {
+    /// The vhost name (letters, digits and `-` only, so it needs no URI encoding).
+    pub name: String,
+}
+
+impl TestVhost {
+    /// Creates `tessera-<tag>-<pid>-<n>-<time>` and gives `guest` full permissions on it.
+    pub fn new(tag: &str) -> Self {
+        ensure_broker();
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let name = format!(
+            "tessera-{tag}-{}-{}-{nanos}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        );
+        // Drop removes the vhost even if creating it fails half-way.
+        let vhost = TestVhost { name };
+        vhost.create();
+        vhost
+    }
+
+    /// (Re)creates the vhost with full permissions for `guest`.
+    pub fn create(&self) {
+        rabbitmqctl(&["add_vhost", &self.name]).assert_success();
+        let perms = [
+            "set_permissions",
+            "-p",
+            &self.name,
+            "guest",
+            ".*",
+            ".*",
+            ".*",
+        ];
+        rabbitmqctl(&perms).assert_success();
+    }
+
+    /// Deletes the vhost now (its queues, and the connections to it, go with it); `create`
+    /// brings back an empty one.
+    pub fn delete(&self) {
+        rabbitmqctl(&["delete_vhost", &self.name]).assert_success();
+    }
+
+    /// The AMQP URI of this vhost as `guest`.
+    pub fn uri(&self) -> String {
+        self.uri_with_password("guest")
+    }
+
+    /// The AMQP URI of this vhost as `guest` with another password (to test refusals).
+    pub fn uri_with_password(&self, password: &str) -> String {
+        format!("amqp://guest:{password}@{RABBIT_ADDR}/{}", self.name)
+    }
+
+    /// A queue config for this vhost with short timeouts for tests.
+    pub fn config(&self, delivery_limit: u32) -> RabbitConfig {
+        let mut cfg = RabbitConfig::new(self.uri());
+        cfg.delivery_limit = delivery_limit;
+        cfg.connect_timeout = Duration::from_secs(10);
+        cfg.op_timeout = Duration::from_secs(10);
+        cfg
+    }
+
+    /// `name<TAB>type<TAB>arguments` of every queue in the vhost, one line each (to check the
+    /// declared topology as the broker sees it).
+    pub fn list_queues(&self) -> String {
+        let args = [
+            "list_queues",
+            "-p",
+            &self.name,
+            "--silent",
+            "name",
+            "type",
+            "arguments",
+        ];
+        let run = rabbitmqctl(&args);
+        run.assert_success();
+        run.stdout
+    }
+
+    /// `rabbitmqctl list_connections` of this vhost with the given info items, one line per
+    /// connection, tab-separated (e.g. `["timeout"]` for the negotiated heartbeat).
+    pub fn list_connections(&self, items: &[&str]) -> String {
+        let mut args = vec!["list_connections", "-p", &self.name, "--silent"];
+        args.extend_from_slice(items);
+        let run = rabbitmqctl(&args);
+        run.assert_success();
+        run.stdout
+    }
+
+    /// Has the broker close every client connection to this vhost (a network failure as the
+    /// client sees it).
+    pub fn close_connections(&self) {
+        rabbitmqctl(&[
+            "close_all_connections",
+            "--vhost",
+            &self.name,
+            "tessera test: simulated connection loss",
+        ])
+        .assert_success();
+    }
+}
+
+impl Drop for TestVhost {
+    fn drop(&mut self) {
+        let run = rabbitmqctl(&["delete_vhost", &self.name]);
+        if !run.status.success() {
+            eprintln!("could not delete vhost {}\n{}", self.name, run.describe());
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! The `tessera-worker` service: settings, connections to RabbitMQ and S3, the consume loop
+//! with reconnects, and a graceful drain on SIGTERM.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use tessera_farm::config::{ServiceArgs, ServiceConfig, ServiceFile};
+use tessera_farm::model::{QUEUE_ENCODE_CPU, QUEUE_EVENTS};
+use tessera_farm::queue::{Queue, RabbitQueue};
+use tessera_farm::sandbox::{Limits, Sandbox};
+use tessera_farm::store::S3Client;
+use tessera_farm::FarmError;
+use tokio_util::sync::CancellationToken;
+
+use crate::WorkerConfig;
+
+/// `tessera-worker` flags; each has a `TESSERA_*` variable and a key in the config file.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(name = "tessera-worker", version, about = "tessera segment worker")]
+pub struct WorkerArgs {
+    /// TOML config file with `[service]` and `[worker]` tables.
+    #[arg(long, env = "TESSERA_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Log filter.
+    #[arg(long, env = "TESSERA_LOG", default_value = "info")]
+    pub log: String,
+    /// Broker and store.
+    #[command(flatten)]
+    pub service: ServiceArgs,
+    /// Worker name in events [default: host name and pid].
+    #[arg(long, env = "TESSERA_WORKER_ID")]
+    pub id: Option<String>,
+    /// Local staging directory (fast local disk) [default: /var/tmp/tessera-worker].
+    #[arg(long, env = "TESSERA_STAGING_DIR")]
+    pub staging_dir: Option<PathBuf>,
+    /// Segments encoded at once [default: 1].
+    #[arg(long, env = "TESSERA_SLOTS")]
+    pub slots: Option<usize>,
+    /// Threads per segment [default: CPU count / slots].
+    #[arg(long, env = "TESSERA_THREADS_PER_SLOT")]
+    pub threads_per_slot: Option<usize>,
+    /// Seconds in-flight segments get after SIGTERM [default: 100].
+    #[arg(long, env = "TESSERA_GRACE_SECONDS")]
+    pub grace_seconds: Option<u64>,
+    /// Free MiB staging must keep; below it segments are requeued [default: 2048].
+    #[arg(long, env = "TESSERA_MIN_FREE_MIB")]
+    pub min_free_mib: Option<u64>,
+    /// Seconds one segment encode may take [default: 1200].
+    #[arg(long, env = "TESSERA_SEGMENT_TIMEOUT")]
+    pub segment_timeout: Option<u64>,
+    /// Address-space limit of each media child in MiB [default: 8192].
+    #[arg(long, env = "TESSERA_CHILD_MEMORY_MIB")]
+    pub child_memory_mib: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkerFile {
+    id: Option<String>,
+    staging_dir: Option<PathBuf>,
+    slots: Option<usize>,
+    threads_per_slot: Option<usize>,
+    grace_seconds: Option<u64>,
+    min_free_mib: Option<u64>,
+    segment_timeout: Option<u64>,
+    child_memory_mib: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    service: ServiceFile,
+    #[serde(default)]
+    worker: WorkerFile,
+}
+
+/// Everything the worker service needs, resolved.
+#[derive(Debug, Clone)]
+pub struct ServiceSettings {
+    /// Broker, store, work bucket.
+    pub service: ServiceConfig,
+    /// The segment loop's settings.
+    pub worker: WorkerConfig,
+}
+
+impl ServiceSettings {
+    /// Defaults, then the file, then env and flags.
+    pub fn resolve(args: &WorkerArgs) -> Result<Self, String> {
+        let file: FileConfig = match &args.config {
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|e| format!("config file {}: {e}", p.display()))?;
+                toml::from_str(&text).map_err(|e| format!("config file {}: {e}", p.display()))?
+            }
+            None => FileConfig::default(),
+        };
+        let service = ServiceConfig::resolve(&args.service, &file.service)?;
+        let w = &file.worker;
+        let slots = args.slots.or(w.slots).unwrap_or(1).max(1);
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        let worker = WorkerConfig {
+            id: args
+                .id
+                .clone()
+                .or_else(|| w.id.clone())
+                .unwrap_or_else(default_id),
+            slots,
+            threads_per_slot: args
+                .threads_per_slot
+                .or(w.threads_per_slot)
+                .unwrap_or((cpus / slots).max(1)),
+            staging_dir: args
+                .staging_dir
+                .clone()
+                .or_else(|| w.staging_dir.clone())
+                .unwrap_or_else(|| PathBuf::from("/var/tmp/tessera-worker")),
+            queue: QUEUE_ENCODE_CPU.to_string(),
+            delivery_limit: service.rabbit.delivery_limit,
+            limits: Limits {
+                timeout: Duration::from_secs(
+                    args.segment_timeout.or(w.segment_timeout).unwrap_or(1200),
+                ),
+                memory_bytes: args.child_memory_mib.or(w.child_memory_mib).unwrap_or(8192) << 20,
+                ..Limits::default()
+            },
+            retry_backoff: Duration::from_secs(1),
+            grace: Duration::from_secs(args.grace_seconds.or(w.grace_seconds).unwrap_or(100)),
+            min_free_bytes: args.min_free_mib.or(w.min_free_mib).unwrap_or(2048) << 20,
+        };
+        Ok(ServiceSettings { service, worker })
+    }
+}
+
+fn default_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "worker".into());
+    format!("{host}-{}", std::process::id())
+}
+
+/// Runs the worker service until `shutdown`; reconnects to the broker after outages.
+pub async fn serve(
+    settings: ServiceSettings,
+    shutdown: CancellationToken,
+) -> Result<(), FarmError> {
+    let sandbox = Sandbox::current()?;
+    let s3 = S3Client::new(settings.service.s3.clone()).await?;
+    let store = Arc::new(s3.store(&settings.service.work_bucket));
+    let mut backoff = Duration::from_secs(1);
+    tracing::info!(worker = %settings.worker.id, slots = settings.worker.slots, "worker starting");
+    while !shutdown.is_cancelled() {
+        let queue = match connect(&settings).await {
+            Ok(q) => q,
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?backoff, "broker unavailable");
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(30));
+                continue;
+            }
+        };
+        backoff = Duration::from_secs(1);
+        let result = crate::run(
+            settings.worker.clone(),
+            queue.clone(),
+            store.clone(),
+            sandbox.clone(),
+            None,
+            shutdown.clone(),
+        )
+        .await;
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "consumer lost; reconnecting");
+        }
+    }
+    tracing::info!("worker stopped");
+    Ok(())
+}
+
+async fn connect(settings: &ServiceSettings) -> Result<Arc<dyn Queue>, FarmError> {
+    let queue = RabbitQueue::connect(settings.service.rabbit.clone()).await?;
+    queue.declare(QUEUE_ENCODE_CPU).await?;
+    queue.declare(QUEUE_EVENTS).await?;
+    Ok(Arc::new(queue))
+}
