@@ -130,7 +130,9 @@ pub async fn run_job(
             message: format!("job {} cancelled", req.id),
         }),
     };
-    // The work area and staging go whatever happened; a failed stitch leaves no partial output.
+    // Tell workers the job is over (they drop its queued segments and abort running ones),
+    // then the work area and staging go, whatever happened.
+    mark_ended(ctx, &req.id, &staging).await;
     let _ = ctx
         .store
         .delete_prefix(&tessera_farm::model::keys::job_prefix(&req.id))
@@ -140,4 +142,24 @@ pub async fn run_job(
         let _ = tokio::fs::remove_file(tessera_media::stitch::temp_path(&req.output)).await;
     }
     result
+}
+
+async fn mark_ended(ctx: &DispatchContext, job: &str, staging: &std::path::Path) {
+    let marker = staging.with_extension("ended");
+    let written = async {
+        tokio::fs::create_dir_all(&ctx.staging_dir)
+            .await
+            .map_err(|e| FarmError::io(&ctx.staging_dir, e))?;
+        tokio::fs::write(&marker, b"")
+            .await
+            .map_err(|e| FarmError::io(&marker, e))?;
+        ctx.store
+            .put_file(&tessera_farm::model::keys::ended(job), &marker)
+            .await
+    }
+    .await;
+    if let Err(e) = written {
+        tracing::warn!(job, error = %e, "end-of-job marker not written");
+    }
+    let _ = tokio::fs::remove_file(&marker).await;
 }

@@ -118,6 +118,11 @@ pub mod keys {
     pub fn audio(job: &str) -> String {
         format!("jobs/{job}/audio/audio.nut")
     }
+    /// The marker written when a job ends (done, failed, cancelled), outside the work area so
+    /// the cleanup keeps it: workers skip, or abort, segments of an ended job.
+    pub fn ended(job: &str) -> String {
+        format!("ended/{job}")
+    }
 }
 
 /// Serialises a message to JSON bytes.

@@ -137,6 +137,89 @@ impl Farm {
         cmd.spawn().expect("spawn worker")
     }
 
+    /// Starts one more worker (index `i` names its log and staging directory).
+    pub fn add_worker(&mut self, i: usize) {
+        let w = self.spawn_worker(i);
+        self.workers.push(w);
+    }
+
+    /// The staging directory of worker `i`.
+    pub fn worker_staging(&self, i: usize) -> PathBuf {
+        self.dir.path().join(format!("worker-{i}"))
+    }
+
+    /// Waits until worker `i` holds a segment in progress (a chunk in its staging directory).
+    pub fn wait_for_segment_in_progress(&self, i: usize, timeout: Duration) {
+        let started = Instant::now();
+        loop {
+            let busy = std::fs::read_dir(self.worker_staging(i))
+                .map(|rd| rd.flatten().any(|e| e.path().join("chunk.nut").is_file()))
+                .unwrap_or(false);
+            if busy {
+                return;
+            }
+            assert!(
+                started.elapsed() < timeout,
+                "worker {i} never started a segment:\n{}",
+                self.log(&format!("worker-{i}.log"))
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends `signal` (e.g. "KILL", "TERM") to worker number `i` (in start order).
+    pub fn signal_worker(&self, i: usize, signal: &str) {
+        let pid = self.workers[i].id().to_string();
+        let ok = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .map(|s| s.success());
+        assert_eq!(ok.ok(), Some(true), "kill -{signal} {pid}");
+    }
+
+    /// Waits for worker `i` to exit; its exit code (None if killed by a signal).
+    pub fn wait_worker_exit(&mut self, i: usize, timeout: Duration) -> Option<i32> {
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.workers[i].try_wait() {
+                return status.code();
+            }
+            assert!(
+                started.elapsed() < timeout,
+                "worker {i} did not exit:\n{}",
+                self.log(&format!("worker-{i}.log"))
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Kills the dispatcher with SIGKILL (its database stays).
+    pub fn kill_dispatcher(&mut self) {
+        let _ = self.dispatcher.kill();
+        let _ = self.dispatcher.wait();
+    }
+
+    /// Submits a job; extra JSON fields of the output (e.g. preset) and of the job are merged in.
+    pub fn submit(
+        &self,
+        input: &str,
+        dest: &str,
+        output: serde_json::Value,
+        job: serde_json::Value,
+    ) -> String {
+        let mut out = serde_json::json!({"destination": dest});
+        if let (Some(o), Some(extra)) = (out.as_object_mut(), output.as_object()) {
+            o.extend(extra.clone());
+        }
+        let mut body = serde_json::json!({"input": input, "outputs": [out]});
+        if let (Some(b), Some(extra)) = (body.as_object_mut(), job.as_object()) {
+            b.extend(extra.clone());
+        }
+        let (code, resp) = self.http("POST", "/v1/jobs", Some(TOKEN), Some(&body.to_string()));
+        assert_eq!(code, 202, "submit: {resp}");
+        resp["id"].as_str().expect("job id").to_string()
+    }
+
     /// The text of a log file in the farm's directory.
     pub fn log(&self, name: &str) -> String {
         std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default()

@@ -59,9 +59,12 @@ pub enum Fixture {
     MoovAtEnd,
     /// An audio-only AAC `.m4a`, 3 s.
     AudioOnlyM4a,
+    /// 1280x720 H.264 + AAC, 12 s, a keyframe every second: segments slow enough to
+    /// interrupt (worker kill and drain tests).
+    Hd720Long,
 }
 
-const KINDS: usize = 16;
+const KINDS: usize = 17;
 
 /// lavfi test-pattern video input: `testsrc2` of `size` at `rate` fps.
 fn video(size: &str, rate: u32, secs: u32) -> String {
@@ -112,6 +115,7 @@ impl Fixture {
         Fixture::TwoAudioLanguages,
         Fixture::MoovAtEnd,
         Fixture::AudioOnlyM4a,
+        Fixture::Hd720Long,
     ];
 
     #[rustfmt::skip] // a recipe per line reads better than rustfmt's columns
@@ -163,6 +167,8 @@ impl Fixture {
                 "-metadata:s:a:0 language=eng -metadata:s:a:1 language=fra"]),
             Fixture::MoovAtEnd => one("mp4", &[&v3, &a3, X264, AAC]),
             Fixture::AudioOnlyM4a => one("m4a", &[&a3, AAC]),
+            Fixture::Hd720Long => one("mp4", &[&video("1280x720", 30, 12), &audio(440, 12), X264, AAC,
+                "-x264-params keyint=30:min-keyint=30:scenecut=0"]),
         }
     }
 }

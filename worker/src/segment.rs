@@ -62,6 +62,11 @@ impl SegmentRunner {
                 return;
             }
         };
+        if self.job_ended(&task.job_id).await {
+            tracing::info!(job = %task.job_id, segment = task.segment, "job already ended: segment dropped");
+            let _ = delivery.acker.ack().await;
+            return;
+        }
         let started = Instant::now();
         let staging = self.config.staging_dir.join(format!(
             "{}-{:06}-{}",
@@ -69,8 +74,17 @@ impl SegmentRunner {
             task.segment,
             uuid::Uuid::new_v4().simple()
         ));
-        let outcome = self.execute(&task, &staging).await;
+        // The job may end (cancelled, failed elsewhere) while this segment encodes: stop then.
+        let outcome = tokio::select! {
+            o = self.execute(&task, &staging) => Some(o),
+            _ = self.watch_ended(&task.job_id) => None,
+        };
         let _ = tokio::fs::remove_dir_all(&staging).await;
+        let Some(outcome) = outcome else {
+            tracing::info!(job = %task.job_id, segment = task.segment, "job ended: segment aborted");
+            let _ = delivery.acker.ack().await;
+            return;
+        };
         match outcome {
             Ok(done) => {
                 let total = started.elapsed().as_secs_f64();
@@ -142,6 +156,24 @@ impl SegmentRunner {
             let _ = delivery.acker.ack().await;
         } else {
             let _ = delivery.acker.nack(false).await;
+        }
+    }
+
+    /// Whether the dispatcher marked the job as ended (a failed check counts as "not ended").
+    async fn job_ended(&self, job: &str) -> bool {
+        self.store
+            .exists(&tessera_farm::model::keys::ended(job))
+            .await
+            .unwrap_or(false)
+    }
+
+    /// Returns once the job is marked ended (checked every two seconds).
+    async fn watch_ended(&self, job: &str) {
+        loop {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            if self.job_ended(job).await {
+                return;
+            }
         }
     }
 

@@ -1,0 +1,154 @@
+//! The distributed farm under faults: a worker killed mid-segment, a worker drained by
+//! SIGTERM, and a dispatcher killed mid-job. Every job must still end frame-exact.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::json;
+use tessera_tests::check::Summary;
+use tessera_tests::farm::Farm;
+use tessera_tests::fixture::{fixture, Fixture};
+
+const JOB_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Downloads the job's output and checks it against the source frame by frame.
+fn assert_frame_exact(farm: &Farm, src: &Path, key: &str) {
+    let out = farm.dir.path().join("out.mp4");
+    farm.download("output", key, &out);
+    let (s, o) = (Summary::of(src), Summary::of(&out));
+    assert_eq!(o.frame_count, s.frame_count, "decoded frame counts");
+    let tol = s.min_frame_interval();
+    for (i, (a, b)) in s.rel_times().iter().zip(o.rel_times()).enumerate() {
+        assert!(
+            (a - b).abs() <= tol,
+            "frame {i}: source {a:.4} s, output {b:.4} s"
+        );
+    }
+}
+
+fn start_slow_job(farm: &Farm, key: &str) -> String {
+    let src = fixture(Fixture::Hd720Long);
+    farm.upload(&src, "input", "long.mp4");
+    farm.submit(
+        "s3://input/long.mp4",
+        &format!("s3://output/{key}"),
+        json!({"preset": "medium"}),
+        json!({"segment_seconds": 2}),
+    )
+}
+
+#[test]
+fn worker_killed_mid_segment_the_job_still_completes_frame_exact() {
+    let mut farm = Farm::start("kill", 2);
+    let id = start_slow_job(&farm, "killed.mp4");
+    farm.wait_for_segment_in_progress(0, Duration::from_secs(60));
+    farm.signal_worker(0, "KILL");
+    assert_eq!(
+        farm.wait_worker_exit(0, Duration::from_secs(10)),
+        None,
+        "killed by a signal"
+    );
+    let job = farm.wait_job(&id, JOB_TIMEOUT);
+    assert_eq!(job["state"], "done", "{job}");
+    assert_frame_exact(&farm, &fixture(Fixture::Hd720Long), "killed.mp4");
+    assert!(
+        farm.list("work", "jobs/").is_empty(),
+        "work area not cleaned"
+    );
+}
+
+#[test]
+fn sigterm_drains_the_segment_in_flight_and_exits_zero() {
+    let mut farm = Farm::start("drain", 1);
+    let id = start_slow_job(&farm, "drained.mp4");
+    farm.wait_for_segment_in_progress(0, Duration::from_secs(60));
+    farm.signal_worker(0, "TERM");
+    assert_eq!(
+        farm.wait_worker_exit(0, Duration::from_secs(60)),
+        Some(0),
+        "{}",
+        farm.log("worker-0.log")
+    );
+    let log = farm.log("worker-0.log");
+    assert!(log.contains("SIGTERM"), "{log}");
+    assert!(!farm.worker_staging(0).exists(), "staging left behind");
+    // The job is not done yet (one worker, twelve seconds of 720p); a new worker finishes it.
+    let (_, mid) = farm.http(
+        "GET",
+        &format!("/v1/jobs/{id}"),
+        Some(tessera_tests::farm::TOKEN),
+        None,
+    );
+    assert_ne!(mid["state"], "done", "{mid}");
+    assert!(
+        mid["segments_done"].as_u64().unwrap_or(0) >= 1,
+        "the drained segment was reported: {mid}"
+    );
+    farm.add_worker(1);
+    let job = farm.wait_job(&id, JOB_TIMEOUT);
+    assert_eq!(job["state"], "done", "{job}");
+    assert_frame_exact(&farm, &fixture(Fixture::Hd720Long), "drained.mp4");
+}
+
+#[test]
+fn dispatcher_killed_mid_job_resumes_and_completes() {
+    let mut farm = Farm::start("restart", 2);
+    let id = start_slow_job(&farm, "resumed.mp4");
+    farm.wait_for_segment_in_progress(0, Duration::from_secs(60));
+    farm.kill_dispatcher();
+    farm.start_dispatcher();
+    let job = farm.wait_job(&id, JOB_TIMEOUT);
+    assert_eq!(
+        job["state"],
+        "done",
+        "{job}\n{}",
+        farm.log("dispatcher.log")
+    );
+    assert_frame_exact(&farm, &fixture(Fixture::Hd720Long), "resumed.mp4");
+}
+
+#[test]
+fn cancel_mid_job_stops_the_workers_and_leaves_nothing() {
+    let mut farm = Farm::start("cancel", 2);
+    let id = start_slow_job(&farm, "cancelled.mp4");
+    farm.wait_for_segment_in_progress(0, Duration::from_secs(60));
+    let (code, resp) = farm.http(
+        "DELETE",
+        &format!("/v1/jobs/{id}"),
+        Some(tessera_tests::farm::TOKEN),
+        None,
+    );
+    assert_eq!(code, 202, "{resp}");
+    let job = farm.wait_job(&id, JOB_TIMEOUT);
+    assert_eq!(job["state"], "cancelled", "{job}");
+    // Within a few seconds the workers drop the job's segments and the work area is empty.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let busy = (0..2).any(|i| {
+            std::fs::read_dir(farm.worker_staging(i))
+                .map(|rd| rd.flatten().next().is_some())
+                .unwrap_or(false)
+        });
+        let left = farm.list("work", &format!("jobs/{id}/"));
+        if !busy && left.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still busy={busy}, work area {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        farm.list("output", "").is_empty(),
+        "an output appeared for a cancelled job"
+    );
+    assert!(farm.workers_alive());
+    let (code, again) = farm.http(
+        "DELETE",
+        &format!("/v1/jobs/{id}"),
+        Some(tessera_tests::farm::TOKEN),
+        None,
+    );
+    assert_eq!(code, 409, "{again}");
+}
