@@ -12,7 +12,8 @@ use tessera_media::{Container, RateControl, RenditionSpec, VideoCodec};
 #[derive(Debug, Parser)]
 #[command(name = "tessera", version, about)]
 pub struct Cli {
-    /// A TOML config file (its `[transcode]` table gives defaults for the flags).
+    /// A TOML config file: `[transcode]` gives defaults for `transcode`'s flags, `[client]`
+    /// the `server` and `token` of the remote commands.
     #[arg(long, global = true, env = "TESSERA_CONFIG")]
     pub config: Option<PathBuf>,
     /// Log filter (e.g. `info`, `tessera=debug`).
@@ -28,6 +29,14 @@ pub struct Cli {
 pub enum Command {
     /// Transcode one file with the whole farm in this process.
     Transcode(TranscodeArgs),
+    /// Submit a job to a farm's API (uploading a local input first); prints the job id.
+    Submit(crate::remote::SubmitArgs),
+    /// Show one job of a farm.
+    Status(crate::remote::JobArgs),
+    /// List a farm's recent jobs.
+    List(crate::remote::ListArgs),
+    /// Cancel a job of a farm.
+    Cancel(crate::remote::JobArgs),
 }
 
 /// Video codecs on the command line.
@@ -132,6 +141,9 @@ pub struct FileTranscode {
 struct FileConfig {
     #[serde(default)]
     transcode: FileTranscode,
+    /// The `[client]` table belongs to the remote commands (`client.rs` checks it).
+    #[serde(default, rename = "client")]
+    _client: toml::Table,
 }
 
 /// A fully resolved `transcode` configuration.
@@ -284,6 +296,7 @@ mod tests {
         v.extend_from_slice(extra);
         match Cli::try_parse_from(v).unwrap().command {
             Command::Transcode(a) => a,
+            other => panic!("{other:?}"),
         }
     }
 
@@ -293,7 +306,7 @@ mod tests {
         let file = dir.path().join("t.toml");
         std::fs::write(
             &file,
-            "[transcode]\ncodec = \"hevc\"\nworkers = 3\npreset = \"fast\"\n",
+            "[transcode]\ncodec = \"hevc\"\nworkers = 3\npreset = \"fast\"\n[client]\nserver = \"http://farm:8080\"\n",
         )
         .unwrap();
         let c = TranscodeConfig::resolve(args(&[]), Some(&file)).unwrap();

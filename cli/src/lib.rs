@@ -3,8 +3,11 @@
 //! Why a library: the command's behaviour (config layering, the one-process farm, progress) is
 //! unit-tested here, and other binaries may embed the one-process farm.
 
+pub mod client;
 pub mod config;
+pub mod jobview;
 pub mod progress;
+pub mod remote;
 pub mod transcode;
 
 pub use config::Cli;
@@ -49,9 +52,23 @@ pub fn main_with(cli: Cli) -> ExitCode {
     }
 }
 
+/// Runs a blocking remote command off the async runtime's worker threads.
+async fn blocking(f: impl FnOnce() -> anyhow::Result<()> + Send + 'static) -> anyhow::Result<()> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| anyhow::anyhow!("command thread failed: {e}"))?
+}
+
 /// Runs a parsed command until done or `shutdown`.
 pub async fn run(cli: Cli, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let config = cli.config.clone();
     match cli.command {
+        Command::Submit(args) => {
+            blocking(move || remote::submit(args, config.as_deref(), &shutdown)).await
+        }
+        Command::Status(args) => blocking(move || remote::status(args, config.as_deref())).await,
+        Command::List(args) => blocking(move || remote::list(args, config.as_deref())).await,
+        Command::Cancel(args) => blocking(move || remote::cancel(args, config.as_deref())).await,
         Command::Transcode(args) => {
             let cfg = TranscodeConfig::resolve(args, cli.config.as_deref())?;
             let report_path = cfg.report.clone();

@@ -87,6 +87,12 @@ impl Farm {
             "input,output",
             "--segment-seconds",
             "1",
+            "--watch",
+            "input/incoming/=output/processed/",
+            "--watch-interval-seconds",
+            "1",
+            "--s3-events-queue",
+            WATCH_EVENTS_QUEUE,
         ])
         .arg("--db")
         .arg(self.dir.path().join("jobs.db"))
@@ -330,5 +336,36 @@ impl Drop for Farm {
         }
         let _ = self.dispatcher.kill();
         let _ = self.dispatcher.wait();
+    }
+}
+
+/// The RabbitMQ queue the test farm's dispatcher consumes S3 event notifications from (its
+/// watch: `input/incoming/` to `output/processed/`, listed every second).
+pub const WATCH_EVENTS_QUEUE: &str = "tessera.s3events";
+
+/// Helpers for the bucket-upload tests.
+impl Farm {
+    /// The ETag (without quotes) of `s3://bucket/key`; panics if it does not exist.
+    pub fn etag(&self, bucket: &str, key: &str) -> String {
+        self.with_store(bucket, |s| async move {
+            let info = s.head(key).await.expect("head").expect("object exists");
+            info.etag
+        })
+    }
+
+    /// Every job the API lists (newest first, up to 500).
+    pub fn jobs(&self) -> Vec<serde_json::Value> {
+        let (code, list) = self.http("GET", "/v1/jobs?limit=500", Some(TOKEN), None);
+        assert_eq!(code, 200, "GET /v1/jobs: {list}");
+        list["jobs"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The jobs whose input is `s3://bucket/key`.
+    pub fn jobs_for(&self, bucket: &str, key: &str) -> Vec<serde_json::Value> {
+        let input = serde_json::json!({"bucket": bucket, "key": key});
+        self.jobs()
+            .into_iter()
+            .filter(|j| j["input"] == input)
+            .collect()
     }
 }

@@ -7,7 +7,7 @@ use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::db::{Db, JobRow, JobState};
 use super::jobspec::{validate, ApiJob};
-use super::runner::Runner;
+use super::runner::{Runner, S3Uri};
 
 /// State shared by the handlers.
 pub struct AppState {
@@ -27,6 +27,8 @@ pub struct AppState {
     pub tokens: Vec<String>,
     /// Buckets jobs may read from and write to.
     pub buckets: Vec<String>,
+    /// Bucket that `POST /v1/uploads` with only a filename puts uploads in ("": none set).
+    pub upload_bucket: String,
     /// Default segment length.
     pub segment_seconds: f64,
     /// Cancellation handles of running jobs.
@@ -97,6 +99,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     let v1 = Router::new()
         .route("/v1/jobs", get(list_jobs).post(create_job))
         .route("/v1/jobs/{id}", get(get_job).delete(cancel_job))
+        .route("/v1/uploads", post(create_upload))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth));
     Router::new()
         .merge(v1)
@@ -168,6 +171,88 @@ async fn create_job(
     }
 }
 
+/// How long an upload URL stays valid.
+const UPLOAD_EXPIRES: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The body of `POST /v1/uploads`: an explicit object, or a file name placed in the upload bucket.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UploadRequest {
+    bucket: Option<String>,
+    key: Option<String>,
+    filename: Option<String>,
+}
+
+/// Reduces a client's file name to a safe last key segment: its base name, with every
+/// character outside `[A-Za-z0-9._-]` replaced by `_`, no leading dots, at most 100 bytes.
+/// Why: the name comes from the user's machine and ends up inside an object key.
+fn sanitise_filename(name: &str) -> String {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or("");
+    let safe = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
+    let clean: String = base
+        .chars()
+        .map(|c| if safe(c) { c } else { '_' })
+        .collect();
+    let clean: String = clean.trim_start_matches('.').chars().take(100).collect();
+    if clean.is_empty() {
+        "upload".into()
+    } else {
+        clean
+    }
+}
+
+/// Where an upload goes (bucket allowed, key valid), or (status, code, message).
+fn upload_target(
+    state: &AppState,
+    body: &[u8],
+) -> Result<S3Uri, (StatusCode, &'static str, String)> {
+    let invalid = |m: String| (StatusCode::UNPROCESSABLE_ENTITY, "invalid_upload", m);
+    let req: UploadRequest = serde_json::from_slice(body).map_err(|e| {
+        let msg = format!("invalid upload JSON: {e}");
+        (StatusCode::BAD_REQUEST, "bad_request", msg)
+    })?;
+    let (bucket, key) = match (req.bucket, req.key, req.filename) {
+        (Some(b), Some(k), None) => (b, k),
+        (None, None, Some(f)) => {
+            let id = uuid::Uuid::new_v4().simple();
+            let key = format!("uploads/{id}/{}", sanitise_filename(&f));
+            (state.upload_bucket.clone(), key)
+        }
+        _ => {
+            return Err(invalid(
+                "give \"bucket\" and \"key\", or \"filename\"".into(),
+            ))
+        }
+    };
+    if !state.buckets.contains(&bucket) {
+        let msg = format!("upload bucket '{bucket}' is not one this farm may use");
+        return Err((StatusCode::FORBIDDEN, "bucket_not_allowed", msg));
+    }
+    S3Uri::parse(&format!("s3://{bucket}/{key}")).map_err(|e| invalid(format!("upload: {e}")))
+}
+
+/// Answers a presigned PUT URL (valid 1 h) so a client uploads its input straight to S3.
+async fn create_upload(State(state): State<Arc<AppState>>, body: axum::body::Bytes) -> Response {
+    let uri = match upload_target(&state, &body) {
+        Ok(u) => u,
+        Err((status, code, msg)) => return error(status, code, msg),
+    };
+    let store = state.runner.s3.store(&uri.bucket);
+    match store.presign_put(&uri.key, UPLOAD_EXPIRES).await {
+        // The URL is a credential for one object: it goes to the caller, never to the log.
+        Ok(url) => {
+            tracing::info!(input = %uri, "upload URL issued");
+            let expires_in = UPLOAD_EXPIRES.as_secs();
+            let body = json!({"url": url, "input": uri.to_string(), "expires_in": expires_in});
+            (StatusCode::CREATED, Json(body)).into_response()
+        }
+        Err(e) => {
+            let msg = format!("{uri}: {e}");
+            error(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", msg)
+        }
+    }
+}
+
 /// The API view of a job row.
 pub fn view(row: &JobRow) -> serde_json::Value {
     let percent = if row.state == JobState::Done {
@@ -187,6 +272,8 @@ pub fn view(row: &JobRow) -> serde_json::Value {
         "input": row.request.get("input"),
         "outputs": [report.get("output").cloned().unwrap_or(serde_json::Value::Null)],
         "encode_fps": report.get("encode_fps"),
+        "frames": report.get("frames"),
+        "median_segment_overhead_s": report.get("median_segment_overhead_s"),
         "psnr": report.get("quality").and_then(|q| q.get("psnr")),
         "timings": {"created_at": row.created_at, "updated_at": row.updated_at, "wall_s": report.get("wall_s")},
         "error": row.error_code.as_ref().map(|c| json!({"code": c, "message": row.error_message})),
@@ -313,7 +400,18 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 
 #[cfg(test)]
 mod tests {
-    use super::constant_time_eq;
+    use super::{constant_time_eq, sanitise_filename};
+
+    #[test]
+    fn upload_filenames_are_sanitised() {
+        assert_eq!(sanitise_filename("My Video (1).mp4"), "My_Video__1_.mp4");
+        assert_eq!(sanitise_filename("../../etc/passwd"), "passwd");
+        assert_eq!(sanitise_filename("C:\\Users\\a\\clip.mov"), "clip.mov");
+        assert_eq!(sanitise_filename(".."), "upload");
+        assert_eq!(sanitise_filename("..hidden.mp4"), "hidden.mp4");
+        assert_eq!(sanitise_filename(""), "upload");
+        assert_eq!(sanitise_filename(&"x".repeat(300)).len(), 100);
+    }
 
     #[test]
     fn token_comparison() {

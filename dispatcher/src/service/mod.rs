@@ -6,11 +6,13 @@ mod events;
 mod jobspec;
 mod openapi;
 mod runner;
+mod watch;
 
 pub use api::{constant_time_eq, router, AppState};
 pub use db::{Db, JobRow, JobState};
 pub use events::EventRouter;
 pub use runner::{JobPlan, Runner, S3Uri};
+pub use watch::Watch;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -55,12 +57,26 @@ pub struct DispatcherArgs {
     /// Buckets jobs may use, comma-separated.
     #[arg(long, env = "TESSERA_BUCKETS", value_delimiter = ',')]
     pub buckets: Vec<String>,
+    /// Bucket for `POST /v1/uploads` by file name; must be an allowed bucket [default: the
+    /// first of --buckets].
+    #[arg(long, env = "TESSERA_UPLOAD_BUCKET")]
+    pub upload_bucket: Option<String>,
     /// Default segment length in seconds [default: 10].
     #[arg(long, env = "TESSERA_SEGMENT_SECONDS")]
     pub segment_seconds: Option<f64>,
     /// Segments the farm encodes at once, for balancing the last round [default: 2].
     #[arg(long, env = "TESSERA_PARALLELISM")]
     pub parallelism: Option<usize>,
+    /// Watched upload prefix `bucket/prefix=output_bucket/output_prefix` (repeatable; env
+    /// comma-separated); replaces the file's `[[dispatcher.watch]]` tables.
+    #[arg(long = "watch", env = "TESSERA_WATCH", value_delimiter = ',')]
+    pub watch: Vec<String>,
+    /// Seconds between listings of the watched prefixes [default: 10].
+    #[arg(long, env = "TESSERA_WATCH_INTERVAL_SECONDS")]
+    pub watch_interval_seconds: Option<u64>,
+    /// RabbitMQ queue of S3 event notifications to consume (off when unset).
+    #[arg(long, env = "TESSERA_S3_EVENTS_QUEUE")]
+    pub s3_events_queue: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -70,9 +86,13 @@ struct DispatcherFile {
     db: Option<PathBuf>,
     staging_dir: Option<PathBuf>,
     buckets: Option<Vec<String>>,
+    upload_bucket: Option<String>,
     api_tokens: Option<Vec<String>>,
     segment_seconds: Option<f64>,
     parallelism: Option<usize>,
+    watch: Option<Vec<watch::WatchFile>>,
+    watch_interval_seconds: Option<u64>,
+    s3_events_queue: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -97,12 +117,20 @@ pub struct Settings {
     pub staging_dir: PathBuf,
     /// Allowed buckets.
     pub buckets: Vec<String>,
+    /// Bucket that uploads by file name go to (one of `buckets`; "" when no bucket is allowed).
+    pub upload_bucket: String,
     /// Bearer tokens (from `TESSERA_API_TOKENS` or the file; never flags or logs).
     pub tokens: Vec<String>,
     /// Default segment length.
     pub segment_seconds: f64,
     /// Farm parallelism hint.
     pub parallelism: usize,
+    /// Watched upload prefixes (jobs from bucket uploads).
+    pub watches: Vec<Watch>,
+    /// Time between listings of the watched prefixes.
+    pub watch_interval: Duration,
+    /// RabbitMQ queue of S3 event notifications, if consumed.
+    pub s3_events_queue: Option<String>,
 }
 
 impl Settings {
@@ -135,6 +163,16 @@ impl Settings {
         } else {
             args.buckets.clone()
         };
+        let upload_bucket = match args.upload_bucket.clone().or(d.upload_bucket) {
+            Some(b) if !buckets.contains(&b) => {
+                return Err(format!(
+                    "upload bucket '{b}' is not one of the allowed buckets {buckets:?}"
+                ))
+            }
+            Some(b) => b,
+            None => buckets.first().cloned().unwrap_or_default(),
+        };
+        let watches = watch::resolve(&args.watch, d.watch, &buckets)?;
         Ok(Settings {
             service: ServiceConfig::resolve(&args.service, &file.service)?,
             listen: args
@@ -152,9 +190,20 @@ impl Settings {
                 .or(d.staging_dir)
                 .unwrap_or_else(|| PathBuf::from("/var/tmp/tessera-dispatcher")),
             buckets,
+            upload_bucket,
             tokens,
             segment_seconds: args.segment_seconds.or(d.segment_seconds).unwrap_or(10.0),
             parallelism: args.parallelism.or(d.parallelism).unwrap_or(2).max(1),
+            watches,
+            watch_interval: Duration::from_secs(
+                args.watch_interval_seconds
+                    .or(d.watch_interval_seconds)
+                    .unwrap_or(10)
+                    .max(1),
+            ),
+            s3_events_queue: watch::events_queue(
+                args.s3_events_queue.clone().or(d.s3_events_queue),
+            )?,
         })
     }
 }
@@ -187,6 +236,7 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
         runner,
         tokens: settings.tokens.clone(),
         buckets: settings.buckets.clone(),
+        upload_bucket: settings.upload_bucket.clone(),
         segment_seconds: settings.segment_seconds,
         running: Mutex::new(Default::default()),
     });
@@ -206,6 +256,14 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
         }
     }
     tokio::spawn(router.run(queue.clone(), shutdown.clone()));
+    watch::spawn(
+        &settings.watches,
+        settings.watch_interval,
+        settings.s3_events_queue.as_deref(),
+        &state,
+        &queue,
+        &shutdown,
+    );
 
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await

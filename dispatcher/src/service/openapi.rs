@@ -23,6 +23,13 @@ pub fn document() -> Value {
         "segments_total": {"type": "integer"}, "segments_done": {"type": "integer"}, "percent": {"type": "number"},
         "outputs": {"type": "array", "items": {"type": "string"}}, "encode_fps": {"type": "number"},
         "psnr": {"type": "number"}, "timings": {"type": "object"}, "error": error}});
+    let upload_in = json!({"type": "object", "description": "either bucket and key, or filename (then the object is uploads/{uuid}/{sanitised filename} in the upload bucket)", "properties": {
+        "bucket": {"type": "string", "example": "in"}, "key": {"type": "string", "example": "uploads/a.mov"},
+        "filename": {"type": "string", "example": "a.mov"}}});
+    let upload = json!({"type": "object", "properties": {
+        "url": {"type": "string", "description": "presigned PUT URL; send the file's bytes as the body"},
+        "input": {"type": "string", "example": "s3://in/uploads/0f3c/a.mov"},
+        "expires_in": {"type": "integer", "description": "seconds the URL stays valid", "example": 3600}}});
     let resp = |desc: &str, schema: &Value| json!({"description": desc, "content": {"application/json": {"schema": schema}}});
     let errors = json!({"401": resp("missing or wrong token", &error), "403": resp("bucket not allowed", &error),
         "404": resp("no such job", &error), "422": resp("invalid job", &error)});
@@ -46,6 +53,10 @@ pub fn document() -> Value {
                 "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
                 "get": {"summary": "A job's state", "responses": merge(json!({"200": resp("the job", &job)}), &errors)},
                 "delete": {"summary": "Cancel a job", "responses": merge(json!({"202": resp("cancelled", &job)}), &errors)}
+            },
+            "/v1/uploads": {
+                "post": {"summary": "A presigned URL to upload an input to", "requestBody": {"required": true, "content": {"application/json": {"schema": upload_in}}},
+                    "responses": merge(errors.clone(), &json!({"201": resp("upload URL", &upload), "422": resp("invalid key or body", &error), "503": resp("store unavailable", &error)}))}
             },
             "/healthz": {"get": {"security": [], "summary": "Liveness", "responses": {"200": {"description": "ok"}}}},
             "/readyz": {"get": {"security": [], "summary": "Readiness", "responses": {"200": {"description": "ready"}}}},

@@ -191,7 +191,22 @@ impl Runner {
             first_audio_only: false,
             measure_quality: plan.psnr,
         };
-        let report = run_job(&ctx, &request, events, cancel).await?;
+        // Errors name the user's object, not the dispatcher's local copy of it.
+        let local = input.display().to_string();
+        let report = run_job(&ctx, &request, events, cancel)
+            .await
+            .map_err(|e| match e {
+                FarmError::Media {
+                    code,
+                    class,
+                    message,
+                } => FarmError::Media {
+                    code,
+                    class,
+                    message: message.replace(&local, &plan.input.to_string()),
+                },
+                other => other,
+            })?;
         self.s3
             .store(&plan.output.bucket)
             .put_file(&plan.output.key, &output)

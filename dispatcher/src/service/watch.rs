@@ -1,0 +1,358 @@
+//! Jobs from bucket uploads. A watch is `{bucket, prefix, outputs profile}`; uploads under a
+//! watched prefix reach the dispatcher two ways:
+//! - a poller lists every watched prefix (ListObjectsV2) each interval, for stores without
+//!   notifications such as Garage ([`ingest`]);
+//! - S3 event notifications (AWS/MinIO `Records` JSON) consumed from a RabbitMQ queue, where
+//!   MinIO publishes them directly ([`s3events`]).
+//!
+//! Either way an object version (bucket, key, ETag) is claimed in the database before its job
+//! is built, so it starts exactly one job, across both paths and across restarts.
+
+mod ingest;
+mod s3events;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use tessera_farm::queue::Queue;
+use tessera_media::{Container, VideoCodec};
+use tokio_util::sync::CancellationToken;
+
+use super::api::AppState;
+use super::jobspec::{validate, ApiJob, ApiOutput};
+use super::runner::S3Uri;
+
+/// One watched prefix and the output its uploads get unless a sidecar says otherwise.
+///
+/// Why: operators map upload areas to delivery formats once, in the config, instead of
+/// calling the API for every upload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Watch {
+    /// The bucket uploads arrive in.
+    pub bucket: String,
+    /// The key prefix watched (`""`: the whole bucket).
+    pub prefix: String,
+    /// The bucket outputs go to.
+    pub output_bucket: String,
+    /// The key prefix outputs go under (the upload's key relative to `prefix` follows it).
+    pub output_prefix: String,
+    /// Output codec.
+    pub codec: VideoCodec,
+    /// Constant quality (`None`: the codec's default).
+    pub crf: Option<f32>,
+    /// Encoder preset (`None`: the codec's default).
+    pub preset: Option<String>,
+    /// Output height (`None`: the source's).
+    pub height: Option<u32>,
+    /// Output container; also gives the output's extension.
+    pub container: Container,
+}
+
+/// One `[[dispatcher.watch]]` table of the config file.
+///
+/// Why: the file can give a full outputs profile, the `--watch` flag only the locations.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct WatchFile {
+    bucket: String,
+    #[serde(default)]
+    prefix: String,
+    output_bucket: String,
+    #[serde(default)]
+    output_prefix: String,
+    codec: Option<VideoCodec>,
+    crf: Option<f32>,
+    preset: Option<String>,
+    height: Option<u32>,
+    container: Option<Container>,
+}
+
+impl From<WatchFile> for Watch {
+    fn from(f: WatchFile) -> Self {
+        Watch {
+            bucket: f.bucket,
+            prefix: f.prefix,
+            output_bucket: f.output_bucket,
+            output_prefix: f.output_prefix,
+            codec: f.codec.unwrap_or(VideoCodec::H264),
+            crf: f.crf,
+            preset: f.preset,
+            height: f.height,
+            container: f.container.unwrap_or(Container::Mp4),
+        }
+    }
+}
+
+impl fmt::Display for Watch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}/{}={}/{}",
+            self.bucket, self.prefix, self.output_bucket, self.output_prefix
+        )
+    }
+}
+
+/// `bucket/prefix` into its parts (no `/`: the whole bucket).
+fn location(s: &str) -> (String, String) {
+    match s.trim().split_once('/') {
+        Some((b, p)) => (b.to_string(), p.to_string()),
+        None => (s.trim().to_string(), String::new()),
+    }
+}
+
+/// The file extension of a container.
+fn extension(c: Container) -> &'static str {
+    match c {
+        Container::Mp4 => "mp4",
+        Container::Mkv => "mkv",
+    }
+}
+
+impl Watch {
+    /// Parses the `--watch` form `bucket/prefix=output_bucket/output_prefix` (profile: H.264
+    /// with its default quality and preset, MP4).
+    pub fn parse_flag(s: &str) -> Result<Self, String> {
+        let (from, to) = s.split_once('=').ok_or_else(|| {
+            format!("--watch '{s}': expected bucket/prefix=output_bucket/output_prefix")
+        })?;
+        let ((bucket, prefix), (output_bucket, output_prefix)) = (location(from), location(to));
+        Ok(Watch {
+            bucket,
+            prefix,
+            output_bucket,
+            output_prefix,
+            codec: VideoCodec::H264,
+            crf: None,
+            preset: None,
+            height: None,
+            container: Container::Mp4,
+        })
+    }
+
+    /// Whether `bucket/key` is under this watch.
+    pub fn covers(&self, bucket: &str, key: &str) -> bool {
+        self.bucket == bucket && key.starts_with(&self.prefix)
+    }
+
+    /// The default destination of the upload `key`: its key relative to the prefix, under the
+    /// output prefix, with the container's extension.
+    pub fn destination(&self, key: &str, container: Container) -> String {
+        let rel = key.strip_prefix(&self.prefix).unwrap_or(key);
+        let rel = rel.trim_start_matches('/');
+        let (dir, name) = match rel.rsplit_once('/') {
+            Some((d, n)) => (format!("{d}/"), n),
+            None => (String::new(), rel),
+        };
+        let stem = match name.rfind('.') {
+            Some(i) if i > 0 => &name[..i],
+            _ => name,
+        };
+        let base = self.output_prefix.trim_end_matches('/');
+        let sep = if base.is_empty() { "" } else { "/" };
+        let ext = extension(container);
+        format!("s3://{}/{base}{sep}{dir}{stem}.{ext}", self.output_bucket)
+    }
+
+    /// The watch's own outputs profile for the upload `key`.
+    pub(super) fn output(&self, key: &str) -> ApiOutput {
+        ApiOutput {
+            codec: Some(self.codec),
+            crf: self.crf,
+            bitrate: None,
+            preset: self.preset.clone(),
+            height: self.height,
+            container: Some(self.container),
+            destination: self.destination(key, self.container),
+        }
+    }
+
+    /// Checks the watch at startup: valid bucket names and prefixes, buckets the farm may use,
+    /// a valid profile, and outputs that do not land in the watched prefix (they would be
+    /// transcoded again, forever).
+    fn check(&self, buckets: &[String]) -> Result<(), String> {
+        let me = format!("watch {self}");
+        for (bucket, prefix) in [
+            (&self.bucket, &self.prefix),
+            (&self.output_bucket, &self.output_prefix),
+        ] {
+            S3Uri::parse(&format!("s3://{bucket}/x")).map_err(|e| format!("{me}: {e}"))?;
+            if !prefix.is_empty() {
+                tessera_farm::store::validate_key(prefix).map_err(|e| format!("{me}: {e}"))?;
+            }
+        }
+        let out_base = match self.output_prefix.trim_end_matches('/') {
+            "" => String::new(),
+            p => format!("{p}/"),
+        };
+        if self.bucket == self.output_bucket && out_base.starts_with(&self.prefix) {
+            return Err(format!(
+                "{me}: outputs would land inside the watched prefix and be transcoded again"
+            ));
+        }
+        let sample = format!("{}video.mp4", self.prefix);
+        let job = ApiJob {
+            input: format!("s3://{}/{sample}", self.bucket),
+            outputs: vec![self.output(&sample)],
+            segment_seconds: None,
+            priority: None,
+            callback_url: None,
+            psnr: false,
+        };
+        validate(&job, buckets, 10.0).map_err(|(_, _, msg)| format!("{me}: {msg}"))?;
+        Ok(())
+    }
+}
+
+/// Resolves the watches: the `--watch` flags (or `TESSERA_WATCH`) when given, else the file's
+/// `[[dispatcher.watch]]` tables; each is checked against the allowed `buckets`.
+pub(super) fn resolve(
+    flags: &[String],
+    file: Option<Vec<WatchFile>>,
+    buckets: &[String],
+) -> Result<Vec<Watch>, String> {
+    let watches: Vec<Watch> = if flags.iter().any(|f| !f.trim().is_empty()) {
+        let given = flags.iter().filter(|f| !f.trim().is_empty());
+        given
+            .map(|f| Watch::parse_flag(f))
+            .collect::<Result<_, _>>()?
+    } else {
+        file.unwrap_or_default()
+            .into_iter()
+            .map(Watch::from)
+            .collect()
+    };
+    for w in &watches {
+        w.check(buckets)?;
+    }
+    Ok(watches)
+}
+
+/// Checks the S3 events queue name (`None` when unset or empty: events are off).
+pub(super) fn events_queue(name: Option<String>) -> Result<Option<String>, String> {
+    match name.map(|n| n.trim().to_string()).filter(|n| !n.is_empty()) {
+        Some(n) if n.len() > 255 || n.starts_with("amq.") => Err(format!(
+            "s3 events queue '{n}': at most 255 characters and not starting with 'amq.'"
+        )),
+        other => Ok(other),
+    }
+}
+
+/// Starts the poller (when there are watches) and the S3 event consumer (when `events_queue`
+/// is set) as background tasks that end with `shutdown`.
+pub(super) fn spawn(
+    watches: &[Watch],
+    interval: Duration,
+    events_queue: Option<&str>,
+    state: &Arc<AppState>,
+    queue: &Arc<dyn Queue>,
+    shutdown: &CancellationToken,
+) {
+    let ingest = Arc::new(ingest::Ingest::new(state.clone(), watches.to_vec()));
+    if !watches.is_empty() {
+        tracing::info!(
+            watches = watches.len(),
+            ?interval,
+            "polling watched prefixes"
+        );
+        tokio::spawn(ingest::poll(ingest.clone(), interval, shutdown.clone()));
+    }
+    if let Some(name) = events_queue {
+        if watches.is_empty() {
+            tracing::warn!(
+                queue = name,
+                "S3 events are consumed but no watch is configured: every event will be ignored"
+            );
+        }
+        let consumer = s3events::consume(ingest, queue.clone(), name.to_string(), shutdown.clone());
+        tokio::spawn(consumer);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn buckets() -> Vec<String> {
+        vec!["input".into(), "output".into()]
+    }
+
+    #[test]
+    fn flags_destinations_and_checks() {
+        let w = Watch::parse_flag("input/incoming/=output/processed/").unwrap();
+        assert_eq!(
+            (w.bucket.as_str(), w.prefix.as_str()),
+            ("input", "incoming/")
+        );
+        assert_eq!(
+            w.destination("incoming/clip.mov", Container::Mp4),
+            "s3://output/processed/clip.mp4"
+        );
+        assert_eq!(
+            w.destination("incoming/a/b.c/my clip", Container::Mkv),
+            "s3://output/processed/a/b.c/my clip.mkv"
+        );
+        let whole = Watch::parse_flag("input=output").unwrap();
+        assert_eq!(whole.prefix, "");
+        assert_eq!(
+            whole.destination("x/.hidden", Container::Mp4),
+            "s3://output/x/.hidden.mp4"
+        );
+        assert!(w.covers("input", "incoming/x.mp4"));
+        assert!(!w.covers("input", "other/x.mp4") && !w.covers("output", "incoming/x.mp4"));
+        assert!(resolve(
+            &["input/incoming/=output/processed/".into()],
+            None,
+            &buckets()
+        )
+        .is_ok());
+        let err = |flag: &str| resolve(&[flag.into()], None, &buckets()).unwrap_err();
+        assert!(err("input/incoming/").contains("expected bucket/prefix="));
+        assert!(err("private/in/=output/o/").contains("'private' is not one"));
+        assert!(err("input/in/=input/in/out/").contains("transcoded again"));
+        assert!(err("input/=input/out/").contains("transcoded again"));
+        assert!(err("input/a//b=output/").contains("invalid object key"));
+        // A different prefix of the same bucket is fine.
+        assert!(resolve(&["input/in/=input/out/".into()], None, &buckets()).is_ok());
+    }
+
+    #[test]
+    fn file_tables_and_profiles() {
+        let text = r#"
+            [[watch]]
+            bucket = "input"
+            prefix = "hd/"
+            output_bucket = "output"
+            output_prefix = "hd"
+            codec = "hevc"
+            crf = 24
+            height = 720
+            container = "mkv"
+            [[watch]]
+            bucket = "input"
+            output_bucket = "output"
+        "#;
+        #[derive(Deserialize)]
+        struct T {
+            watch: Vec<WatchFile>,
+        }
+        let t: T = toml::from_str(text).unwrap();
+        let ws = resolve(&[], Some(t.watch), &buckets()).unwrap();
+        assert_eq!(ws[0].codec, VideoCodec::Hevc);
+        assert_eq!(ws[0].output("hd/a.mp4").destination, "s3://output/hd/a.mkv");
+        assert_eq!(
+            (ws[1].codec, ws[1].container),
+            (VideoCodec::H264, Container::Mp4)
+        );
+        let bad: T = toml::from_str(
+            "[[watch]]\nbucket = \"input\"\noutput_bucket = \"output\"\npreset = \"warp\"",
+        )
+        .unwrap();
+        assert!(resolve(&[], Some(bad.watch), &buckets()).is_err());
+        assert!(toml::from_str::<T>("[[watch]]\nbucket = \"input\"\nbukket = 1").is_err());
+        assert_eq!(events_queue(Some(" ".into())).unwrap(), None);
+        assert!(events_queue(Some("amq.x".into())).is_err());
+    }
+}
