@@ -11,6 +11,8 @@ use crate::rabbit::TestVhost;
 
 /// The API token the test farm accepts.
 pub const TOKEN: &str = "test-token-0123456789";
+/// The dispatcher's webhook signing key.
+pub const WEBHOOK_SECRET: &str = "webhook-secret-for-tests";
 
 /// A running farm.
 pub struct Farm {
@@ -99,6 +101,7 @@ impl Farm {
         .arg("--staging-dir")
         .arg(self.dir.path().join("dispatcher-staging"))
         .env("TESSERA_API_TOKENS", TOKEN)
+        .env("TESSERA_WEBHOOK_SECRET", WEBHOOK_SECRET)
         .stdout(Stdio::piped())
         .stderr(log);
         let mut child = cmd.spawn().expect("spawn dispatcher");

@@ -133,6 +133,13 @@ async fn create_job(
         Ok(p) => p,
         Err((status, code, msg)) => return error(status, code, msg),
     };
+    if plan.callback_url.is_some() && state.runner.webhook_secret.is_none() {
+        return error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "webhooks_disabled",
+            "callback_url needs a webhook secret on the dispatcher (TESSERA_WEBHOOK_SECRET)",
+        );
+    }
     let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok());
     if key.is_some_and(|k| k.is_empty() || k.len() > 200) {
         return error(

@@ -134,6 +134,7 @@ pub fn validate(
         rendition,
         segment_seconds,
         psnr: job.psnr,
+        callback_url: job.callback_url.clone(),
     })
 }
 

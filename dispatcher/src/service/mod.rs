@@ -7,6 +7,7 @@ mod jobspec;
 mod openapi;
 mod runner;
 mod watch;
+mod webhook;
 
 pub use api::{constant_time_eq, router, AppState};
 pub use db::{Db, JobRow, JobState};
@@ -88,6 +89,7 @@ struct DispatcherFile {
     buckets: Option<Vec<String>>,
     upload_bucket: Option<String>,
     api_tokens: Option<Vec<String>>,
+    webhook_secret: Option<String>,
     segment_seconds: Option<f64>,
     parallelism: Option<usize>,
     watch: Option<Vec<watch::WatchFile>>,
@@ -121,6 +123,8 @@ pub struct Settings {
     pub upload_bucket: String,
     /// Bearer tokens (from `TESSERA_API_TOKENS` or the file; never flags or logs).
     pub tokens: Vec<String>,
+    /// Webhook signing key (from `TESSERA_WEBHOOK_SECRET` or the file; never flags or logs).
+    pub webhook_secret: Option<String>,
     /// Default segment length.
     pub segment_seconds: f64,
     /// Farm parallelism hint.
@@ -192,6 +196,10 @@ impl Settings {
             buckets,
             upload_bucket,
             tokens,
+            webhook_secret: std::env::var("TESSERA_WEBHOOK_SECRET")
+                .ok()
+                .filter(|s| !s.is_empty())
+                .or(d.webhook_secret.clone()),
             segment_seconds: args.segment_seconds.or(d.segment_seconds).unwrap_or(10.0),
             parallelism: args.parallelism.or(d.parallelism).unwrap_or(2).max(1),
             watches,
@@ -230,6 +238,7 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
             ..Limits::default()
         },
         parallelism: settings.parallelism,
+        webhook_secret: settings.webhook_secret.clone(),
     });
     let state = Arc::new(AppState {
         db: db.clone(),

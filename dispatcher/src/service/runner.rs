@@ -73,6 +73,9 @@ pub struct JobPlan {
     pub segment_seconds: f64,
     /// Measure PSNR/SSIM.
     pub psnr: bool,
+    /// Where to POST the job's final state (HMAC-signed).
+    #[serde(default)]
+    pub callback_url: Option<String>,
 }
 
 /// Shared state of every job run.
@@ -95,6 +98,8 @@ pub struct Runner {
     pub limits: Limits,
     /// Segments expected to encode at once across the farm.
     pub parallelism: usize,
+    /// Key of the webhook signatures; callbacks are refused without one.
+    pub webhook_secret: Option<String>,
 }
 
 impl Runner {
@@ -121,6 +126,13 @@ impl Runner {
         };
         if let Err(e) = outcome {
             tracing::error!(job = %id, error = %e, "job outcome not recorded");
+        }
+        if let (Some(url), Some(secret)) = (plan.callback_url.clone(), self.webhook_secret.clone())
+        {
+            if let Ok(Some(row)) = self.db.get(&id) {
+                let body = super::api::view(&row).to_string().into_bytes();
+                tokio::spawn(super::webhook::deliver(url, body, secret));
+            }
         }
     }
 
