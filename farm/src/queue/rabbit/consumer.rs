@@ -1,0 +1,142 @@
+//! The consuming side of the RabbitMQ queue: deliveries, acks, requeue on drop.
+
+use super::*;
+
+/// One consumer on its own channel.
+pub(super) struct RabbitConsumer {
+    pub(super) inner: Arc<Inner>,
+    pub(super) channel: Channel,
+    pub(super) consumer: lapin::Consumer,
+    pub(super) queue: String,
+    /// Set once the consumer failed: it stays failed.
+    pub(super) failed: Option<String>,
+}
+
+impl RabbitConsumer {
+    fn delivery(&self, d: lapin::message::Delivery) -> Delivery {
+        let acker = RabbitAcker {
+            acker: d.acker,
+            channel: self.channel.clone(),
+            queue: self.queue.clone(),
+            op_timeout: self.inner.cfg.op_timeout,
+            settled: AtomicBool::new(false),
+        };
+        Delivery {
+            redeliveries: delivery_count(&d.properties),
+            body: d.data,
+            acker: Box::new(acker),
+        }
+    }
+}
+
+/// The quorum queue's `x-delivery-count` header (earlier deliveries; absent = 0).
+fn delivery_count(props: &BasicProperties) -> u32 {
+    let headers = props.headers().as_ref();
+    let n = match headers.and_then(|h| h.inner().get("x-delivery-count")) {
+        Some(AMQPValue::LongLongInt(n)) => *n,
+        Some(AMQPValue::LongInt(n)) => i64::from(*n),
+        Some(AMQPValue::LongUInt(n)) => i64::from(*n),
+        _ => 0,
+    };
+    u32::try_from(n.max(0)).unwrap_or(u32::MAX)
+}
+
+#[async_trait]
+impl Consumer for RabbitConsumer {
+    async fn next(&mut self) -> Result<Option<Delivery>, FarmError> {
+        if let Some(reason) = &self.failed {
+            return Err(queue_err!(self.queue, "{reason}"));
+        }
+        let reason = match self.consumer.next().await {
+            Some(Ok(d)) => return Ok(Some(self.delivery(d))),
+            // Ended by our own `close`, or cancelled by the broker (queue deleted).
+            _ if self.inner.closed.load(Ordering::SeqCst) => return Ok(None),
+            None if self.channel.status().connected() => return Ok(None),
+            Some(Err(e)) => format!("consumer failed: {e}"),
+            None => "consumer channel closed (connection lost?)".to_string(),
+        };
+        tracing::warn!(queue = %self.queue, %reason, "RabbitMQ consumer ended");
+        self.failed = Some(reason.clone());
+        Err(queue_err!(self.queue, "{reason}"))
+    }
+}
+
+impl Drop for RabbitConsumer {
+    /// Hands back deliveries already prefetched but never returned by `next` (each one's
+    /// acker requeues it on drop); dropping the lapin consumer then cancels it.
+    fn drop(&mut self) {
+        while let Some(Some(Ok(d))) = self.consumer.next().now_or_never() {
+            drop(self.delivery(d));
+        }
+    }
+}
+
+/// Settles one delivery; requeues it if dropped unsettled.
+struct RabbitAcker {
+    acker: lapin::Acker,
+    /// Keeps the channel open while the delivery is outstanding.
+    channel: Channel,
+    queue: String,
+    op_timeout: Duration,
+    settled: AtomicBool,
+}
+
+impl RabbitAcker {
+    /// Acks (`None`) or nacks (`Some(requeue)`) once; later calls do nothing.
+    async fn settle(&self, nack: Option<bool>) -> Result<(), FarmError> {
+        if self.settled.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let sent = async {
+            match nack {
+                None => self.acker.ack(BasicAckOptions::default()).await,
+                Some(requeue) => self.acker.nack(nack_options(requeue)).await,
+            }
+        };
+        let what = if nack.is_some() { "nack" } else { "ack" };
+        // `false`: the channel is gone, and with it the delivery: the broker requeued it.
+        if timed(self.op_timeout, &self.queue, what, sent).await? || nack == Some(true) {
+            return Ok(());
+        }
+        Err(queue_err!(
+            self.queue,
+            "{what} impossible: channel closed, message requeued"
+        ))
+    }
+}
+
+fn nack_options(requeue: bool) -> BasicNackOptions {
+    BasicNackOptions {
+        requeue,
+        multiple: false,
+    }
+}
+
+#[async_trait]
+impl Acker for RabbitAcker {
+    async fn ack(&self) -> Result<(), FarmError> {
+        self.settle(None).await
+    }
+
+    async fn nack(&self, requeue: bool) -> Result<(), FarmError> {
+        self.settle(Some(requeue)).await
+    }
+}
+
+impl Drop for RabbitAcker {
+    fn drop(&mut self) {
+        if self.settled.swap(true, Ordering::SeqCst) || !self.acker.usable() {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            let why = "dropped unsettled outside a runtime: back when its channel closes";
+            tracing::warn!(queue = %self.queue, why);
+            return;
+        };
+        let (acker, channel, limit) = (self.acker.clone(), self.channel.clone(), self.op_timeout);
+        rt.spawn(async move {
+            let _ = timeout(limit, acker.nack(nack_options(true))).await;
+            drop(channel);
+        });
+    }
+}
