@@ -118,7 +118,10 @@ async fn run_farm(
             ..limits
         },
         on_stage: Arc::new(move |stage: &JobStage| match stage {
-            JobStage::Planned { frames, segments } => p.planned(*frames, *segments),
+            JobStage::Planned {
+                frames, segments, ..
+            } => p.planned(*frames, *segments),
+            JobStage::Published => {}
             JobStage::SegmentDone { segment, frames } => p.segment_done(*segment, *frames),
             JobStage::Stitching => p.stitching(),
         }),
@@ -133,6 +136,7 @@ async fn run_farm(
         parallelism: cfg.workers,
         first_audio_only: cfg.first_audio_only,
         measure_quality: cfg.quality,
+        resume: None,
     };
     let mut events = shared_queue.consume(QUEUE_EVENTS, 64).await?;
     let result = run_job(&ctx, &request, events.as_mut(), shutdown).await;

@@ -26,7 +26,7 @@ pub(crate) async fn finish(
     events: &mut dyn Consumer,
     started: Instant,
 ) -> Result<JobReport, FarmError> {
-    let collected = match collect(ctx, req, prepared.plans.len(), events).await {
+    let collected = match collect(ctx, req, prepared.plans.len(), &prepared.reused, events).await {
         Ok(c) => c,
         Err(e) => {
             prepared.audio.abort();
@@ -133,6 +133,7 @@ async fn collect(
     ctx: &DispatchContext,
     req: &JobRequest,
     total: usize,
+    reused: &[(u32, u64)],
     events: &mut dyn Consumer,
 ) -> Result<Collected, FarmError> {
     let mut done = vec![false; total];
@@ -142,6 +143,14 @@ async fn collect(
         overheads: Vec::new(),
         peak_segment_rss: 0,
     };
+    // Segments an earlier run of this job already collected.
+    for &(seg, frames) in reused {
+        if let Some(slot) = done.get_mut(seg as usize).filter(|d| !**d) {
+            *slot = true;
+            remaining -= 1;
+            c.frames += frames;
+        }
+    }
     while remaining > 0 {
         let delivery = events.next().await?.ok_or_else(|| FarmError::Queue {
             queue: "events".into(),
@@ -155,9 +164,9 @@ async fn collect(
                 continue;
             }
         };
-        let _ = delivery.acker.ack().await;
         if event.job_id != req.id {
             tracing::warn!(job = %event.job_id, "event for another job ignored");
+            let _ = delivery.acker.ack().await;
             continue;
         }
         match event.outcome {
@@ -175,17 +184,20 @@ async fn collect(
                     c.frames += frames;
                     c.overheads.push(overhead_seconds);
                     c.peak_segment_rss = c.peak_segment_rss.max(peak_rss_bytes);
+                    // Recorded (for a restart) before the event is acked.
                     (ctx.on_stage)(&JobStage::SegmentDone {
                         segment: event.segment,
                         frames,
                     });
                 }
+                let _ = delivery.acker.ack().await;
             }
             SegmentOutcome::Failed {
                 code,
                 class,
                 message,
             } => {
+                let _ = delivery.acker.ack().await;
                 return Err(FarmError::Media {
                     code,
                     class,

@@ -35,6 +35,20 @@ pub struct JobRequest {
     pub first_audio_only: bool,
     /// Also measure PSNR/SSIM of the output against the source.
     pub measure_quality: bool,
+    /// What an earlier run of this job already did (a dispatcher restart), if anything.
+    #[serde(default)]
+    pub resume: Option<Resume>,
+}
+
+/// Progress of an interrupted run, so a restarted dispatcher does not redo it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resume {
+    /// Fingerprint of the earlier run's plan; the rest applies only if the new plan matches.
+    pub plan_fingerprint: u64,
+    /// Whether every segment task was already published (and sits durably on the queue).
+    pub published: bool,
+    /// Segments already reported done, with their frame counts.
+    pub done: Vec<(u32, u64)>,
 }
 
 /// Where the job stands, for progress displays.
@@ -47,7 +61,11 @@ pub enum JobStage {
         frames: u64,
         /// Segments planned.
         segments: u32,
+        /// Identifies the plan (segment ranges), see [`Resume`].
+        fingerprint: u64,
     },
+    /// Every segment task is on the queue.
+    Published,
     /// A segment finished.
     SegmentDone {
         /// Which.

@@ -8,4 +8,4 @@ mod job;
 mod prepare;
 pub mod service;
 
-pub use job::{run_job, DispatchContext, JobReport, JobRequest, JobStage};
+pub use job::{run_job, DispatchContext, JobReport, JobRequest, JobStage, Resume};

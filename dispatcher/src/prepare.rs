@@ -24,6 +24,19 @@ pub(crate) struct Prepared {
     pub bias: i64,
     pub audio: JoinHandle<Result<Option<(AudioResult, ChildStats)>, FarmError>>,
     pub peak_rss_bytes: u64,
+    /// Segments an earlier run finished (index, frames): not waited for again.
+    pub reused: Vec<(u32, u64)>,
+}
+
+/// A fingerprint of a plan's segment ranges (FNV-1a), stable across runs and builds.
+pub(crate) fn plan_fingerprint(plans: &[SegmentPlan]) -> u64 {
+    plans
+        .iter()
+        .flat_map(|p| [p.start_pts, p.end_pts])
+        .flat_map(i64::to_le_bytes)
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
 }
 
 pub(crate) async fn prepare(
@@ -63,9 +76,18 @@ pub(crate) async fn prepare(
         });
     }
     let bias = timestamp_bias(&probe.packets, video.time_base);
+    let fingerprint = plan_fingerprint(&plans);
+    // A restarted dispatcher keeps what the earlier run did, if it planned the same segments.
+    let resume = req
+        .resume
+        .as_ref()
+        .filter(|r| r.plan_fingerprint == fingerprint)
+        .cloned()
+        .unwrap_or_default();
     (ctx.on_stage)(&JobStage::Planned {
         frames: plans.iter().map(|p| p.frames).sum(),
         segments: plans.len() as u32,
+        fingerprint,
     });
     tracing::info!(
         job = %req.id, segments = plans.len(), frames = video.frames,
@@ -80,17 +102,48 @@ pub(crate) async fn prepare(
         staging,
     );
 
+    let split_rss = if resume.published {
+        tracing::info!(job = %req.id, done = resume.done.len(), "resuming: segments already on the queue");
+        0
+    } else {
+        let rss = split_and_publish(ctx, req, staging, &plans, &probe.info, bias).await?;
+        (ctx.on_stage)(&JobStage::Published);
+        rss
+    };
+    Ok(Prepared {
+        info: probe.info,
+        plans,
+        bias,
+        audio,
+        peak_rss_bytes: probe_stats.peak_rss_bytes.max(split_rss),
+        reused: if resume.published {
+            resume.done
+        } else {
+            Vec::new()
+        },
+    })
+}
+
+/// Splits the input and publishes each segment as its chunk appears (encoding overlaps the
+/// split); returns the split child's peak RSS.
+async fn split_and_publish(
+    ctx: &DispatchContext,
+    req: &JobRequest,
+    staging: &Path,
+    plans: &[SegmentPlan],
+    info: &ProbeInfo,
+    bias: i64,
+) -> Result<u64, FarmError> {
     let chunk_dir = staging.join("chunks");
     tokio::fs::create_dir_all(&chunk_dir)
         .await
         .map_err(|e| FarmError::io(&chunk_dir, e))?;
     let split = MediaOp::Split {
         input: req.input.clone(),
-        segments: plans.clone(),
+        segments: plans.to_vec(),
         bias,
         dir: chunk_dir.clone(),
     };
-    // Segments are published as their chunks appear, so encoding overlaps the split.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u64>();
     let splitting = async move {
         let mut on_chunk = move |index: u64| {
@@ -108,7 +161,7 @@ pub(crate) async fn prepare(
                 .and_then(|i| plans.get(i))
                 .ok_or_else(|| FarmError::BadMessage(format!("split reported chunk {index}")))?;
             let path = chunk_dir.join(tessera_media::split::chunk_file_name(plan.index));
-            let task = segment_task(req, plan, &probe.info, bias);
+            let task = segment_task(req, plan, info, bias);
             ctx.store.put_file(&task.chunk_key, &path).await?;
             let _ = tokio::fs::remove_file(&path).await;
             ctx.queue
@@ -126,13 +179,7 @@ pub(crate) async fn prepare(
             detail: "did not report every chunk".into(),
         });
     }
-    Ok(Prepared {
-        info: probe.info,
-        plans,
-        bias,
-        audio,
-        peak_rss_bytes: probe_stats.peak_rss_bytes.max(split_stats.peak_rss_bytes),
-    })
+    Ok(split_stats.peak_rss_bytes)
 }
 
 fn segment_task(req: &JobRequest, plan: &SegmentPlan, info: &ProbeInfo, bias: i64) -> SegmentTask {

@@ -88,6 +88,10 @@ impl SegmentRunner {
         match outcome {
             Ok(done) => {
                 let total = started.elapsed().as_secs_f64();
+                tracing::info!(
+                    job = %task.job_id, segment = task.segment, frames = done.result.frames_in_range,
+                    seconds = total, "segment encoded"
+                );
                 let event = self.event(
                     &task,
                     SegmentOutcome::Done {

@@ -137,6 +137,17 @@ impl Db {
                 job_id TEXT NOT NULL,
                 seen_at INTEGER NOT NULL,
                 UNIQUE (bucket, key, etag)
+             );
+             CREATE TABLE IF NOT EXISTS job_progress (
+                job_id TEXT PRIMARY KEY,
+                plan_fingerprint INTEGER NOT NULL,
+                published INTEGER NOT NULL DEFAULT 0
+             );
+             CREATE TABLE IF NOT EXISTS job_segments (
+                job_id TEXT NOT NULL,
+                idx INTEGER NOT NULL,
+                frames INTEGER NOT NULL,
+                PRIMARY KEY (job_id, idx)
              );",
         )
         .map_err(db_err)?;
@@ -145,7 +156,10 @@ impl Db {
         })
     }
 
-    fn with<R>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<R>) -> Result<R, FarmError> {
+    pub(super) fn with<R>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<R>,
+    ) -> Result<R, FarmError> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         f(&conn).map_err(db_err)
     }

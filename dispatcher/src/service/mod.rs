@@ -5,6 +5,7 @@ mod db;
 mod events;
 mod jobspec;
 mod openapi;
+mod resume;
 mod runner;
 mod watch;
 mod webhook;

@@ -176,14 +176,22 @@ impl Runner {
             on_stage: Arc::new(move |stage: &JobStage| {
                 let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
                 let r = match stage {
-                    JobStage::Planned { segments, .. } => {
-                        *p = (*segments, 0);
-                        db.set_segments(&job, p.0, 0)
-                            .and(db.set_state(&job, JobState::Encoding))
-                    }
-                    JobStage::SegmentDone { .. } => {
+                    JobStage::Planned {
+                        segments,
+                        fingerprint,
+                        ..
+                    } => db.record_plan(&job, *fingerprint).and_then(|()| {
+                        // A resumed run counts the segments its earlier run finished.
+                        let done = db.resume_state(&job)?.map_or(0, |r| r.done.len() as u32);
+                        *p = (*segments, done);
+                        db.set_segments(&job, p.0, p.1)?;
+                        db.set_state(&job, JobState::Encoding)
+                    }),
+                    JobStage::Published => db.record_published(&job),
+                    JobStage::SegmentDone { segment, frames } => {
                         p.1 += 1;
-                        db.set_segments(&job, p.0, p.1)
+                        db.record_segment(&job, *segment, *frames)
+                            .and(db.set_segments(&job, p.0, p.1))
                     }
                     JobStage::Stitching => db.set_state(&job, JobState::Stitching),
                 };
@@ -202,6 +210,7 @@ impl Runner {
             parallelism: self.parallelism,
             first_audio_only: false,
             measure_quality: plan.psnr,
+            resume: self.db.resume_state(id)?,
         };
         // Errors name the user's object, not the dispatcher's local copy of it.
         let local = input.display().to_string();

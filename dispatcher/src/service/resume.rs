@@ -1,0 +1,106 @@
+//! What a job's run has done so far, kept so a restarted dispatcher resumes it without
+//! republishing its segments or waiting again for the ones already done.
+
+use crate::Resume;
+use rusqlite::{params, OptionalExtension};
+
+use super::db::Db;
+use tessera_farm::FarmError;
+
+impl Db {
+    /// Records the plan of a run; a new plan (fingerprint) forgets the old run's progress.
+    pub fn record_plan(&self, job: &str, fingerprint: u64) -> Result<(), FarmError> {
+        let fp = fingerprint as i64;
+        self.with(|c| {
+            let old: Option<i64> = c
+                .query_row("SELECT plan_fingerprint FROM job_progress WHERE job_id = ?1", [job], |r| r.get(0))
+                .optional()?;
+            if old != Some(fp) {
+                c.execute("DELETE FROM job_segments WHERE job_id = ?1", [job])?;
+                c.execute(
+                    "INSERT OR REPLACE INTO job_progress (job_id, plan_fingerprint, published) VALUES (?1, ?2, 0)",
+                    params![job, fp],
+                )?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Records that every segment task of the job's run is on the queue.
+    pub fn record_published(&self, job: &str) -> Result<(), FarmError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE job_progress SET published = 1 WHERE job_id = ?1",
+                [job],
+            )
+            .map(|_| ())
+        })
+    }
+
+    /// Records a finished segment.
+    pub fn record_segment(&self, job: &str, segment: u32, frames: u64) -> Result<(), FarmError> {
+        self.with(|c| {
+            c.execute(
+                "INSERT OR REPLACE INTO job_segments (job_id, idx, frames) VALUES (?1, ?2, ?3)",
+                params![job, segment, frames as i64],
+            )
+            .map(|_| ())
+        })
+    }
+
+    /// The progress of the job's earlier run, if it planned anything.
+    pub fn resume_state(&self, job: &str) -> Result<Option<Resume>, FarmError> {
+        self.with(|c| {
+            let head: Option<(i64, bool)> = c
+                .query_row(
+                    "SELECT plan_fingerprint, published FROM job_progress WHERE job_id = ?1",
+                    [job],
+                    |r| Ok((r.get(0)?, r.get::<_, i64>(1)? != 0)),
+                )
+                .optional()?;
+            let Some((fp, published)) = head else {
+                return Ok(None);
+            };
+            let mut stmt =
+                c.prepare("SELECT idx, frames FROM job_segments WHERE job_id = ?1 ORDER BY idx")?;
+            let done = stmt
+                .query_map([job], |r| {
+                    Ok((r.get::<_, u32>(0)?, r.get::<_, i64>(1)? as u64))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(Some(Resume {
+                plan_fingerprint: fp as u64,
+                published,
+                done,
+            }))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn progress_survives_and_a_new_plan_resets_it() {
+        let db = Db::open(Path::new(":memory:")).unwrap();
+        assert_eq!(db.resume_state("j").unwrap(), None);
+        db.record_plan("j", 7).unwrap();
+        db.record_segment("j", 0, 30).unwrap();
+        db.record_segment("j", 2, 31).unwrap();
+        db.record_published("j").unwrap();
+        db.record_plan("j", 7).unwrap(); // same plan again: kept
+        let r = db.resume_state("j").unwrap().unwrap();
+        assert_eq!(
+            (r.plan_fingerprint, r.published, r.done.clone()),
+            (7, true, vec![(0, 30), (2, 31)])
+        );
+        db.record_plan("j", 8).unwrap(); // another plan: forgotten
+        let r = db.resume_state("j").unwrap().unwrap();
+        assert_eq!(
+            (r.plan_fingerprint, r.published, r.done.len()),
+            (8, false, 0)
+        );
+    }
+}
