@@ -91,11 +91,29 @@ fn sigterm_drains_the_segment_in_flight_and_exits_zero() {
 }
 
 #[test]
-fn dispatcher_killed_mid_job_resumes_and_completes() {
+fn dispatcher_killed_mid_job_resumes_without_redoing_segments() {
     let mut farm = Farm::start("restart", 2);
     let id = start_slow_job(&farm, "resumed.mp4");
-    farm.wait_for_segment_in_progress(0, Duration::from_secs(60));
+    // Kill it once a segment is in (every segment task is on the queue by then).
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, job) = farm.http(
+            "GET",
+            &format!("/v1/jobs/{id}"),
+            Some(tessera_tests::farm::TOKEN),
+            None,
+        );
+        if job["segments_done"].as_u64().unwrap_or(0) >= 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no segment done: {job}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     farm.kill_dispatcher();
+    std::thread::sleep(Duration::from_secs(1));
     farm.start_dispatcher();
     let job = farm.wait_job(&id, JOB_TIMEOUT);
     assert_eq!(
@@ -104,7 +122,19 @@ fn dispatcher_killed_mid_job_resumes_and_completes() {
         "{job}\n{}",
         farm.log("dispatcher.log")
     );
+    assert_eq!(job["segments_done"], job["segments_total"], "{job}");
     assert_frame_exact(&farm, &fixture(Fixture::Hd720Long), "resumed.mp4");
+    // Every segment was encoded exactly once: the resumed run republished nothing.
+    let encoded = (0..2)
+        .map(|i| farm.log(&format!("worker-{i}.log")))
+        .flat_map(|log| log.lines().map(str::to_string).collect::<Vec<_>>())
+        .filter(|l| l.contains("segment encoded") && l.contains(&id))
+        .count();
+    assert_eq!(
+        Some(encoded as u64),
+        job["segments_total"].as_u64(),
+        "{job}"
+    );
 }
 
 #[test]
