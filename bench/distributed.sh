@@ -121,7 +121,7 @@ PY
 done
 python3 - "$RESULTS" <<'PY'
 import statistics, sys
-rows = [l.split("\t") for l in open(sys.argv[1]) if l.strip()]
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 ratio = statistics.median(float(r[3]) for r in rows)
 over = statistics.median(float(r[4]) for r in rows)
 exact = all(r[5] == r[6] for r in rows)
