@@ -10,6 +10,20 @@ use serde::Deserialize;
 use crate::queue::RabbitConfig;
 use crate::store::S3Config;
 
+/// Reads a service's TOML config file (its default when no file is given); errors name the file.
+///
+/// Why shared: every binary layers its file the same way under env and flags.
+pub fn read_config_file<T: serde::de::DeserializeOwned + Default>(
+    path: Option<&std::path::Path>,
+) -> Result<T, String> {
+    let Some(p) = path else {
+        return Ok(T::default());
+    };
+    let text =
+        std::fs::read_to_string(p).map_err(|e| format!("config file {}: {e}", p.display()))?;
+    toml::from_str(&text).map_err(|e| format!("config file {}: {e}", p.display()))
+}
+
 /// Flags (and their `TESSERA_*` environment variables) for the broker and the store.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ServiceArgs {

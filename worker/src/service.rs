@@ -89,14 +89,7 @@ pub struct ServiceSettings {
 impl ServiceSettings {
     /// Defaults, then the file, then env and flags.
     pub fn resolve(args: &WorkerArgs) -> Result<Self, String> {
-        let file: FileConfig = match &args.config {
-            Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .map_err(|e| format!("config file {}: {e}", p.display()))?;
-                toml::from_str(&text).map_err(|e| format!("config file {}: {e}", p.display()))?
-            }
-            None => FileConfig::default(),
-        };
+        let file: FileConfig = tessera_farm::config::read_config_file(args.config.as_deref())?;
         let service = ServiceConfig::resolve(&args.service, &file.service)?;
         let w = &file.worker;
         let slots = args.slots.or(w.slots).unwrap_or(1).max(1);

@@ -141,14 +141,7 @@ pub struct Settings {
 impl Settings {
     /// Defaults, then the file, then env and flags.
     pub fn resolve(args: &DispatcherArgs) -> Result<Self, String> {
-        let file: FileConfig = match &args.config {
-            Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .map_err(|e| format!("config file {}: {e}", p.display()))?;
-                toml::from_str(&text).map_err(|e| format!("config file {}: {e}", p.display()))?
-            }
-            None => FileConfig::default(),
-        };
+        let file: FileConfig = tessera_farm::config::read_config_file(args.config.as_deref())?;
         let d = file.dispatcher;
         let tokens: Vec<String> = std::env::var("TESSERA_API_TOKENS")
             .ok()
