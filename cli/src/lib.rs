@@ -80,7 +80,10 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> anyhow::Result<()> {
             }
             println!(
                 "{}: {} frames in {} segments, {:.1} s ({:.1} fps){}",
-                report.output.display(),
+                report
+                    .outputs
+                    .first()
+                    .map_or("-", |o| o.destination.as_str()),
                 report.frames,
                 report.segments,
                 report.wall_s,

@@ -6,8 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use tessera_dispatcher::{run_job, DispatchContext, JobReport, JobRequest, JobStage};
-use tessera_farm::model::{QUEUE_ENCODE_CPU, QUEUE_EVENTS};
+use tessera_dispatcher::{
+    run_job, Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage,
+};
+use tessera_farm::model::{QUEUE_ENCODE_CPU, QUEUE_EVENTS, QUEUE_STITCH};
 use tessera_farm::queue::{MemoryQueue, Queue};
 use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::LocalStore;
@@ -61,6 +63,7 @@ async fn run_farm(
     let queue = MemoryQueue::new(DELIVERY_LIMIT);
     let shared_queue: Arc<dyn Queue> = Arc::new(queue.clone());
     shared_queue.declare(QUEUE_ENCODE_CPU).await?;
+    shared_queue.declare(QUEUE_STITCH).await?;
     shared_queue.declare(QUEUE_EVENTS).await?;
     let store = Arc::new(LocalStore::new(work.join("store"))?);
     let sandbox = Sandbox::current()?;
@@ -89,6 +92,7 @@ async fn run_farm(
             threads_per_slot: (cpus / cfg.workers).max(1),
             staging_dir: work.join(format!("worker-{i}")),
             queue: QUEUE_ENCODE_CPU.to_string(),
+            stitch_queue: Some(QUEUE_STITCH.to_string()),
             delivery_limit: DELIVERY_LIMIT,
             limits,
             retry_backoff: Duration::from_millis(500),
@@ -113,6 +117,8 @@ async fn run_farm(
         sandbox,
         staging_dir: work.join("dispatcher"),
         encode_queue: QUEUE_ENCODE_CPU.to_string(),
+        stitch_queue: QUEUE_STITCH.to_string(),
+        sink: None,
         limits: Limits {
             timeout: Duration::from_secs(6 * 3600),
             ..limits
@@ -129,9 +135,11 @@ async fn run_farm(
     let request = JobRequest {
         id: job_id.to_string(),
         input: cfg.input.clone(),
-        output: cfg.output.clone(),
-        container: cfg.container,
-        rendition: cfg.rendition.clone(),
+        outputs: vec![JobOutput {
+            rendition: cfg.rendition.clone(),
+            container: cfg.container,
+            destination: Destination::File(cfg.output.clone()),
+        }],
         segment_seconds: cfg.segment_seconds,
         parallelism: cfg.workers,
         first_audio_only: cfg.first_audio_only,
@@ -143,6 +151,7 @@ async fn run_farm(
 
     // Stop the workers: close the queue so idle ones return, cancel the rest.
     queue.close(QUEUE_ENCODE_CPU);
+    queue.close(QUEUE_STITCH);
     workers_stop.cancel();
     for w in workers {
         let _ = w.await;

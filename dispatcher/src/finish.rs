@@ -1,16 +1,17 @@
-//! Finishing a job: collect worker events, then stitch the segments and the audio.
+//! Finishing a job: collect the segments' events, have workers stitch every output, check,
+//! measure, deliver.
 
 use std::path::Path;
 use std::time::Instant;
 
-use tessera_farm::model::{decode_message, keys, SegmentEvent, SegmentOutcome};
-use tessera_farm::queue::Consumer;
-use tessera_farm::sandbox::MediaOp;
+use tessera_farm::model::{decode_message, SegmentOutcome, TaskEvent, TaskRef};
+use tessera_farm::queue::{Consumer, Delivery};
 use tessera_farm::FarmError;
-use tessera_media::{ErrorClass, QualityReport, StitchRequest, StitchResult};
+use tessera_media::ErrorClass;
 
-use crate::job::{DispatchContext, JobReport, JobRequest, JobStage};
+use crate::job::{DispatchContext, JobReport, JobRequest, JobStage, OutputReport};
 use crate::prepare::Prepared;
+use crate::stitching;
 
 struct Collected {
     frames: u64,
@@ -38,94 +39,105 @@ pub(crate) async fn finish(
         what: "audio".into(),
         detail: e.to_string(),
     })??;
-
-    let enc_dir = staging.join("encoded");
-    tokio::fs::create_dir_all(&enc_dir)
-        .await
-        .map_err(|e| FarmError::io(&enc_dir, e))?;
-    let mut segments = Vec::with_capacity(prepared.plans.len());
-    for plan in &prepared.plans {
-        let path = enc_dir.join(format!("{:06}.nut", plan.index));
-        ctx.store
-            .get_file(
-                &keys::encoded(&req.id, &req.rendition.name, plan.index),
-                &path,
-            )
-            .await?;
-        segments.push(path);
-    }
-    let (audio_path, audio_tracks, audio_rss) = match audio {
-        Some((result, stats)) => {
-            let path = staging.join("audio.nut");
-            ctx.store.get_file(&keys::audio(&req.id), &path).await?;
-            (Some(path), result.tracks, stats.peak_rss_bytes)
-        }
-        None => (None, Vec::new(), 0),
+    let (audio_tracks, audio_rss) = match &audio {
+        Some((result, stats)) => (Some(result.tracks.as_slice()), stats.peak_rss_bytes),
+        None => (None, 0),
     };
-    let video = &prepared.info.video;
-    let stitch = StitchRequest {
-        segments,
-        video_bias: prepared.bias,
-        video_time_base: video.time_base,
-        audio: audio_path,
-        audio_tracks: audio_tracks.clone(),
-        start_seconds: prepared.info.start_seconds,
-        display_matrix: video.display_matrix.clone(),
-        frame_rate: video.avg_frame_rate,
-        container: req.container,
-        output: req.output.clone(),
-    };
-    let (stitched, stitch_stats): (StitchResult, _) = ctx
-        .sandbox
-        .run(&MediaOp::Stitch(stitch), ctx.limits, &mut |_| {})
-        .await?;
-    if stitched.frames != collected.frames {
-        let _ = tokio::fs::remove_file(&req.output).await;
-        return Err(FarmError::Media {
-            code: "frame_count_mismatch".into(),
-            class: ErrorClass::Retry,
-            message: format!(
-                "stitched {} frames but the segments reported {}",
-                stitched.frames, collected.frames
-            ),
+    let tasks = stitching::stitch_tasks(
+        req,
+        &prepared.info,
+        &prepared.plans,
+        prepared.bias,
+        audio_tracks,
+        collected.frames,
+    );
+    let stitch_rss = stitching::stitch_all(ctx, req, &tasks, events).await?;
+    let mut quality = Vec::with_capacity(tasks.len());
+    for task in &tasks {
+        quality.push(if req.measure_quality {
+            Some(stitching::measure(ctx, req, task, staging).await?)
+        } else {
+            None
         });
     }
-    let quality = if req.measure_quality {
-        let op = MediaOp::Quality {
-            output: req.output.clone(),
-            source: req.input.clone(),
-        };
-        let (q, _): (QualityReport, _) = ctx.sandbox.run(&op, ctx.limits, &mut |_| {}).await?;
-        Some(q)
-    } else {
-        None
-    };
+    let sizes = stitching::deliver_all(ctx, req, &tasks).await?;
+
     let wall_s = started.elapsed().as_secs_f64();
     let mut overheads = collected.overheads;
     overheads.sort_by(f64::total_cmp);
+    let outputs: Vec<OutputReport> = req
+        .outputs
+        .iter()
+        .zip(sizes)
+        .zip(quality)
+        .map(|((o, bytes), quality)| OutputReport {
+            destination: o.destination.to_string(),
+            rendition: o.rendition.name.clone(),
+            bytes,
+            quality,
+        })
+        .collect();
     Ok(JobReport {
         job_id: req.id.clone(),
-        output: req.output.clone(),
-        frames: stitched.frames,
-        source_frames: video.frames,
+        frames: collected.frames,
+        source_frames: prepared.info.video.frames,
         segments: prepared.plans.len() as u32,
-        audio_tracks: audio_tracks.len(),
-        bytes: stitched.bytes,
+        audio_tracks: audio_tracks.map_or(0, <[_]>::len),
+        bytes: outputs.iter().map(|o| o.bytes).sum(),
         wall_s,
-        encode_fps: stitched.frames as f64 / wall_s.max(1e-9),
+        encode_fps: collected.frames as f64 / wall_s.max(1e-9),
         peak_child_rss_bytes: [
             prepared.peak_rss_bytes,
             collected.peak_segment_rss,
             audio_rss,
-            stitch_stats.peak_rss_bytes,
+            stitch_rss,
         ]
         .into_iter()
         .max()
         .unwrap_or(0),
         peak_segment_rss_bytes: collected.peak_segment_rss,
         median_segment_overhead_s: overheads.get(overheads.len() / 2).copied().unwrap_or(0.0),
-        quality,
+        quality: outputs.first().and_then(|o| o.quality.clone()),
+        outputs,
     })
+}
+
+/// The next event of job `job`; unreadable events are dead-lettered, other jobs' acked away.
+pub(crate) async fn next_event(
+    job: &str,
+    events: &mut dyn Consumer,
+) -> Result<(TaskEvent, Delivery), FarmError> {
+    loop {
+        let delivery = events.next().await?.ok_or_else(|| FarmError::Queue {
+            queue: "events".into(),
+            reason: "closed before the job finished".into(),
+        })?;
+        match decode_message::<TaskEvent>(&delivery.body) {
+            Ok(event) if event.job_id == job => return Ok((event, delivery)),
+            Ok(event) => {
+                tracing::warn!(job = %event.job_id, "event for another job ignored");
+                let _ = delivery.acker.ack().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "unreadable event dropped");
+                let _ = delivery.acker.nack(false).await;
+            }
+        }
+    }
+}
+
+/// The job's error for a task's failure event.
+pub(crate) fn task_failed(
+    task: TaskRef,
+    code: String,
+    class: ErrorClass,
+    message: &str,
+) -> FarmError {
+    FarmError::Media {
+        code,
+        class,
+        message: format!("{task}: {message}"),
+    }
 }
 
 /// Waits for every segment's event; the first failure fails the job with its reason.
@@ -152,23 +164,12 @@ async fn collect(
         }
     }
     while remaining > 0 {
-        let delivery = events.next().await?.ok_or_else(|| FarmError::Queue {
-            queue: "events".into(),
-            reason: "closed before the job finished".into(),
-        })?;
-        let event: SegmentEvent = match decode_message(&delivery.body) {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::warn!(error = %e, "unreadable event dropped");
-                let _ = delivery.acker.nack(false).await;
-                continue;
-            }
-        };
-        if event.job_id != req.id {
-            tracing::warn!(job = %event.job_id, "event for another job ignored");
+        let (event, delivery) = next_event(&req.id, events).await?;
+        let TaskRef::Segment(segment) = event.task else {
+            // A stitch event from an earlier run of this job: it is republished later.
             let _ = delivery.acker.ack().await;
             continue;
-        }
+        };
         match event.outcome {
             SegmentOutcome::Done {
                 frames,
@@ -176,7 +177,7 @@ async fn collect(
                 peak_rss_bytes,
                 ..
             } => {
-                let i = event.segment as usize;
+                let i = segment as usize;
                 // A redelivered segment may report twice; count it once.
                 if i < total && !done[i] {
                     done[i] = true;
@@ -185,10 +186,7 @@ async fn collect(
                     c.overheads.push(overhead_seconds);
                     c.peak_segment_rss = c.peak_segment_rss.max(peak_rss_bytes);
                     // Recorded (for a restart) before the event is acked.
-                    (ctx.on_stage)(&JobStage::SegmentDone {
-                        segment: event.segment,
-                        frames,
-                    });
+                    (ctx.on_stage)(&JobStage::SegmentDone { segment, frames });
                 }
                 let _ = delivery.acker.ack().await;
             }
@@ -198,11 +196,7 @@ async fn collect(
                 message,
             } => {
                 let _ = delivery.acker.ack().await;
-                return Err(FarmError::Media {
-                    code,
-                    class,
-                    message: format!("segment {}: {message}", event.segment),
-                });
+                return Err(task_failed(event.task, code, class, &message));
             }
         }
     }

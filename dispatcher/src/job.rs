@@ -21,12 +21,8 @@ pub struct JobRequest {
     pub id: String,
     /// The source file (local path; staged from S3 by the service).
     pub input: PathBuf,
-    /// The output file.
-    pub output: PathBuf,
-    /// The output container.
-    pub container: Container,
-    /// The video rendition.
-    pub rendition: RenditionSpec,
+    /// The outputs: each segment is decoded once and encoded once per output.
+    pub outputs: Vec<JobOutput>,
     /// Target segment length in seconds.
     pub segment_seconds: f64,
     /// Segments expected to encode at once (the planner balances the last round for it).
@@ -38,6 +34,53 @@ pub struct JobRequest {
     /// What an earlier run of this job already did (a dispatcher restart), if anything.
     #[serde(default)]
     pub resume: Option<Resume>,
+}
+
+/// One output of a job: a rendition in a container at a destination.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobOutput {
+    /// The video rendition (its name keys the encoded segments in the work area).
+    pub rendition: RenditionSpec,
+    /// The output container.
+    pub container: Container,
+    /// Where the finished file goes.
+    pub destination: Destination,
+}
+
+/// Where a finished output is delivered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Destination {
+    /// A local file (the one-process farm), written by temp name and rename.
+    File(PathBuf),
+    /// An object, copied server-side from the work area by the context's [`OutputSink`].
+    Object {
+        /// Bucket.
+        bucket: String,
+        /// Key.
+        key: String,
+    },
+}
+
+impl std::fmt::Display for Destination {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Destination::File(p) => write!(f, "{}", p.display()),
+            Destination::Object { bucket, key } => write!(f, "s3://{bucket}/{key}"),
+        }
+    }
+}
+
+/// Moves stitched outputs from the work area to object destinations.
+///
+/// Why a trait: the dispatcher service copies server-side within its S3 endpoint; the job
+/// logic stays free of S3 specifics and testable over a local store.
+#[async_trait::async_trait]
+pub trait OutputSink: Send + Sync {
+    /// Copies the work-area object `work_key` to `bucket`/`key`; returns the size.
+    async fn deliver(&self, work_key: &str, bucket: &str, key: &str) -> Result<u64, FarmError>;
+    /// Removes a delivered object again (a later output of the job failed).
+    async fn remove(&self, bucket: &str, key: &str);
 }
 
 /// Progress of an interrupted run, so a restarted dispatcher does not redo it.
@@ -90,6 +133,10 @@ pub struct DispatchContext {
     pub staging_dir: PathBuf,
     /// The segment queue name.
     pub encode_queue: String,
+    /// The stitch queue name.
+    pub stitch_queue: String,
+    /// Delivers outputs whose destination is an object (none in the one-process farm).
+    pub sink: Option<Arc<dyn OutputSink>>,
     /// Limits of probe/split/audio/stitch children.
     pub limits: Limits,
     /// Stage updates.
@@ -101,17 +148,17 @@ pub struct DispatchContext {
 pub struct JobReport {
     /// Job id.
     pub job_id: String,
-    /// The output file.
-    pub output: PathBuf,
-    /// Video frames in the output.
+    /// Each output, in request order.
+    pub outputs: Vec<OutputReport>,
+    /// Video frames in each output.
     pub frames: u64,
     /// Frames the probe counted in the source.
     pub source_frames: u64,
     /// Segments.
     pub segments: u32,
-    /// Audio tracks in the output.
+    /// Audio tracks in each output.
     pub audio_tracks: usize,
-    /// Output bytes.
+    /// Bytes of all outputs.
     pub bytes: u64,
     /// Wall time of the whole job.
     pub wall_s: f64,
@@ -123,7 +170,20 @@ pub struct JobReport {
     pub peak_segment_rss_bytes: u64,
     /// Median seconds a segment spent in the worker outside decode/encode.
     pub median_segment_overhead_s: f64,
-    /// PSNR/SSIM when asked.
+    /// PSNR/SSIM of the first output, when asked.
+    pub quality: Option<QualityReport>,
+}
+
+/// One delivered output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputReport {
+    /// Where it went (`s3://bucket/key` or a path).
+    pub destination: String,
+    /// Its rendition's name.
+    pub rendition: String,
+    /// Its size.
+    pub bytes: u64,
+    /// PSNR/SSIM against the source, when asked.
     pub quality: Option<QualityReport>,
 }
 
@@ -156,9 +216,6 @@ pub async fn run_job(
         .delete_prefix(&tessera_farm::model::keys::job_prefix(&req.id))
         .await;
     let _ = tokio::fs::remove_dir_all(&staging).await;
-    if result.is_err() {
-        let _ = tokio::fs::remove_file(tessera_media::stitch::temp_path(&req.output)).await;
-    }
     result
 }
 

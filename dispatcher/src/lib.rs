@@ -7,5 +7,9 @@ mod finish;
 mod job;
 mod prepare;
 pub mod service;
+mod stitching;
 
-pub use job::{run_job, DispatchContext, JobReport, JobRequest, JobStage, Resume};
+pub use job::{
+    run_job, Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage,
+    OutputReport, OutputSink, Resume,
+};

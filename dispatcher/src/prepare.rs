@@ -204,10 +204,14 @@ fn segment_task(req: &JobRequest, plan: &SegmentPlan, info: &ProbeInfo, bias: i6
             source_bit_depth: video.bit_depth,
             expected_frames: plan.frames,
         },
-        renditions: vec![(
-            req.rendition.clone(),
-            keys::encoded(&req.id, &req.rendition.name, plan.index),
-        )],
+        renditions: req
+            .outputs
+            .iter()
+            .map(|o| {
+                let key = keys::encoded(&req.id, &o.rendition.name, plan.index);
+                (o.rendition.clone(), key)
+            })
+            .collect(),
     }
 }
 

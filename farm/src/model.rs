@@ -4,7 +4,7 @@
 //! upgrade; a message states its version and a reader refuses what it does not understand.
 
 use serde::{Deserialize, Serialize};
-use tessera_media::{ColorInfo, ErrorClass, Rational, RenditionSpec};
+use tessera_media::{AudioTrackResult, ColorInfo, Container, ErrorClass, Rational, RenditionSpec};
 
 use crate::FarmError;
 
@@ -13,7 +13,10 @@ pub const WIRE_VERSION: u32 = 1;
 
 /// Queue of segment encode tasks for CPU workers.
 pub const QUEUE_ENCODE_CPU: &str = "tessera.encode.cpu";
-/// Queue of worker events (segment done / failed) for the dispatcher.
+/// Queue of stitch tasks (one per output of a job whose segments are all encoded). Separate
+/// from the encode queues so a stitch never waits behind hours of segments.
+pub const QUEUE_STITCH: &str = "tessera.stitch";
+/// Queue of worker events (task done / failed) for the dispatcher.
 pub const QUEUE_EVENTS: &str = "tessera.events";
 
 /// The encode parameters of a segment, as planned by the dispatcher.
@@ -84,20 +87,73 @@ pub enum SegmentOutcome {
     },
 }
 
-/// A worker's report about one segment: a queue message to the dispatcher.
+/// Which task of a job an event is about: `{"segment": 3}` or `{"stitch": 0}` (output index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskRef {
+    /// A segment encode.
+    Segment(u32),
+    /// The stitch of one output.
+    Stitch(u32),
+}
+
+impl std::fmt::Display for TaskRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TaskRef::Segment(i) => write!(f, "segment {i}"),
+            TaskRef::Stitch(i) => write!(f, "stitch of output {i}"),
+        }
+    }
+}
+
+/// A worker's report about one task: a queue message to the dispatcher.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SegmentEvent {
+pub struct TaskEvent {
     /// Wire version.
     pub v: u32,
     /// The job.
     pub job_id: String,
-    /// Segment index.
-    pub segment: u32,
+    /// Which task.
+    pub task: TaskRef,
     /// Which worker.
     pub worker: String,
     /// How it went.
     #[serde(flatten)]
     pub outcome: SegmentOutcome,
+}
+
+/// One output to stitch: the encoded segments of a rendition plus the audio, concatenated by
+/// stream copy into the final container, stored in the work area for the dispatcher to deliver.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StitchTask {
+    /// Wire version.
+    pub v: u32,
+    /// The job.
+    pub job_id: String,
+    /// Index of the output in the job.
+    pub output: u32,
+    /// Store keys of the encoded segments, in order.
+    pub segment_keys: Vec<String>,
+    /// Store key of the transcoded audio, if the output has audio.
+    pub audio_key: Option<String>,
+    /// The audio file's tracks (bias, padding, language).
+    pub audio_tracks: Vec<AudioTrackResult>,
+    /// The job's timestamp bias (source video time base).
+    pub video_bias: i64,
+    /// The source video time base.
+    pub video_time_base: Rational,
+    /// Seconds of the source's first shown timestamp (the output's zero).
+    pub start_seconds: f64,
+    /// The source's display matrix (rotation), kept.
+    pub display_matrix: Option<Vec<u8>>,
+    /// The source frame rate.
+    pub frame_rate: Rational,
+    /// The output container.
+    pub container: Container,
+    /// Where the stitched file goes in the work area.
+    pub result_key: String,
+    /// Frames the segments reported: the stitch must write exactly these.
+    pub expected_frames: u64,
 }
 
 /// Store keys of a job's work area, in one place so every component agrees.
@@ -117,6 +173,10 @@ pub mod keys {
     /// The job's transcoded audio.
     pub fn audio(job: &str) -> String {
         format!("jobs/{job}/audio/audio.nut")
+    }
+    /// The stitched file of one output, before the dispatcher delivers it.
+    pub fn output(job: &str, output: u32, ext: &str) -> String {
+        format!("jobs/{job}/output/{output:02}.{ext}")
     }
     /// The marker written when a job ends (done, failed, cancelled), outside the work area so
     /// the cleanup keeps it: workers skip, or abort, segments of an ended job.
@@ -156,7 +216,13 @@ impl Versioned for SegmentTask {
     }
 }
 
-impl Versioned for SegmentEvent {
+impl Versioned for TaskEvent {
+    fn version(&self) -> u32 {
+        self.v
+    }
+}
+
+impl Versioned for StitchTask {
     fn version(&self) -> u32 {
         self.v
     }
@@ -168,10 +234,10 @@ mod tests {
 
     #[test]
     fn events_round_trip_and_versions_are_checked() {
-        let ev = SegmentEvent {
+        let ev = TaskEvent {
             v: WIRE_VERSION,
             job_id: "j".into(),
-            segment: 3,
+            task: TaskRef::Segment(3),
             worker: "w1".into(),
             outcome: SegmentOutcome::Failed {
                 code: "input_invalid".into(),
@@ -182,10 +248,11 @@ mod tests {
         let body = encode_message(&ev);
         let text = String::from_utf8(body.clone()).unwrap();
         assert!(text.contains("\"outcome\":\"failed\""), "{text}");
-        assert_eq!(decode_message::<SegmentEvent>(&body).unwrap(), ev);
+        assert!(text.contains("\"task\":{\"segment\":3}"), "{text}");
+        assert_eq!(decode_message::<TaskEvent>(&body).unwrap(), ev);
         let future = text.replace("\"v\":1", "\"v\":99");
-        assert!(decode_message::<SegmentEvent>(future.as_bytes()).is_err());
-        assert!(decode_message::<SegmentEvent>(b"not json").is_err());
+        assert!(decode_message::<TaskEvent>(future.as_bytes()).is_err());
+        assert!(decode_message::<TaskEvent>(b"not json").is_err());
     }
 
     #[test]

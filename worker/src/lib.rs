@@ -6,6 +6,7 @@
 mod disk;
 mod segment;
 pub mod service;
+mod stitch;
 
 pub use segment::{ProgressFn, SegmentRunner};
 
@@ -13,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tessera_farm::queue::Queue;
+use tessera_farm::queue::{Consumer, Delivery, Queue};
 use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::Store;
 use tessera_farm::FarmError;
@@ -31,8 +32,10 @@ pub struct WorkerConfig {
     pub threads_per_slot: usize,
     /// Local staging directory (NVMe on GPU nodes).
     pub staging_dir: PathBuf,
-    /// The queue to consume.
+    /// The segment queue to consume.
     pub queue: String,
+    /// The stitch queue to consume too (one stitch at a time, beside the segment slots).
+    pub stitch_queue: Option<String>,
     /// The queue's delivery limit: the last attempt reports failure instead of requeueing.
     pub delivery_limit: u32,
     /// Limits for each media child.
@@ -44,6 +47,19 @@ pub struct WorkerConfig {
     pub grace: Duration,
     /// Free bytes the staging disk must keep; below it a segment is requeued, not started.
     pub min_free_bytes: u64,
+}
+
+enum Work {
+    Segment(Delivery),
+    Stitch(Delivery),
+}
+
+/// The next delivery of an optional consumer; never returns when there is none.
+async fn next_of(consumer: &mut Option<Box<dyn Consumer>>) -> Result<Option<Delivery>, FarmError> {
+    match consumer {
+        Some(c) => c.next().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Runs the worker until `shutdown` is cancelled or the queue closes. In-flight segments get
@@ -70,22 +86,39 @@ pub async fn run(
     ));
     let prefetch = u16::try_from(config.slots.max(1)).unwrap_or(u16::MAX);
     let mut consumer = queue.consume(&config.queue, prefetch).await?;
+    let mut stitches = match &config.stitch_queue {
+        Some(q) => Some(queue.consume(q, 1).await?),
+        None => None,
+    };
     let mut tasks = JoinSet::new();
     loop {
         let next = tokio::select! {
             _ = shutdown.cancelled() => break,
-            d = consumer.next() => d?,
+            d = consumer.next() => d?.map(Work::Segment),
+            d = next_of(&mut stitches) => match d? {
+                Some(d) => Some(Work::Stitch(d)),
+                None => {
+                    stitches = None;
+                    continue;
+                }
+            },
         };
-        let Some(delivery) = next else { break };
+        let Some(work) = next else { break };
         let runner = runner.clone();
-        tasks.spawn(async move { runner.handle(delivery).await });
+        tasks.spawn(async move {
+            match work {
+                Work::Segment(d) => runner.handle(d).await,
+                Work::Stitch(d) => runner.handle_stitch(d).await,
+            }
+        });
         // Reap finished tasks so the set does not grow.
         while let Some(done) = tasks.try_join_next() {
             if let Err(e) = done {
-                tracing::error!(error = %e, "segment task panicked");
+                tracing::error!(error = %e, "task panicked");
             }
         }
     }
+    drop(stitches);
     drop(consumer);
     let drained = tokio::time::timeout(config.grace, async {
         while let Some(done) = tasks.join_next().await {

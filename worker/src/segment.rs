@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tessera_farm::model::{
-    decode_message, encode_message, SegmentEvent, SegmentOutcome, SegmentTask, QUEUE_EVENTS,
+    decode_message, encode_message, SegmentOutcome, SegmentTask, TaskEvent, TaskRef, QUEUE_EVENTS,
     WIRE_VERSION,
 };
 use tessera_farm::queue::{Delivery, Queue};
@@ -21,17 +21,19 @@ pub type ProgressFn = Arc<dyn Fn(&str, u32, u64) + Send + Sync>;
 
 /// Runs segment tasks for one worker.
 pub struct SegmentRunner {
-    config: WorkerConfig,
+    pub(crate) config: WorkerConfig,
     queue: Arc<dyn Queue>,
-    store: Arc<dyn Store>,
-    sandbox: Sandbox,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) sandbox: Sandbox,
     progress: Option<ProgressFn>,
 }
 
-struct Done {
-    result: EncodeResult,
-    bytes: u64,
-    peak_rss_bytes: u64,
+/// What a finished task reports.
+pub(crate) struct Done {
+    pub(crate) frames: u64,
+    pub(crate) bytes: u64,
+    pub(crate) media_seconds: f64,
+    pub(crate) peak_rss_bytes: u64,
 }
 
 impl SegmentRunner {
@@ -62,43 +64,79 @@ impl SegmentRunner {
                 return;
             }
         };
-        if self.job_ended(&task.job_id).await {
-            tracing::info!(job = %task.job_id, segment = task.segment, "job already ended: segment dropped");
-            let _ = delivery.acker.ack().await;
-            return;
-        }
-        let started = Instant::now();
+        let job = task.job_id.clone();
         let staging = self.config.staging_dir.join(format!(
             "{}-{:06}-{}",
             task.job_id,
             task.segment,
             uuid::Uuid::new_v4().simple()
         ));
-        // The job may end (cancelled, failed elsewhere) while this segment encodes: stop then.
+        let work = self.execute(&task, &staging);
+        self.run_task(
+            &job,
+            TaskRef::Segment(task.segment),
+            delivery,
+            &staging,
+            work,
+        )
+        .await;
+    }
+
+    /// Runs one task of `job` (a segment or a stitch) in `staging` and settles its delivery:
+    /// dropped when the job already ended, aborted when it ends meanwhile, acked after its
+    /// done event is published, failed or retried by its error's class.
+    pub(crate) async fn run_task(
+        &self,
+        job: &str,
+        task: TaskRef,
+        delivery: Delivery,
+        staging: &std::path::Path,
+        work: impl std::future::Future<Output = Result<Done, FarmError>>,
+    ) {
+        if self.job_ended(job).await {
+            tracing::info!(job, %task, "job already ended: task dropped");
+            let _ = delivery.acker.ack().await;
+            return;
+        }
+        let started = Instant::now();
+        // The job may end (cancelled, failed elsewhere) while this task runs: stop then.
         let outcome = tokio::select! {
-            o = self.execute(&task, &staging) => Some(o),
-            _ = self.watch_ended(&task.job_id) => None,
+            o = work => Some(o),
+            _ = self.watch_ended(job) => None,
         };
-        let _ = tokio::fs::remove_dir_all(&staging).await;
+        let _ = tokio::fs::remove_dir_all(staging).await;
         let Some(outcome) = outcome else {
-            tracing::info!(job = %task.job_id, segment = task.segment, "job ended: segment aborted");
+            tracing::info!(job, %task, "job ended: task aborted");
             let _ = delivery.acker.ack().await;
             return;
         };
         match outcome {
             Ok(done) => {
                 let total = started.elapsed().as_secs_f64();
-                tracing::info!(
-                    job = %task.job_id, segment = task.segment, frames = done.result.frames_in_range,
-                    seconds = total, "segment encoded"
-                );
+                match task {
+                    TaskRef::Segment(segment) => tracing::info!(
+                        job,
+                        segment,
+                        frames = done.frames,
+                        seconds = total,
+                        "segment encoded"
+                    ),
+                    TaskRef::Stitch(output) => tracing::info!(
+                        job,
+                        output,
+                        frames = done.frames,
+                        seconds = total,
+                        "output stitched"
+                    ),
+                }
                 let event = self.event(
-                    &task,
+                    job,
+                    task,
                     SegmentOutcome::Done {
-                        frames: done.result.frames_in_range,
+                        frames: done.frames,
                         bytes: done.bytes,
-                        media_seconds: done.result.media_seconds,
-                        overhead_seconds: (total - done.result.media_seconds).max(0.0),
+                        media_seconds: done.media_seconds,
+                        overhead_seconds: (total - done.media_seconds).max(0.0),
                         peak_rss_bytes: done.peak_rss_bytes,
                     },
                 );
@@ -112,21 +150,20 @@ impl SegmentRunner {
                         let _ = delivery.acker.ack().await;
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "event publish failed; segment requeued");
+                        tracing::warn!(error = %e, "event publish failed; task requeued");
                         let _ = delivery.acker.nack(true).await;
                     }
                 }
             }
-            Err(e) => self.fail(&task, delivery, e).await,
+            Err(e) => self.fail(job, task, delivery, e).await,
         }
     }
 
-    async fn fail(&self, task: &SegmentTask, delivery: Delivery, err: FarmError) {
+    async fn fail(&self, job: &str, task: TaskRef, delivery: Delivery, err: FarmError) {
         let attempt = delivery.redeliveries + 1;
         let last = attempt >= self.config.delivery_limit;
         tracing::warn!(
-            job = %task.job_id, segment = task.segment, attempt, code = err.code(), error = %err,
-            "segment attempt failed"
+            job, %task, attempt, code = err.code(), error = %err, "task attempt failed"
         );
         if err.class() == ErrorClass::Retry && !last {
             let backoff = self
@@ -139,6 +176,7 @@ impl SegmentRunner {
             return;
         }
         let event = self.event(
+            job,
             task,
             SegmentOutcome::Failed {
                 code: err.code().to_string(),
@@ -151,7 +189,7 @@ impl SegmentRunner {
             .publish(QUEUE_EVENTS, encode_message(&event))
             .await
         {
-            tracing::error!(error = %e, "failure event not published; segment requeued");
+            tracing::error!(error = %e, "failure event not published; task requeued");
             let _ = delivery.acker.nack(true).await;
             return;
         }
@@ -181,27 +219,33 @@ impl SegmentRunner {
         }
     }
 
-    fn event(&self, task: &SegmentTask, outcome: SegmentOutcome) -> SegmentEvent {
-        SegmentEvent {
+    fn event(&self, job: &str, task: TaskRef, outcome: SegmentOutcome) -> TaskEvent {
+        TaskEvent {
             v: WIRE_VERSION,
-            job_id: task.job_id.clone(),
-            segment: task.segment,
+            job_id: job.to_string(),
+            task,
             worker: self.config.id.clone(),
             outcome,
         }
     }
 
-    async fn execute(&self, task: &SegmentTask, staging: &PathBuf) -> Result<Done, FarmError> {
+    /// Fails (retryably) when staging is short of space: the task is left for another worker.
+    pub(crate) fn check_free_space(&self) -> Result<(), FarmError> {
         let free = crate::disk::free_bytes(&self.config.staging_dir);
         if free < self.config.min_free_bytes {
             return Err(FarmError::Io {
                 path: self.config.staging_dir.display().to_string(),
                 reason: format!(
-                    "only {free} bytes free, {} needed: segment left for another worker",
+                    "only {free} bytes free, {} needed: task left for another worker",
                     self.config.min_free_bytes
                 ),
             });
         }
+        Ok(())
+    }
+
+    async fn execute(&self, task: &SegmentTask, staging: &PathBuf) -> Result<Done, FarmError> {
+        self.check_free_space()?;
         tokio::fs::create_dir_all(staging)
             .await
             .map_err(|e| FarmError::io(staging, e))?;
@@ -257,8 +301,9 @@ impl SegmentRunner {
             bytes += self.store.put_file(key, &out.path).await?;
         }
         Ok(Done {
-            result,
+            frames: result.frames_in_range,
             bytes,
+            media_seconds: result.media_seconds,
             peak_rss_bytes: stats.peak_rss_bytes,
         })
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use tessera_farm::config::{ServiceArgs, ServiceConfig, ServiceFile};
-use tessera_farm::model::{QUEUE_ENCODE_CPU, QUEUE_EVENTS};
+use tessera_farm::model::{QUEUE_ENCODE_CPU, QUEUE_EVENTS, QUEUE_STITCH};
 use tessera_farm::queue::{Queue, RabbitQueue};
 use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::S3Client;
@@ -113,6 +113,7 @@ impl ServiceSettings {
                 .or_else(|| w.staging_dir.clone())
                 .unwrap_or_else(|| PathBuf::from("/var/tmp/tessera-worker")),
             queue: QUEUE_ENCODE_CPU.to_string(),
+            stitch_queue: Some(QUEUE_STITCH.to_string()),
             delivery_limit: service.rabbit.delivery_limit,
             limits: Limits {
                 timeout: Duration::from_secs(
@@ -180,6 +181,7 @@ pub async fn serve(
 async fn connect(settings: &ServiceSettings) -> Result<Arc<dyn Queue>, FarmError> {
     let queue = RabbitQueue::connect(settings.service.rabbit.clone()).await?;
     queue.declare(QUEUE_ENCODE_CPU).await?;
+    queue.declare(QUEUE_STITCH).await?;
     queue.declare(QUEUE_EVENTS).await?;
     Ok(Arc::new(queue))
 }

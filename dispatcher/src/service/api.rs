@@ -260,6 +260,30 @@ async fn create_upload(State(state): State<Arc<AppState>>, body: axum::body::Byt
     }
 }
 
+/// The output URIs of a job: what was delivered when done, else what was asked for.
+fn outputs(row: &JobRow, report: &serde_json::Value) -> serde_json::Value {
+    let field = |list: Option<&serde_json::Value>, name: &str| -> Vec<serde_json::Value> {
+        list.and_then(|l| l.as_array())
+            .map(|l| l.iter().filter_map(|o| o.get(name).cloned()).collect())
+            .unwrap_or_default()
+    };
+    let delivered = field(report.get("outputs"), "destination");
+    if delivered.is_empty() {
+        let asked = field(row.request.get("outputs"), "destination");
+        // Requested destinations are stored as {bucket, key}.
+        let uris = asked.iter().filter_map(|d| {
+            Some(format!(
+                "s3://{}/{}",
+                d.get("bucket")?.as_str()?,
+                d.get("key")?.as_str()?
+            ))
+        });
+        serde_json::Value::from(uris.collect::<Vec<_>>())
+    } else {
+        serde_json::Value::from(delivered)
+    }
+}
+
 /// The API view of a job row.
 pub fn view(row: &JobRow) -> serde_json::Value {
     let percent = if row.state == JobState::Done {
@@ -277,7 +301,8 @@ pub fn view(row: &JobRow) -> serde_json::Value {
         "segments_done": row.segments_done,
         "percent": percent,
         "input": row.request.get("input"),
-        "outputs": [report.get("output").cloned().unwrap_or(serde_json::Value::Null)],
+        "outputs": outputs(row, &report),
+        "priority": row.request.get("priority"),
         "encode_fps": report.get("encode_fps"),
         "frames": report.get("frames"),
         "median_segment_overhead_s": report.get("median_segment_overhead_s"),

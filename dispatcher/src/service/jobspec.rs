@@ -5,7 +5,7 @@ use serde::Deserialize;
 use tessera_media::settings::{default_crf, default_preset, resolve_preset};
 use tessera_media::{Container, RateControl, RenditionSpec, VideoCodec};
 
-use super::runner::{JobPlan, S3Uri};
+use super::runner::{default_priority, JobPlan, PlannedOutput, S3Uri};
 
 /// One requested output.
 #[derive(Debug, Clone, Deserialize)]
@@ -33,13 +33,13 @@ pub struct ApiOutput {
 pub struct ApiJob {
     /// `s3://bucket/key` of the source.
     pub input: String,
-    /// The outputs (one per job for now).
+    /// The outputs (1 to 8): the source is decoded once per segment and encoded once per output.
     pub outputs: Vec<ApiOutput>,
     /// Segment length in seconds.
     pub segment_seconds: Option<f64>,
-    /// Priority 0-9 (accepted; scheduling by priority is not implemented yet).
+    /// Priority 0 (lowest) to 9, default 5: higher-priority jobs' segments are queued first.
     pub priority: Option<u8>,
-    /// Webhook (accepted; not called yet).
+    /// Webhook: the final job view is POSTed here, HMAC-signed.
     pub callback_url: Option<String>,
     /// Measure PSNR/SSIM of the output.
     #[serde(default)]
@@ -67,25 +67,20 @@ fn allowed(uri: &S3Uri, buckets: &[String], what: &str) -> Result<(), Invalid> {
     }
 }
 
-/// Checks a job against the farm's rules; returns the plan or (status, code, message).
-pub fn validate(
-    job: &ApiJob,
+/// The most outputs (renditions) one job may ask for: each costs an encoder per segment.
+pub const MAX_OUTPUTS: usize = 8;
+
+fn validate_output(
+    out: &ApiOutput,
+    index: usize,
     buckets: &[String],
-    default_segment: f64,
-) -> Result<JobPlan, Invalid> {
-    let input = S3Uri::parse(&job.input).map_err(|e| bad(format!("input: {e}")))?;
-    allowed(&input, buckets, "input")?;
-    let [out] = job.outputs.as_slice() else {
-        return Err(bad(format!(
-            "exactly one output per job is supported, got {}",
-            job.outputs.len()
-        )));
-    };
-    let output = S3Uri::parse(&out.destination).map_err(|e| bad(format!("destination: {e}")))?;
-    allowed(&output, buckets, "destination")?;
+) -> Result<PlannedOutput, Invalid> {
+    let destination =
+        S3Uri::parse(&out.destination).map_err(|e| bad(format!("destination: {e}")))?;
+    allowed(&destination, buckets, "destination")?;
     let container = match out.container {
         Some(c) => c,
-        None => Container::from_path(std::path::Path::new(&output.key))
+        None => Container::from_path(std::path::Path::new(&destination.key))
             .ok_or_else(|| bad("destination must end in .mp4 or .mkv, or set container"))?,
     };
     let codec = out.codec.unwrap_or(VideoCodec::H264);
@@ -100,7 +95,7 @@ pub fn validate(
         .clone()
         .unwrap_or_else(|| default_preset(codec).to_string());
     let rendition = RenditionSpec {
-        name: "main".into(),
+        name: format!("out{index}"),
         codec,
         rate,
         preset,
@@ -112,6 +107,39 @@ pub fn validate(
         if !(2..=16384).contains(&h) {
             return Err(bad(format!("height {h} must be within 2..=16384")));
         }
+    }
+    Ok(PlannedOutput {
+        destination,
+        container,
+        rendition,
+    })
+}
+
+/// Checks a job against the farm's rules; returns the plan or (status, code, message).
+pub fn validate(
+    job: &ApiJob,
+    buckets: &[String],
+    default_segment: f64,
+) -> Result<JobPlan, Invalid> {
+    let input = S3Uri::parse(&job.input).map_err(|e| bad(format!("input: {e}")))?;
+    allowed(&input, buckets, "input")?;
+    if job.outputs.is_empty() || job.outputs.len() > MAX_OUTPUTS {
+        return Err(bad(format!(
+            "a job needs 1 to {MAX_OUTPUTS} outputs, got {}",
+            job.outputs.len()
+        )));
+    }
+    let mut outputs: Vec<PlannedOutput> = Vec::with_capacity(job.outputs.len());
+    for (i, out) in job.outputs.iter().enumerate() {
+        let planned = validate_output(out, i, buckets)
+            .map_err(|(s, c, m)| (s, c, format!("outputs[{i}]: {m}")))?;
+        if outputs.iter().any(|o| o.destination == planned.destination) {
+            return Err(bad(format!(
+                "outputs[{i}]: destination {} is given twice",
+                planned.destination
+            )));
+        }
+        outputs.push(planned);
     }
     let segment_seconds = job.segment_seconds.unwrap_or(default_segment);
     if !(segment_seconds.is_finite() && (0.5..=600.0).contains(&segment_seconds)) {
@@ -129,9 +157,8 @@ pub fn validate(
     }
     Ok(JobPlan {
         input,
-        output,
-        container,
-        rendition,
+        outputs,
+        priority: job.priority.unwrap_or_else(default_priority),
         segment_seconds,
         psnr: job.psnr,
         callback_url: job.callback_url.clone(),
@@ -153,8 +180,9 @@ mod tests {
             serde_json::json!({"input": "s3://input/a.mp4", "outputs": [{"destination": "s3://output/b.mkv", "crf": 20}]}),
         );
         let p = validate(&ok, &buckets, 10.0).unwrap();
-        assert_eq!(p.container, Container::Mkv);
-        assert_eq!(p.rendition.rate, RateControl::Crf(20.0));
+        assert_eq!(p.outputs[0].container, Container::Mkv);
+        assert_eq!(p.outputs[0].rendition.rate, RateControl::Crf(20.0));
+        assert_eq!(p.priority, 5);
         let forbidden = job(
             serde_json::json!({"input": "s3://secret/a.mp4", "outputs": [{"destination": "s3://output/b.mp4"}]}),
         );
@@ -165,7 +193,30 @@ mod tests {
         let two = job(
             serde_json::json!({"input": "s3://input/a.mp4", "outputs": [{"destination": "s3://output/b.mp4"}, {"destination": "s3://output/c.mp4"}]}),
         );
-        assert_eq!(validate(&two, &buckets, 10.0).unwrap_err().1, "invalid_job");
+        let p = validate(&two, &buckets, 10.0).unwrap();
+        let names: Vec<_> = p
+            .outputs
+            .iter()
+            .map(|o| o.rendition.name.as_str())
+            .collect();
+        assert_eq!(names, ["out0", "out1"]);
+        let same = job(
+            serde_json::json!({"input": "s3://input/a.mp4", "outputs": [{"destination": "s3://output/b.mp4"}, {"destination": "s3://output/b.mp4", "height": 360}]}),
+        );
+        let err = validate(&same, &buckets, 10.0).unwrap_err();
+        assert!(
+            err.2.contains("outputs[1]") && err.2.contains("twice"),
+            "{err:?}"
+        );
+        let none = job(serde_json::json!({"input": "s3://input/a.mp4", "outputs": []}));
+        assert_eq!(
+            validate(&none, &buckets, 10.0).unwrap_err().1,
+            "invalid_job"
+        );
+        let urgent = job(
+            serde_json::json!({"input": "s3://input/a.mp4", "outputs": [{"destination": "s3://output/b.mp4"}], "priority": 9}),
+        );
+        assert_eq!(validate(&urgent, &buckets, 10.0).unwrap().priority, 9);
         let bad_preset = job(
             serde_json::json!({"input": "s3://input/a.mp4", "outputs": [{"destination": "s3://output/b.mp4", "preset": "warp"}]}),
         );

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::db::{Db, JobState};
 use super::events::EventRouter;
-use crate::{run_job, DispatchContext, JobRequest, JobStage};
+use crate::{run_job, Destination, DispatchContext, JobOutput, JobRequest, JobStage, OutputSink};
 
 /// An `s3://bucket/key` location.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,17 +58,27 @@ impl std::fmt::Display for S3Uri {
     }
 }
 
+/// One validated output of a job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedOutput {
+    /// The destination.
+    pub destination: S3Uri,
+    /// Output container.
+    pub container: Container,
+    /// The rendition (named `out{index}`).
+    pub rendition: RenditionSpec,
+}
+
 /// A validated job as the runner executes it (stored as the job's request).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobPlan {
     /// The source.
     pub input: S3Uri,
-    /// The destination.
-    pub output: S3Uri,
-    /// Output container.
-    pub container: Container,
-    /// The rendition.
-    pub rendition: RenditionSpec,
+    /// The outputs, each a rendition of the same segments.
+    pub outputs: Vec<PlannedOutput>,
+    /// Scheduling priority, 0 (lowest) to 9: higher-priority jobs' segments go first.
+    #[serde(default = "default_priority")]
+    pub priority: u8,
     /// Segment length.
     pub segment_seconds: f64,
     /// Measure PSNR/SSIM.
@@ -76,6 +86,33 @@ pub struct JobPlan {
     /// Where to POST the job's final state (HMAC-signed).
     #[serde(default)]
     pub callback_url: Option<String>,
+}
+
+/// The priority of jobs that do not ask for one.
+pub fn default_priority() -> u8 {
+    5
+}
+
+/// Copies stitched outputs from the work bucket to their destination buckets, server-side.
+struct S3Sink {
+    s3: S3Client,
+    work_bucket: String,
+}
+
+#[async_trait::async_trait]
+impl OutputSink for S3Sink {
+    async fn deliver(&self, work_key: &str, bucket: &str, key: &str) -> Result<u64, FarmError> {
+        self.s3
+            .store(bucket)
+            .copy_from(&self.work_bucket, work_key, key)
+            .await
+    }
+
+    async fn remove(&self, bucket: &str, key: &str) {
+        if let Err(e) = self.s3.store(bucket).delete(key).await {
+            tracing::warn!(bucket, key, error = %e, "delivered output not removed");
+        }
+    }
 }
 
 /// Shared state of every job run.
@@ -158,11 +195,6 @@ impl Runner {
                 class: ErrorClass::Abort,
                 message: format!("{}: cannot read input: {e}", plan.input),
             })?;
-        let ext = match plan.container {
-            Container::Mp4 => "mp4",
-            Container::Mkv => "mkv",
-        };
-        let output = staging.join(format!("output.{ext}"));
         let db = self.db.clone();
         let job = id.to_string();
         let progress = Arc::new(std::sync::Mutex::new((0u32, 0u32)));
@@ -172,6 +204,11 @@ impl Runner {
             sandbox: self.sandbox.clone(),
             staging_dir: staging.join("dispatch"),
             encode_queue: tessera_farm::model::QUEUE_ENCODE_CPU.to_string(),
+            stitch_queue: tessera_farm::model::QUEUE_STITCH.to_string(),
+            sink: Some(Arc::new(S3Sink {
+                s3: self.s3.clone(),
+                work_bucket: self.work.bucket().to_string(),
+            })),
             limits: self.limits,
             on_stage: Arc::new(move |stage: &JobStage| {
                 let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
@@ -203,9 +240,18 @@ impl Runner {
         let request = JobRequest {
             id: id.to_string(),
             input: input.clone(),
-            output: output.clone(),
-            container: plan.container,
-            rendition: plan.rendition.clone(),
+            outputs: plan
+                .outputs
+                .iter()
+                .map(|o| JobOutput {
+                    rendition: o.rendition.clone(),
+                    container: o.container,
+                    destination: Destination::Object {
+                        bucket: o.destination.bucket.clone(),
+                        key: o.destination.key.clone(),
+                    },
+                })
+                .collect(),
             segment_seconds: plan.segment_seconds,
             parallelism: self.parallelism,
             first_audio_only: false,
@@ -228,14 +274,7 @@ impl Runner {
                 },
                 other => other,
             })?;
-        self.s3
-            .store(&plan.output.bucket)
-            .put_file(&plan.output.key, &output)
-            .await?;
-        let mut value =
-            serde_json::to_value(&report).map_err(|e| FarmError::BadMessage(e.to_string()))?;
-        value["output"] = serde_json::Value::String(plan.output.to_string());
-        Ok(value)
+        serde_json::to_value(&report).map_err(|e| FarmError::BadMessage(e.to_string()))
     }
 }
 

@@ -5,6 +5,7 @@
 
 mod local;
 mod s3;
+mod s3_copy;
 mod s3_multipart;
 
 pub use local::LocalStore;

@@ -137,13 +137,13 @@ impl Ingest {
                 return self.reject(&id, &idem, bucket, key, code, &format!("{input}: {msg}"))
             }
         };
-        if self
-            .watch_for(&plan.output.bucket, &plan.output.key)
-            .is_some()
-        {
+        if let Some(out) = plan.outputs.iter().find(|o| {
+            self.watch_for(&o.destination.bucket, &o.destination.key)
+                .is_some()
+        }) {
             let why = format!(
                 "{input}: destination {} lies in a watched prefix and would be transcoded again",
-                plan.output
+                out.destination
             );
             return self.reject(&id, &idem, bucket, key, "invalid_job", &why);
         }
@@ -153,7 +153,7 @@ impl Ingest {
         if !created {
             return Ok(Outcome::Seen);
         }
-        tracing::info!(job = %id, %input, etag, output = %plan.output, via = via.as_str(), "upload started a job");
+        tracing::info!(job = %id, %input, etag, output = %plan.outputs[0].destination, via = via.as_str(), "upload started a job");
         self.state.spawn(id.clone(), plan);
         Ok(Outcome::Started(id))
     }

@@ -1,0 +1,187 @@
+//! The stitch step: one stitch task per output on the stitch queue, run by a worker; then the
+//! dispatcher checks the frame counts, measures quality when asked, and delivers every
+//! output, all of them or none.
+
+use std::path::Path;
+
+use tessera_farm::model::{
+    encode_message, keys, SegmentOutcome, StitchTask, TaskRef, WIRE_VERSION,
+};
+use tessera_farm::queue::Consumer;
+use tessera_farm::sandbox::MediaOp;
+use tessera_farm::FarmError;
+use tessera_media::{
+    AudioTrackResult, Container, ErrorClass, ProbeInfo, QualityReport, SegmentPlan,
+};
+
+use crate::finish::{next_event, task_failed};
+use crate::job::{Destination, DispatchContext, JobRequest};
+
+/// The file extension of a container.
+pub(crate) fn extension(container: Container) -> &'static str {
+    match container {
+        Container::Mp4 => "mp4",
+        Container::Mkv => "mkv",
+    }
+}
+
+/// The stitch tasks of a job, one per output.
+pub(crate) fn stitch_tasks(
+    req: &JobRequest,
+    info: &ProbeInfo,
+    plans: &[SegmentPlan],
+    bias: i64,
+    audio: Option<&[AudioTrackResult]>,
+    frames: u64,
+) -> Vec<StitchTask> {
+    let video = &info.video;
+    req.outputs
+        .iter()
+        .enumerate()
+        .map(|(i, out)| StitchTask {
+            v: WIRE_VERSION,
+            job_id: req.id.clone(),
+            output: i as u32,
+            segment_keys: plans
+                .iter()
+                .map(|p| keys::encoded(&req.id, &out.rendition.name, p.index))
+                .collect(),
+            audio_key: audio.map(|_| keys::audio(&req.id)),
+            audio_tracks: audio.map(<[_]>::to_vec).unwrap_or_default(),
+            video_bias: bias,
+            video_time_base: video.time_base,
+            start_seconds: info.start_seconds,
+            display_matrix: video.display_matrix.clone(),
+            frame_rate: video.avg_frame_rate,
+            container: out.container,
+            result_key: keys::output(&req.id, i as u32, extension(out.container)),
+            expected_frames: frames,
+        })
+        .collect()
+}
+
+/// Publishes the stitch tasks and waits until every output is stitched; returns the largest
+/// peak RSS of the stitch children. A frame count other than the segments' fails the job.
+pub(crate) async fn stitch_all(
+    ctx: &DispatchContext,
+    req: &JobRequest,
+    tasks: &[StitchTask],
+    events: &mut dyn Consumer,
+) -> Result<u64, FarmError> {
+    for task in tasks {
+        ctx.queue
+            .publish(&ctx.stitch_queue, encode_message(task))
+            .await?;
+    }
+    let mut done = vec![false; tasks.len()];
+    let mut peak_rss = 0;
+    while done.iter().any(|d| !d) {
+        let (event, delivery) = next_event(&req.id, events).await?;
+        let index = match event.task {
+            TaskRef::Stitch(i) if (i as usize) < tasks.len() => i as usize,
+            // Late duplicates of segment events, or nonsense: nothing to wait for.
+            _ => {
+                let _ = delivery.acker.ack().await;
+                continue;
+            }
+        };
+        let _ = delivery.acker.ack().await;
+        match event.outcome {
+            SegmentOutcome::Done {
+                frames,
+                peak_rss_bytes,
+                ..
+            } => {
+                let expected = tasks[index].expected_frames;
+                if frames != expected {
+                    return Err(FarmError::Media {
+                        code: "frame_count_mismatch".into(),
+                        class: ErrorClass::Retry,
+                        message: format!(
+                            "output {index}: stitched {frames} frames but the segments reported {expected}"
+                        ),
+                    });
+                }
+                done[index] = true;
+                peak_rss = peak_rss.max(peak_rss_bytes);
+            }
+            SegmentOutcome::Failed {
+                code,
+                class,
+                message,
+            } => return Err(task_failed(event.task, code, class, &message)),
+        }
+    }
+    Ok(peak_rss)
+}
+
+/// PSNR/SSIM of one stitched output against the source (fetched from the work area into
+/// staging for the measurement, removed after).
+pub(crate) async fn measure(
+    ctx: &DispatchContext,
+    req: &JobRequest,
+    task: &StitchTask,
+    staging: &Path,
+) -> Result<QualityReport, FarmError> {
+    let local = staging.join(format!(
+        "quality-{:02}.{}",
+        task.output,
+        extension(task.container)
+    ));
+    ctx.store.get_file(&task.result_key, &local).await?;
+    let op = MediaOp::Quality {
+        output: local.clone(),
+        source: req.input.clone(),
+    };
+    let measured = ctx.sandbox.run(&op, ctx.limits, &mut |_| {}).await;
+    let _ = tokio::fs::remove_file(&local).await;
+    Ok(measured?.0)
+}
+
+/// Delivers every output to its destination; returns their sizes. If one fails, the ones
+/// already delivered are removed again: a failed job leaves nothing at its destinations.
+pub(crate) async fn deliver_all(
+    ctx: &DispatchContext,
+    req: &JobRequest,
+    tasks: &[StitchTask],
+) -> Result<Vec<u64>, FarmError> {
+    let mut sizes = Vec::with_capacity(tasks.len());
+    for (out, task) in req.outputs.iter().zip(tasks) {
+        match deliver(ctx, &task.result_key, &out.destination).await {
+            Ok(size) => sizes.push(size),
+            Err(e) => {
+                for done in req.outputs.iter().take(sizes.len()) {
+                    undeliver(ctx, &done.destination).await;
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(sizes)
+}
+
+async fn deliver(ctx: &DispatchContext, key: &str, dest: &Destination) -> Result<u64, FarmError> {
+    match dest {
+        Destination::File(path) => ctx.store.get_file(key, path).await,
+        Destination::Object { bucket, key: dest } => match &ctx.sink {
+            Some(sink) => sink.deliver(key, bucket, dest).await,
+            None => Err(FarmError::Store {
+                key: dest.clone(),
+                reason: "this farm cannot deliver to object destinations".into(),
+            }),
+        },
+    }
+}
+
+async fn undeliver(ctx: &DispatchContext, dest: &Destination) {
+    match dest {
+        Destination::File(path) => {
+            let _ = tokio::fs::remove_file(path).await;
+        }
+        Destination::Object { bucket, key } => {
+            if let Some(sink) = &ctx.sink {
+                sink.remove(bucket, key).await;
+            }
+        }
+    }
+}

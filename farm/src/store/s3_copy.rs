@@ -1,0 +1,199 @@
+//! Server-side copies between buckets of one S3 endpoint, and single-object deletes.
+//!
+//! Why: a finished output is stitched into the work area by a worker and then moved to the
+//! user's destination; a server-side copy moves no bytes through the dispatcher. Objects up
+//! to 5 GiB take one CopyObject; larger ones a multipart upload of UploadPartCopy ranges,
+//! aborted on failure so nothing partial ever appears at the destination.
+
+use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
+use futures_util::{StreamExt, TryStreamExt};
+
+use super::s3::S3Store;
+use super::s3_multipart::{sdk_err, store_err};
+use super::validate_key;
+use crate::FarmError;
+
+/// The largest object one CopyObject may copy.
+const MAX_SINGLE_COPY: u64 = 5 * 1024 * 1024 * 1024;
+/// Part size of multipart copies (S3 allows 5 MiB to 5 GiB).
+const COPY_PART: u64 = 1024 * 1024 * 1024;
+/// Part copies in flight.
+const COPIES_IN_FLIGHT: usize = 4;
+
+/// `x-amz-copy-source` for `bucket/key`: the key percent-encoded except `/` and unreserved
+/// characters (keys may hold spaces and other characters users type).
+pub(super) fn copy_source(bucket: &str, key: &str) -> String {
+    let mut out = format!("{bucket}/");
+    for b in key.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The byte ranges (inclusive ends) of a multipart copy of `size` bytes.
+fn copy_ranges(size: u64) -> Vec<(i32, u64, u64)> {
+    (0..size.div_ceil(COPY_PART))
+        .map(|i| {
+            let start = i * COPY_PART;
+            let end = (start + COPY_PART).min(size) - 1;
+            (i as i32 + 1, start, end)
+        })
+        .collect()
+}
+
+impl S3Store {
+    /// Copies `src_key` of bucket `src_bucket` (same endpoint) to `key` in this store's bucket,
+    /// server-side; returns the size. The destination appears whole or not at all.
+    pub async fn copy_from(
+        &self,
+        src_bucket: &str,
+        src_key: &str,
+        key: &str,
+    ) -> Result<u64, FarmError> {
+        validate_key(key)?;
+        let size = self
+            .client_store(src_bucket)
+            .head(src_key)
+            .await?
+            .ok_or_else(|| store_err(src_key, "copy: no such object"))?
+            .size;
+        let source = copy_source(src_bucket, src_key);
+        if size <= MAX_SINGLE_COPY {
+            self.client
+                .copy_object()
+                .bucket(&*self.bucket)
+                .key(key)
+                .copy_source(&source)
+                .send()
+                .await
+                .map_err(|e| sdk_err(key, "copy", &e))?;
+        } else {
+            self.copy_multipart(&source, key, size).await?;
+        }
+        tracing::debug!(bucket = %self.bucket, key, size, from = %source, "copied object");
+        Ok(size)
+    }
+
+    /// Deletes one object (absent is fine). Why: undoing a delivery when a later output of
+    /// the same job fails, so a failed job leaves nothing at its destinations.
+    pub async fn delete(&self, key: &str) -> Result<(), FarmError> {
+        validate_key(key)?;
+        self.client
+            .delete_object()
+            .bucket(&*self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| sdk_err(key, "delete", &e))?;
+        Ok(())
+    }
+
+    fn client_store(&self, bucket: &str) -> S3Store {
+        S3Store {
+            client: self.client.clone(),
+            bucket: bucket.into(),
+            tuning: self.tuning,
+        }
+    }
+
+    async fn copy_multipart(&self, source: &str, key: &str, size: u64) -> Result<(), FarmError> {
+        let created = self
+            .client
+            .create_multipart_upload()
+            .bucket(&*self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| sdk_err(key, "create multipart copy", &e))?;
+        let upload_id = created
+            .upload_id()
+            .ok_or_else(|| store_err(key, "create multipart copy: no upload id"))?
+            .to_string();
+        let parts = futures_util::stream::iter(copy_ranges(size))
+            .map(|(number, start, end)| {
+                let upload_id = upload_id.clone();
+                async move {
+                    let out = self
+                        .client
+                        .upload_part_copy()
+                        .bucket(&*self.bucket)
+                        .key(key)
+                        .upload_id(upload_id)
+                        .part_number(number)
+                        .copy_source(source)
+                        .copy_source_range(format!("bytes={start}-{end}"))
+                        .send()
+                        .await
+                        .map_err(|e| sdk_err(key, &format!("copy part {number}"), &e))?;
+                    let etag = out
+                        .copy_part_result()
+                        .and_then(|r| r.e_tag())
+                        .ok_or_else(|| store_err(key, "copy part: no ETag"))?;
+                    Ok::<_, FarmError>(
+                        CompletedPart::builder()
+                            .part_number(number)
+                            .e_tag(etag)
+                            .build(),
+                    )
+                }
+            })
+            .buffer_unordered(COPIES_IN_FLIGHT)
+            .try_collect::<Vec<_>>()
+            .await;
+        let completed = match parts {
+            Ok(mut parts) => {
+                parts.sort_by_key(|p| p.part_number());
+                self.client
+                    .complete_multipart_upload()
+                    .bucket(&*self.bucket)
+                    .key(key)
+                    .upload_id(&upload_id)
+                    .multipart_upload(
+                        CompletedMultipartUpload::builder()
+                            .set_parts(Some(parts))
+                            .build(),
+                    )
+                    .send()
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| sdk_err(key, "complete multipart copy", &e))
+            }
+            Err(e) => Err(e),
+        };
+        if completed.is_err() {
+            let _ = self
+                .client
+                .abort_multipart_upload()
+                .bucket(&*self.bucket)
+                .key(key)
+                .upload_id(&upload_id)
+                .send()
+                .await;
+        }
+        completed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_sources_are_percent_encoded() {
+        assert_eq!(copy_source("b", "dir/a b+c.mp4"), "b/dir/a%20b%2Bc.mp4");
+        assert_eq!(copy_source("b", "x_y-z~.mp4"), "b/x_y-z~.mp4");
+    }
+
+    #[test]
+    fn copy_ranges_cover_the_object() {
+        assert_eq!(copy_ranges(10), vec![(1, 0, 9)]);
+        let r = copy_ranges(2 * COPY_PART + 5);
+        assert_eq!(r.len(), 3);
+        assert_eq!(r[1], (2, COPY_PART, 2 * COPY_PART - 1));
+        assert_eq!(r[2], (3, 2 * COPY_PART, 2 * COPY_PART + 4));
+    }
+}

@@ -1,0 +1,111 @@
+//! Executing one stitch task: fetch the output's encoded segments and the audio, concatenate
+//! them in a child (stream copy), check the frame count, store the result in the work area.
+//!
+//! Why on workers: a stitch reads and writes a whole output; run on the workers it scales
+//! with them and keeps the dispatcher a thin coordinator.
+
+use std::path::Path;
+
+use tessera_farm::model::{decode_message, StitchTask, TaskRef};
+use tessera_farm::queue::Delivery;
+use tessera_farm::sandbox::MediaOp;
+use tessera_farm::{ErrorClass, FarmError};
+use tessera_media::{StitchRequest, StitchResult};
+
+use crate::segment::{Done, SegmentRunner};
+
+/// Segment downloads in flight per stitch.
+const FETCHES_IN_FLIGHT: usize = 4;
+
+impl SegmentRunner {
+    /// Handles one stitch delivery to the end: acked, requeued or dead-lettered, never lost.
+    pub async fn handle_stitch(&self, delivery: Delivery) {
+        let task: StitchTask = match decode_message(&delivery.body) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!(error = %e, "unreadable stitch task dead-lettered");
+                let _ = delivery.acker.nack(false).await;
+                return;
+            }
+        };
+        let job = task.job_id.clone();
+        let staging = self.config.staging_dir.join(format!(
+            "{}-out{:02}-{}",
+            task.job_id,
+            task.output,
+            uuid::Uuid::new_v4().simple()
+        ));
+        let work = self.stitch(&task, &staging);
+        self.run_task(&job, TaskRef::Stitch(task.output), delivery, &staging, work)
+            .await;
+    }
+
+    async fn stitch(&self, task: &StitchTask, staging: &Path) -> Result<Done, FarmError> {
+        self.check_free_space()?;
+        let seg_dir = staging.join("segments");
+        tokio::fs::create_dir_all(&seg_dir)
+            .await
+            .map_err(|e| FarmError::io(&seg_dir, e))?;
+        let segments: Vec<_> = task
+            .segment_keys
+            .iter()
+            .enumerate()
+            .map(|(i, key)| (key.clone(), seg_dir.join(format!("{i:06}.nut"))))
+            .collect();
+        for batch in segments.chunks(FETCHES_IN_FLIGHT) {
+            let mut fetches = Vec::with_capacity(batch.len());
+            for (key, path) in batch {
+                fetches.push(self.store.get_file(key, path));
+            }
+            futures_util::future::try_join_all(fetches).await?;
+        }
+        let audio = match &task.audio_key {
+            Some(key) => {
+                let path = staging.join("audio.nut");
+                self.store.get_file(key, &path).await?;
+                Some(path)
+            }
+            None => None,
+        };
+        let ext = Path::new(&task.result_key)
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or("out");
+        let output = staging.join(format!("output.{ext}"));
+        let request = StitchRequest {
+            segments: segments.into_iter().map(|(_, p)| p).collect(),
+            video_bias: task.video_bias,
+            video_time_base: task.video_time_base,
+            audio,
+            audio_tracks: task.audio_tracks.clone(),
+            start_seconds: task.start_seconds,
+            display_matrix: task.display_matrix.clone(),
+            frame_rate: task.frame_rate,
+            container: task.container,
+            output: output.clone(),
+        };
+        let started = std::time::Instant::now();
+        let (stitched, stats): (StitchResult, _) = self
+            .sandbox
+            .run(&MediaOp::Stitch(request), self.config.limits, &mut |_| {})
+            .await?;
+        let media_seconds = started.elapsed().as_secs_f64();
+        if stitched.frames != task.expected_frames {
+            return Err(FarmError::Media {
+                code: "frame_count_mismatch".into(),
+                class: ErrorClass::Retry,
+                message: format!(
+                    "output {}: stitched {} frames but the segments reported {}",
+                    task.output, stitched.frames, task.expected_frames
+                ),
+            });
+        }
+        let bytes = self.store.put_file(&task.result_key, &output).await?;
+        Ok(Done {
+            frames: stitched.frames,
+            bytes,
+            media_seconds,
+            peak_rss_bytes: stats.peak_rss_bytes,
+        })
+    }
+}
