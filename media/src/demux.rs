@@ -65,8 +65,20 @@ pub(crate) fn open_video_decoder(
     path: &Path,
     threads: usize,
 ) -> Result<ff::decoder::Video, MediaError> {
+    open_video_decoder_with(stream, path, threads, |_| {})
+}
+
+/// Like `open_video_decoder`, letting `prepare` adjust the context before it is opened (the
+/// GPU path attaches NVDEC there).
+pub(crate) fn open_video_decoder_with(
+    stream: &ff::format::stream::Stream,
+    path: &Path,
+    threads: usize,
+    prepare: impl FnOnce(&mut ff::codec::Context),
+) -> Result<ff::decoder::Video, MediaError> {
     let mut ctx = ff::codec::Context::from_parameters(stream.parameters())
         .map_err(|e| MediaError::invalid(path, e))?;
+    prepare(&mut ctx);
     ctx.set_threading(ff::threading::Config {
         kind: ff::threading::Type::Frame,
         count: threads.max(1),

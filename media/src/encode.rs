@@ -8,11 +8,12 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Instant;
 
-use ff::Rescale as _;
 use ffmpeg_next as ff;
 use serde::{Deserialize, Serialize};
 
-use crate::demux::{open_input, open_video_decoder, read_packet};
+use crate::demux::{open_input, open_video_decoder};
+use crate::hw::HardwareEncode;
+use crate::range::{check_request, decode_all, RangeGate};
 use crate::settings::{encoder_name, encoder_options, output_pix_fmt, output_size};
 use crate::types::{ColorInfo, Rational, RenditionSpec};
 use crate::{ffi, nut, MediaError};
@@ -51,6 +52,9 @@ pub struct EncodeRequest {
     pub outputs: Vec<RenditionOutput>,
     /// Threads for the decoder and each encoder.
     pub threads: usize,
+    /// Run on an NVIDIA card (NVDEC/scale_cuda/NVENC) instead of the software encoders.
+    #[serde(default)]
+    pub hardware: Option<HardwareEncode>,
 }
 
 /// What one rendition of a segment came out as.
@@ -111,14 +115,9 @@ pub fn encode_segment(
     progress: &mut dyn FnMut(u64),
 ) -> Result<EncodeResult, MediaError> {
     crate::init();
-    if req.outputs.is_empty() {
-        return Err(MediaError::InvalidRequest("no renditions to encode".into()));
-    }
-    if req.end_pts <= req.start_pts {
-        return Err(MediaError::InvalidRequest(format!(
-            "empty range [{}, {})",
-            req.start_pts, req.end_pts
-        )));
+    check_request(req)?;
+    if let Some(hw) = &req.hardware {
+        return crate::encode_hw::encode_segment_hw(req, hw, progress);
     }
     let started = Instant::now();
     let chunk = req.chunk.as_path();
@@ -128,7 +127,6 @@ pub fn encode_segment(
         .ok_or_else(|| MediaError::invalid(chunk, "chunk has no stream"))?;
     let chunk_tb = stream.time_base();
     let mut decoder = open_video_decoder(&stream, chunk, req.threads)?;
-    let src_tb = ff::Rational::new(req.time_base.num, req.time_base.den);
 
     let (sw, sh) = (decoder.width(), decoder.height());
     let mut renditions = req
@@ -137,58 +135,20 @@ pub fn encode_segment(
         .map(|o| open_rendition(req, o, sw, sh))
         .collect::<Result<Vec<_>, _>>()?;
 
-    let mut decoded = 0u64;
-    let mut in_range = 0u64;
-    let mut last_sent: Option<i64> = None;
-    let mut frame = ff::frame::Video::empty();
-    let mut handle = |frame: &mut ff::frame::Video,
-                      renditions: &mut [Rendition],
-                      decoded: &mut u64,
-                      in_range: &mut u64|
-     -> Result<(), MediaError> {
-        *decoded += 1;
-        let Some(ts) = frame.timestamp() else {
+    let mut gate = RangeGate::new(req, chunk_tb);
+    let mut on_frame = |frame: &mut ff::frame::Video| -> Result<(), MediaError> {
+        let Some(pts) = gate.admit(frame.timestamp()) else {
             return Ok(());
         };
-        let ts = if chunk_tb == src_tb {
-            ts
-        } else {
-            ts.rescale(chunk_tb, src_tb)
-        };
-        let src = ts - req.bias;
-        if src < req.start_pts || src >= req.end_pts {
-            return Ok(());
-        }
-        // Keep timestamps strictly increasing for the encoder (a broken source may repeat one).
-        let src = match last_sent {
-            Some(prev) if src <= prev => prev + 1,
-            _ => src,
-        };
-        last_sent = Some(src);
-        *in_range += 1;
         frame.set_kind(ff::picture::Type::None);
         for r in renditions.iter_mut() {
-            encode_frame(r, frame, src + req.bias)?;
+            encode_frame(r, frame, pts)?;
         }
-        progress(*in_range);
+        progress(gate.in_range);
         Ok(())
     };
-
-    while let Some(packet) = read_packet(&mut ictx, chunk)? {
-        if packet.stream() != 0 {
-            continue;
-        }
-        if let Err(e) = decoder.send_packet(&packet) {
-            tracing::debug!(error = %e, "decoder rejected a packet");
-        }
-        while decoder.receive_frame(&mut frame).is_ok() {
-            handle(&mut frame, &mut renditions, &mut decoded, &mut in_range)?;
-        }
-    }
-    let _ = decoder.send_eof();
-    while decoder.receive_frame(&mut frame).is_ok() {
-        handle(&mut frame, &mut renditions, &mut decoded, &mut in_range)?;
-    }
+    decode_all(&mut ictx, &mut decoder, chunk, &mut on_frame, None)?;
+    let (decoded, in_range) = (gate.decoded, gate.in_range);
     if decoded == 0 {
         return Err(MediaError::decode(chunk, "no frame could be decoded"));
     }

@@ -86,6 +86,35 @@ pub enum MediaError {
         /// The reason.
         reason: String,
     },
+    /// The GPU path cannot run on this host or card: no CUDA driver, no such device, a card
+    /// without NVENC, or an FFmpeg build without the encoder or filter asked for. The job is
+    /// not at fault: another worker (or the software path) can do it.
+    #[error("gpu {device}: unavailable: {reason}")]
+    GpuUnavailable {
+        /// CUDA ordinal of the card.
+        device: u32,
+        /// What was missing, with FFmpeg's words.
+        reason: String,
+    },
+    /// No NVENC session could be opened (all of the card's sessions are taken, or it is short
+    /// of memory: `OpenEncodeSessionEx failed: out of memory (10)`), or the device is busy.
+    /// Release, back off, requeue, lower the card's budget; never fail the job for it.
+    #[error("gpu {device}: no encode session available: {reason}")]
+    GpuSessionUnavailable {
+        /// CUDA ordinal of the card.
+        device: u32,
+        /// FFmpeg's and the driver's words.
+        reason: String,
+    },
+    /// The driver reported a fault on the card (illegal address, ECC error, launch failure):
+    /// requeue the work and mark the card unhealthy.
+    #[error("gpu {device}: device fault: {reason}")]
+    GpuDeviceFault {
+        /// CUDA ordinal of the card.
+        device: u32,
+        /// FFmpeg's and the driver's words.
+        reason: String,
+    },
 }
 
 impl MediaError {
@@ -101,14 +130,31 @@ impl MediaError {
             MediaError::Encode { .. } => "encode_failed",
             MediaError::InvalidRequest(_) => "invalid_request",
             MediaError::Write { .. } => "write_failed",
+            MediaError::GpuUnavailable { .. } => "gpu_unavailable",
+            MediaError::GpuSessionUnavailable { .. } => "gpu_session_unavailable",
+            MediaError::GpuDeviceFault { .. } => "gpu_device_fault",
         }
     }
 
     /// Whether a retry can help.
     pub fn class(&self) -> ErrorClass {
         match self {
-            MediaError::Write { .. } => ErrorClass::Retry,
+            MediaError::Write { .. }
+            | MediaError::GpuUnavailable { .. }
+            | MediaError::GpuSessionUnavailable { .. }
+            | MediaError::GpuDeviceFault { .. } => ErrorClass::Retry,
             _ => ErrorClass::Abort,
+        }
+    }
+
+    /// The card a GPU error is about, so the worker can release it, lower its budget or mark
+    /// it unhealthy; `None` for every other error.
+    pub fn gpu_device(&self) -> Option<u32> {
+        match self {
+            MediaError::GpuUnavailable { device, .. }
+            | MediaError::GpuSessionUnavailable { device, .. }
+            | MediaError::GpuDeviceFault { device, .. } => Some(*device),
+            _ => None,
         }
     }
 
@@ -156,5 +202,30 @@ mod tests {
         let w = MediaError::write(Path::new("/x/out.mp4"), "disk full");
         assert_eq!(w.class(), ErrorClass::Retry);
         assert_eq!(w.to_string(), "/x/out.mp4: write failed: disk full");
+    }
+
+    #[test]
+    fn gpu_errors_retry_and_name_the_card() {
+        let s = MediaError::GpuSessionUnavailable {
+            device: 1,
+            reason: "OpenEncodeSessionEx failed: out of memory (10)".into(),
+        };
+        assert_eq!(s.code(), "gpu_session_unavailable");
+        assert_eq!(s.class(), ErrorClass::Retry);
+        assert_eq!(s.gpu_device(), Some(1));
+        let f = MediaError::GpuDeviceFault {
+            device: 0,
+            reason: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+        };
+        assert_eq!(f.code(), "gpu_device_fault");
+        assert_eq!(f.class(), ErrorClass::Retry);
+        let u = MediaError::GpuUnavailable {
+            device: 0,
+            reason: "Cannot load libcuda.so.1".into(),
+        };
+        assert_eq!(u.code(), "gpu_unavailable");
+        assert_eq!(u.class(), ErrorClass::Retry);
+        assert!(u.to_string().starts_with("gpu 0: unavailable"));
+        assert_eq!(MediaError::InvalidRequest("x".into()).gpu_device(), None);
     }
 }

@@ -1,8 +1,12 @@
 //! The few raw FFmpeg calls ffmpeg-next does not wrap. Every `unsafe` in the crate lives here.
 //!
 //! Why: keeping the FFI in one small audited module means the rest of the crate is safe Rust,
-//! and each block below states the invariant it relies on. (The CUDA hardware-context FFI of
-//! the GPU path joins this module when that path lands.)
+//! and each block below states the invariant it relies on. The CUDA hardware-context FFI of
+//! the GPU path is the submodule `cuda` (ffi/cuda.rs, with the log capture in ffi/avlog.rs),
+//! under the same rule.
+
+mod avlog;
+pub(crate) mod cuda;
 
 use ff::ffi;
 use ff::packet::Ref as _;
@@ -66,6 +70,18 @@ pub(crate) fn pixel_depth(format: ff::format::Pixel) -> u8 {
 pub(crate) fn codecpar_sar(stream: &ff::format::stream::Stream) -> ff::Rational {
     // SAFETY: the stream and its codecpar live as long as the input context `stream` borrows.
     unsafe { (*(*stream.as_ptr()).codecpar).sample_aspect_ratio.into() }
+}
+
+/// The pixel format a stream's codec parameters declare (`None` when unknown).
+pub(crate) fn codecpar_format(stream: &ff::format::stream::Stream) -> ff::format::Pixel {
+    // SAFETY: the stream and its codecpar live as long as the input context `stream` borrows.
+    let raw = unsafe { (*(*stream.as_ptr()).codecpar).format };
+    if raw < 0 || raw >= ffi::AVPixelFormat::AV_PIX_FMT_NB as libc::c_int {
+        return ff::format::Pixel::None;
+    }
+    // SAFETY: libavformat writes codecpar.format from an AVPixelFormat, and the value is
+    // checked to lie inside the enum's range, which has no gaps.
+    unsafe { std::mem::transmute::<libc::c_int, ffi::AVPixelFormat>(raw) }.into()
 }
 
 /// Whether the muxer of `octx` has its own codec tag for `id` (MP4 has `avc1` for H.264; NUT

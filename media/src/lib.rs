@@ -5,12 +5,20 @@
 //! a child process on untrusted input.
 
 mod demux;
+mod encode_hw;
 mod error;
 mod ffi;
 mod nut;
+mod range;
+
+#[cfg(test)]
+mod hw_tests;
 
 pub mod audio;
 pub mod encode;
+pub mod hw;
+pub mod nvdec;
+pub mod nvenc;
 pub mod plan;
 pub mod probe;
 pub mod quality;
@@ -22,6 +30,11 @@ pub mod types;
 pub use audio::{transcode_audio, AudioRequest, AudioResult, AudioTrackResult};
 pub use encode::{encode_segment, EncodeRequest, EncodeResult, RenditionOutput, RenditionResult};
 pub use error::{ErrorClass, MediaError};
+pub use hw::{
+    choose_decode_path, hw_capabilities, release_cuda_devices, warm_cuda_device, DecodePath,
+    DecodePlan, HardwareEncode, HwCapabilities,
+};
+pub use nvdec::{nvdec_decode_check, NvdecReport};
 pub use plan::{plan_segments, timestamp_bias};
 pub use probe::probe;
 pub use quality::{measure_quality, QualityReport};

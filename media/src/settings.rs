@@ -151,19 +151,21 @@ pub fn output_size(width: u32, height: u32, target_height: Option<u32>) -> (u32,
     }
 }
 
+/// A rendition named "r" at the source size, for unit tests of encoder settings.
+#[cfg(test)]
+pub(crate) fn spec(codec: VideoCodec, rate: RateControl, preset: &str) -> RenditionSpec {
+    RenditionSpec {
+        name: "r".into(),
+        codec,
+        rate,
+        preset: preset.into(),
+        height: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn spec(codec: VideoCodec, rate: RateControl, preset: &str) -> RenditionSpec {
-        RenditionSpec {
-            name: "r".into(),
-            codec,
-            rate,
-            preset: preset.into(),
-            height: None,
-        }
-    }
 
     #[test]
     fn sizes_are_even_and_keep_aspect() {

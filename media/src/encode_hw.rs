@@ -1,0 +1,159 @@
+//! Encode one segment on an NVIDIA card: NVDEC (or software decode + one upload per frame),
+//! scale_cuda per rendition, NVENC; frames stay on the card from decode to encode.
+//!
+//! Why a separate path: the contract is the software path's (same frames via `RangeGate`,
+//! source pts kept, IDR first, closed GOP), but the frames are CUDA frames whose hw frames
+//! context must be known before filters and encoders can be configured, so each rendition's
+//! scale_cuda graph and encoder are built when the first frame in range arrives.
+
+use std::str::FromStr;
+use std::time::Instant;
+
+use ffmpeg_next as ff;
+
+mod rendition;
+mod upload;
+
+use rendition::HwRendition;
+use upload::Uploader;
+
+use crate::demux::{open_input, open_video_decoder_with};
+use crate::encode::{EncodeRequest, EncodeResult};
+use crate::ffi::cuda::{self, AvFailure, LogCapture};
+use crate::hw::{
+    choose_decode_path, classify_gpu_failure, gpu_error, gpu_unavailable, hw_capabilities,
+    DecodePath, GpuFailure, GpuStage, HardwareEncode,
+};
+use crate::nvenc::{nvenc_encoder_name, nvenc_settings};
+use crate::range::{decode_all, RangeGate};
+use crate::{ffi, MediaError};
+
+/// Maps a failed call while frames flow: GPU conditions get their codes, the rest `other`.
+pub(super) fn running(dev: u32, e: ff::Error, what: &str, other: &str) -> MediaError {
+    gpu_error(
+        dev,
+        GpuStage::Running,
+        &AvFailure::from_error(e, what),
+        |r| MediaError::encode(other, r),
+    )
+}
+
+pub(super) fn is_again(e: &ff::Error) -> bool {
+    matches!(e, ff::Error::Eof)
+        || matches!(e, ff::Error::Other { errno } if *errno == ff::util::error::EAGAIN)
+}
+
+pub(crate) fn encode_segment_hw(
+    req: &EncodeRequest,
+    hw: &HardwareEncode,
+    progress: &mut dyn FnMut(u64),
+) -> Result<EncodeResult, MediaError> {
+    let started = Instant::now();
+    let dev = hw.device;
+    let caps = hw_capabilities();
+    if !caps.gpu_path() {
+        return Err(gpu_unavailable(
+            dev,
+            "this FFmpeg build lacks the CUDA hwaccel or the scale_cuda filter",
+        ));
+    }
+    let mut settings = Vec::with_capacity(req.outputs.len());
+    for o in &req.outputs {
+        if !caps.has_encoder(o.spec.codec) {
+            return Err(gpu_unavailable(
+                dev,
+                format!(
+                    "this FFmpeg build has no {}",
+                    nvenc_encoder_name(o.spec.codec)
+                ),
+            ));
+        }
+        let s = nvenc_settings(&o.spec, hw, req.source_bit_depth)
+            .map_err(MediaError::InvalidRequest)?;
+        settings.push(s);
+    }
+    let _capture = LogCapture::start();
+    let device = cuda::device(dev)
+        .map_err(|f| gpu_error(dev, GpuStage::Device, &f, |r| gpu_unavailable(dev, r)))?;
+
+    let chunk = req.chunk.as_path();
+    let mut ictx = open_input(chunk)?;
+    let stream = ictx
+        .stream(0)
+        .ok_or_else(|| MediaError::invalid(chunk, "chunk has no stream"))?;
+    let chunk_tb = stream.time_base();
+    let pix = ffi::codecpar_format(&stream);
+    let pix_name = pix.descriptor().map_or("unknown", |d| d.name());
+    let codec_name = stream.parameters().id().name();
+    let ten_bit = settings.iter().any(|s| s.sw_format == "p010le");
+    let plan = choose_decode_path(
+        codec_name,
+        pix_name,
+        ffi::pixel_depth(pix),
+        hw.nvdec,
+        ten_bit,
+    );
+    tracing::debug!(device = dev, path = ?plan.path, reason = %plan.reason, "gpu decode path");
+    let nvdec = plan.path == DecodePath::Nvdec;
+    // NVDEC does the decoding; CPU frame threads would only add latency and memory.
+    let threads = if nvdec { 1 } else { req.threads };
+    let mut decoder = open_video_decoder_with(&stream, chunk, threads, |ctx| {
+        if nvdec {
+            cuda::attach_nvdec(ctx, &device);
+        }
+    })?;
+    let upload_format = ff::format::Pixel::from_str(plan.gpu_format)
+        .map_err(|e| MediaError::encode("hwupload", e))?;
+    let mut uploader = Uploader::new(device.clone(), upload_format, dev);
+    let (sw, sh) = (decoder.width(), decoder.height());
+    let mut renditions = req
+        .outputs
+        .iter()
+        .zip(settings)
+        .map(|(o, s)| HwRendition::new(req, o, s, sw, sh))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let mut gate = RangeGate::new(req, chunk_tb);
+    let mut on_frame = |frame: &mut ff::frame::Video| -> Result<(), MediaError> {
+        let Some(pts) = gate.admit(frame.timestamp()) else {
+            return Ok(());
+        };
+        let mut uploaded;
+        let gpu: &mut ff::frame::Video = if frame.format() == ff::format::Pixel::CUDA {
+            frame
+        } else {
+            uploaded = uploader.upload(frame)?;
+            &mut uploaded
+        };
+        gpu.set_pts(Some(pts));
+        gpu.set_kind(ff::picture::Type::None);
+        for r in renditions.iter_mut() {
+            r.push(gpu, dev)?;
+        }
+        progress(gate.in_range);
+        Ok(())
+    };
+    let reject = |e: ff::Error| {
+        let f = AvFailure::from_error(e, "decoding");
+        match classify_gpu_failure(GpuStage::Running, f.code, &f.describe()) {
+            GpuFailure::Other => None,
+            _ => Some(gpu_error(dev, GpuStage::Running, &f, |r| {
+                MediaError::decode(chunk, r)
+            })),
+        }
+    };
+    decode_all(&mut ictx, &mut decoder, chunk, &mut on_frame, Some(&reject))?;
+    if gate.decoded == 0 {
+        return Err(MediaError::decode(chunk, "no frame could be decoded"));
+    }
+    let results = renditions
+        .into_iter()
+        .map(|r| r.finish(&device, req, dev))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(EncodeResult {
+        decoded_frames: gate.decoded,
+        frames_in_range: gate.in_range,
+        renditions: results,
+        media_seconds: started.elapsed().as_secs_f64(),
+    })
+}

@@ -1,0 +1,340 @@
+//! One rendition on the GPU: its scale_cuda graph (built when the first CUDA frame shows the
+//! input pool), its NVENC encoder and its NUT output.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use ffmpeg_next as ff;
+
+use super::{is_again, running};
+use crate::encode::{EncodeRequest, RenditionOutput, RenditionResult};
+use crate::ffi::cuda::{self, AvFailure, HwRef};
+use crate::hw::{gpu_error, gpu_unavailable, GpuStage};
+use crate::nvenc::NvencSettings;
+use crate::settings::output_size;
+use crate::{ffi, nut, MediaError};
+
+/// What a filter graph was built for: input size and the input pool's format and size.
+type GraphKey = (u32, u32, ff::format::Pixel, u32, u32);
+
+struct Opened {
+    encoder: ff::encoder::Video,
+    octx: ff::format::context::Output,
+    enc_tb: ff::Rational,
+    out_tb: ff::Rational,
+}
+
+pub(super) struct HwRendition {
+    name: String,
+    path: PathBuf,
+    width: u32,
+    height: u32,
+    settings: NvencSettings,
+    out_format: ff::format::Pixel,
+    tb: ff::Rational,
+    frame_rate: Option<ff::Rational>,
+    sar: Option<ff::Rational>,
+    color: crate::ColorInfo,
+    graph: Option<(ff::filter::Graph, GraphKey)>,
+    opened: Option<Opened>,
+    frames: u64,
+    first_pts: Option<i64>,
+    last_pts: Option<i64>,
+    first_key: Option<bool>,
+}
+
+impl HwRendition {
+    pub(super) fn new(
+        req: &EncodeRequest,
+        out: &RenditionOutput,
+        settings: NvencSettings,
+        src_w: u32,
+        src_h: u32,
+    ) -> Result<Self, MediaError> {
+        let (width, height) = output_size(src_w, src_h, out.spec.height);
+        let rate = |r: crate::Rational, den_ok: bool| {
+            (r.num > 0 && den_ok).then(|| ff::Rational::new(r.num, r.den))
+        };
+        let out_format = ff::format::Pixel::from_str(settings.sw_format)
+            .map_err(|e| MediaError::encode(settings.encoder, e))?;
+        Ok(HwRendition {
+            name: out.spec.name.clone(),
+            path: out.path.clone(),
+            width,
+            height,
+            settings,
+            out_format,
+            tb: ff::Rational::new(req.time_base.num, req.time_base.den),
+            frame_rate: rate(req.frame_rate, req.frame_rate.den > 0),
+            sar: rate(req.sample_aspect_ratio, true),
+            color: req.color.clone(),
+            graph: None,
+            opened: None,
+            frames: 0,
+            first_pts: None,
+            last_pts: None,
+            first_key: None,
+        })
+    }
+
+    /// Sends one CUDA frame (pts already set) through scale_cuda to the encoder.
+    pub(super) fn push(&mut self, frame: &ff::frame::Video, dev: u32) -> Result<(), MediaError> {
+        let frames = cuda::frame_hw_frames(frame)
+            .ok_or_else(|| MediaError::encode("scale_cuda", "frame has no CUDA frames context"))?;
+        let (pf, pw, ph) = frames.frames_info();
+        let key = (frame.width(), frame.height(), pf, pw, ph);
+        if self.graph.as_ref().map(|(_, k)| *k) != Some(key) {
+            // A new input pool (first frame, or the stream changed size): rebuild the graph;
+            // its output size and format, and so the encoder, stay the same.
+            self.drain_graph(dev)?;
+            let mut graph = self.build_graph(frame, &frames).map_err(|f| {
+                gpu_error(dev, GpuStage::Running, &f, |r| {
+                    MediaError::encode("scale_cuda", r)
+                })
+            })?;
+            if self.opened.is_none() {
+                let out = graph
+                    .get("out")
+                    .and_then(|s| cuda::buffersink_frames(&s))
+                    .unwrap_or(frames);
+                self.open(&out, dev)?;
+            }
+            self.graph = Some((graph, key));
+        }
+        if let Some((graph, _)) = self.graph.as_mut() {
+            // av_buffersrc_add_frame moves the references out of the frame it gets, and the
+            // other renditions still need this one: hand it a new reference (no pixel copy).
+            let copy = frame.clone();
+            let mut src = graph.get("in").expect("graph has its source");
+            src.source()
+                .add(&copy)
+                .map_err(|e| running(dev, e, "scale_cuda input", "scale_cuda"))?;
+        }
+        self.pull(dev)
+    }
+
+    fn build_graph(
+        &self,
+        frame: &ff::frame::Video,
+        frames: &HwRef,
+    ) -> Result<ff::filter::Graph, AvFailure> {
+        let fail = |e: ff::Error| AvFailure::from_error(e, "building the scale_cuda graph");
+        let find = |n: &str| ff::filter::find(n).ok_or_else(|| fail(ff::Error::FilterNotFound));
+        let sar = frame.aspect_ratio();
+        let sar = if sar.numerator() > 0 && sar.denominator() > 0 {
+            sar
+        } else {
+            ff::Rational::new(0, 1)
+        };
+        let args = format!(
+            "video_size={}x{}:pix_fmt=cuda:time_base={}/{}:pixel_aspect={}/{}",
+            frame.width(),
+            frame.height(),
+            self.tb.numerator(),
+            self.tb.denominator(),
+            sar.numerator(),
+            sar.denominator()
+        );
+        let mut g = ff::filter::Graph::new();
+        g.add(&find("buffer")?, "in", &args).map_err(fail)?;
+        g.add(&find("buffersink")?, "out", "").map_err(fail)?;
+        let mut src = g.get("in").ok_or_else(|| fail(ff::Error::Bug))?;
+        cuda::set_buffersrc_frames(&mut src, frames)?;
+        let spec = format!(
+            "scale_cuda=w={}:h={}:format={}:interp_algo=bicubic",
+            self.width, self.height, self.settings.sw_format
+        );
+        g.output("in", 0)
+            .and_then(|p| p.input("out", 0))
+            .and_then(|p| p.parse(&spec))
+            .map_err(fail)?;
+        g.validate().map_err(fail)?;
+        Ok(g)
+    }
+
+    fn open(&mut self, frames: &HwRef, dev: u32) -> Result<(), MediaError> {
+        let name = self.settings.encoder;
+        let codec = ff::encoder::find_by_name(name)
+            .ok_or_else(|| gpu_unavailable(dev, format!("this FFmpeg build has no {name}")))?;
+        let mut enc = ff::codec::Context::new_with_codec(codec)
+            .encoder()
+            .video()
+            .map_err(|e| MediaError::encode(name, e))?;
+        enc.set_width(self.width);
+        enc.set_height(self.height);
+        enc.set_format(ff::format::Pixel::CUDA);
+        enc.set_time_base(self.tb);
+        // NVENC's rate control needs the frame rate (else it assumes 1/time_base fps).
+        enc.set_frame_rate(self.frame_rate);
+        if let Some(sar) = self.sar {
+            enc.set_aspect_ratio(sar);
+        }
+        ffi::set_encoder_color(&mut enc, &self.color);
+        cuda::set_encoder_frames(&mut enc, frames);
+        self.opened = Some(open_encoder(
+            enc,
+            codec,
+            &self.settings,
+            &self.path,
+            self.tb,
+            dev,
+        )?);
+        Ok(())
+    }
+
+    /// Moves every frame the graph has ready into the encoder.
+    fn pull(&mut self, dev: u32) -> Result<(), MediaError> {
+        let Some((mut graph, key)) = self.graph.take() else {
+            return Ok(());
+        };
+        let result = self.pull_from(&mut graph, dev);
+        self.graph = Some((graph, key));
+        result
+    }
+
+    fn pull_from(&mut self, graph: &mut ff::filter::Graph, dev: u32) -> Result<(), MediaError> {
+        loop {
+            // A fresh frame each time: the sink moves into it and must not overwrite refs.
+            let mut out = ff::frame::Video::empty();
+            let got = graph
+                .get("out")
+                .expect("graph has its sink")
+                .sink()
+                .frame(&mut out);
+            match got {
+                Ok(()) => {}
+                Err(e) if is_again(&e) => return Ok(()),
+                Err(e) => return Err(running(dev, e, "scale_cuda output", "scale_cuda")),
+            }
+            // The first frame is forced to an I frame, which forced-idr makes an IDR.
+            let kind = if self.frames == 0 {
+                ff::picture::Type::I
+            } else {
+                ff::picture::Type::None
+            };
+            out.set_kind(kind);
+            let pts = out.pts();
+            let Some(o) = self.opened.as_mut() else {
+                return Err(MediaError::encode(
+                    self.settings.encoder,
+                    "encoder not open",
+                ));
+            };
+            o.encoder
+                .send_frame(&out)
+                .map_err(|e| running(dev, e, "sending a frame", self.settings.encoder))?;
+            self.frames += 1;
+            if let Some(p) = pts {
+                self.first_pts.get_or_insert(p);
+                self.last_pts = Some(p);
+            }
+            self.drain(dev)?;
+        }
+    }
+
+    /// Flushes the current graph (end of input, or before it is replaced).
+    fn drain_graph(&mut self, dev: u32) -> Result<(), MediaError> {
+        if let Some((graph, _)) = self.graph.as_mut() {
+            let mut src = graph.get("in").expect("graph has its source");
+            src.source()
+                .flush()
+                .map_err(|e| running(dev, e, "flushing scale_cuda", "scale_cuda"))?;
+            self.pull(dev)?;
+        }
+        Ok(())
+    }
+
+    fn drain(&mut self, dev: u32) -> Result<(), MediaError> {
+        let Some(o) = self.opened.as_mut() else {
+            return Ok(());
+        };
+        let mut packet = ff::Packet::empty();
+        loop {
+            match o.encoder.receive_packet(&mut packet) {
+                Ok(()) => {}
+                Err(e) if is_again(&e) => return Ok(()),
+                Err(e) => return Err(running(dev, e, "receiving a packet", self.settings.encoder)),
+            }
+            self.first_key.get_or_insert(packet.is_key());
+            packet.set_stream(0);
+            packet.rescale_ts(o.enc_tb, o.out_tb);
+            nut::write(&mut o.octx, &packet, &self.path)?;
+        }
+    }
+
+    pub(super) fn finish(
+        mut self,
+        device: &HwRef,
+        req: &EncodeRequest,
+        dev: u32,
+    ) -> Result<RenditionResult, MediaError> {
+        self.drain_graph(dev)?;
+        if self.opened.is_none() {
+            // No frame reached this rendition: still write a valid (empty) file, as the
+            // software path does.
+            let frames = cuda::new_frames(device, self.out_format, self.width, self.height)
+                .map_err(|f| {
+                    gpu_error(dev, GpuStage::Running, &f, |r| {
+                        MediaError::encode("cuda", r)
+                    })
+                })?;
+            self.open(&frames, dev)?;
+        }
+        if let Some(o) = self.opened.as_mut() {
+            o.encoder
+                .send_eof()
+                .map_err(|e| running(dev, e, "flushing", self.settings.encoder))?;
+        }
+        self.drain(dev)?;
+        let Some(mut o) = self.opened.take() else {
+            unreachable!("opened above")
+        };
+        nut::finish(&mut o.octx, &self.path)?;
+        Ok(RenditionResult {
+            name: self.name,
+            frames: self.frames,
+            first_pts: self.first_pts.map(|p| p - req.bias),
+            last_pts: self.last_pts.map(|p| p - req.bias),
+            width: self.width,
+            height: self.height,
+            bytes: nut::file_size(&self.path),
+            starts_with_keyframe: self.first_key.unwrap_or(false),
+        })
+    }
+}
+
+fn open_encoder(
+    mut enc: ff::encoder::video::Video,
+    codec: ff::Codec,
+    settings: &NvencSettings,
+    path: &std::path::Path,
+    tb: ff::Rational,
+    dev: u32,
+) -> Result<Opened, MediaError> {
+    let name = settings.encoder;
+    enc.set_flags(ff::codec::Flags::GLOBAL_HEADER);
+    let mut dict = ff::Dictionary::new();
+    for (k, v) in &settings.options {
+        dict.set(k, v);
+    }
+    let encoder = enc.open_as_with(codec, dict).map_err(|e| {
+        let f = AvFailure::from_error(e, "opening the encoder");
+        gpu_error(dev, GpuStage::EncoderOpen, &f, |r| {
+            MediaError::encode(name, format!("cannot open: {r}"))
+        })
+    })?;
+    let mut octx = nut::create(path)?;
+    let mut ost = octx
+        .add_stream(codec)
+        .map_err(|e| MediaError::write(path, e))?;
+    ost.set_parameters(&encoder);
+    ost.set_time_base(tb);
+    let enc_tb = encoder.time_base();
+    let out_tb = nut::write_header(&mut octx, path)?[0];
+    Ok(Opened {
+        encoder,
+        octx,
+        enc_tb,
+        out_tb,
+    })
+}

@@ -1,0 +1,114 @@
+//! The frames a segment is made of, the same for the software and GPU paths: request checks,
+//! the range gate that picks frames of `[start_pts, end_pts)` and gives each its output pts,
+//! and the decode loop.
+//!
+//! Why shared: both paths must select exactly the same frames, or segments encoded on a card
+//! and on a CPU would not stitch to the same frame count.
+
+use ff::Rescale as _;
+use ffmpeg_next as ff;
+
+use crate::demux::read_packet;
+use crate::encode::EncodeRequest;
+use crate::MediaError;
+
+/// Checks what both paths require of a request.
+pub(crate) fn check_request(req: &EncodeRequest) -> Result<(), MediaError> {
+    if req.outputs.is_empty() {
+        return Err(MediaError::InvalidRequest("no renditions to encode".into()));
+    }
+    if req.end_pts <= req.start_pts {
+        return Err(MediaError::InvalidRequest(format!(
+            "empty range [{}, {})",
+            req.start_pts, req.end_pts
+        )));
+    }
+    Ok(())
+}
+
+/// Picks the decoded frames of `[start_pts, end_pts)` and gives each its output pts; shared by
+/// the software and GPU paths so both select exactly the same frames.
+pub(crate) struct RangeGate {
+    chunk_tb: ff::Rational,
+    src_tb: ff::Rational,
+    start: i64,
+    end: i64,
+    bias: i64,
+    last_sent: Option<i64>,
+    /// Frames the decoder produced (pre-roll included).
+    pub(crate) decoded: u64,
+    /// Frames admitted.
+    pub(crate) in_range: u64,
+}
+
+impl RangeGate {
+    pub(crate) fn new(req: &EncodeRequest, chunk_tb: ff::Rational) -> Self {
+        RangeGate {
+            chunk_tb,
+            src_tb: ff::Rational::new(req.time_base.num, req.time_base.den),
+            start: req.start_pts,
+            end: req.end_pts,
+            bias: req.bias,
+            last_sent: None,
+            decoded: 0,
+            in_range: 0,
+        }
+    }
+
+    /// Counts a decoded frame; returns its biased output pts when it lies in the range.
+    pub(crate) fn admit(&mut self, ts: Option<i64>) -> Option<i64> {
+        self.decoded += 1;
+        let ts = ts?;
+        let ts = if self.chunk_tb == self.src_tb {
+            ts
+        } else {
+            ts.rescale(self.chunk_tb, self.src_tb)
+        };
+        let src = ts - self.bias;
+        if src < self.start || src >= self.end {
+            return None;
+        }
+        // Keep timestamps strictly increasing for the encoder (a broken source may repeat one).
+        let src = match self.last_sent {
+            Some(prev) if src <= prev => prev + 1,
+            _ => src,
+        };
+        self.last_sent = Some(src);
+        self.in_range += 1;
+        Some(src + self.bias)
+    }
+}
+
+/// A decoder's rejection of a packet: `Some(error)` stops decoding, `None` skips the packet.
+pub(crate) type RejectPolicy<'a> = Option<&'a dyn Fn(ff::Error) -> Option<MediaError>>;
+
+/// Feeds every packet of stream 0 to the decoder and hands each frame to `on_frame`, then
+/// drains the decoder. Rejected packets are skipped (logged) unless `reject` says otherwise.
+pub(crate) fn decode_all(
+    ictx: &mut ff::format::context::Input,
+    decoder: &mut ff::decoder::Video,
+    chunk: &std::path::Path,
+    on_frame: &mut dyn FnMut(&mut ff::frame::Video) -> Result<(), MediaError>,
+    reject: RejectPolicy<'_>,
+) -> Result<(), MediaError> {
+    let mut frame = ff::frame::Video::empty();
+    while let Some(packet) = read_packet(ictx, chunk)? {
+        if packet.stream() != 0 {
+            continue;
+        }
+        if let Err(e) = decoder.send_packet(&packet) {
+            if let Some(err) = reject.and_then(|f| f(e)) {
+                return Err(err);
+            }
+            tracing::debug!(error = %e, "decoder rejected a packet");
+        }
+        while decoder.receive_frame(&mut frame).is_ok() {
+            on_frame(&mut frame)?;
+        }
+    }
+    let _ = decoder.send_eof();
+    while decoder.receive_frame(&mut frame).is_ok() {
+        on_frame(&mut frame)?;
+    }
+    Ok(())
+}
