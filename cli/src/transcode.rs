@@ -119,6 +119,7 @@ async fn run_farm(
         encode_queue: QUEUE_ENCODE_CPU.to_string(),
         stitch_queue: QUEUE_STITCH.to_string(),
         sink: None,
+        gate: None,
         limits: Limits {
             timeout: Duration::from_secs(6 * 3600),
             ..limits
@@ -142,6 +143,7 @@ async fn run_farm(
         }],
         segment_seconds: cfg.segment_seconds,
         parallelism: cfg.workers,
+        priority: 0,
         first_audio_only: cfg.first_audio_only,
         measure_quality: cfg.quality,
         resume: None,

@@ -10,7 +10,7 @@ use tessera_farm::FarmError;
 use tessera_media::ErrorClass;
 
 use crate::job::{DispatchContext, JobReport, JobRequest, JobStage, OutputReport};
-use crate::prepare::Prepared;
+use crate::prepare::{published, Prepared, Publisher};
 use crate::stitching;
 
 struct Collected {
@@ -23,11 +23,21 @@ pub(crate) async fn finish(
     ctx: &DispatchContext,
     req: &JobRequest,
     staging: &Path,
-    prepared: Prepared,
+    mut prepared: Prepared,
     events: &mut dyn Consumer,
     started: Instant,
 ) -> Result<JobReport, FarmError> {
-    let collected = match collect(ctx, req, prepared.plans.len(), &prepared.reused, events).await {
+    let total = prepared.plans.len();
+    let collected = match collect(
+        ctx,
+        req,
+        total,
+        &prepared.reused,
+        &mut prepared.publisher,
+        events,
+    )
+    .await
+    {
         Ok(c) => c,
         Err(e) => {
             prepared.audio.abort();
@@ -146,6 +156,7 @@ async fn collect(
     req: &JobRequest,
     total: usize,
     reused: &[(u32, u64)],
+    publisher: &mut Option<Publisher>,
     events: &mut dyn Consumer,
 ) -> Result<Collected, FarmError> {
     let mut done = vec![false; total];
@@ -164,7 +175,14 @@ async fn collect(
         }
     }
     while remaining > 0 {
-        let (event, delivery) = next_event(&req.id, events).await?;
+        let (event, delivery) = tokio::select! {
+            e = next_event(&req.id, events) => e?,
+            p = published(publisher) => {
+                p?;
+                *publisher = None;
+                continue;
+            }
+        };
         let TaskRef::Segment(segment) = event.task else {
             // A stitch event from an earlier run of this job: it is republished later.
             let _ = delivery.acker.ack().await;
@@ -185,6 +203,9 @@ async fn collect(
                     c.frames += frames;
                     c.overheads.push(overhead_seconds);
                     c.peak_segment_rss = c.peak_segment_rss.max(peak_rss_bytes);
+                    if let Some(gate) = &ctx.gate {
+                        gate.release(&req.id);
+                    }
                     // Recorded (for a restart) before the event is acked.
                     (ctx.on_stage)(&JobStage::SegmentDone { segment, frames });
                 }

@@ -12,7 +12,7 @@ use tessera_farm::FarmError;
 use tessera_media::{Container, QualityReport, RenditionSpec};
 use tokio_util::sync::CancellationToken;
 
-use crate::{finish, prepare};
+use crate::{finish, prepare, PublishGate};
 
 /// What to transcode.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -27,6 +27,9 @@ pub struct JobRequest {
     pub segment_seconds: f64,
     /// Segments expected to encode at once (the planner balances the last round for it).
     pub parallelism: usize,
+    /// Scheduling priority 0-9 (with a [`PublishGate`], higher goes first).
+    #[serde(default)]
+    pub priority: u8,
     /// Keep only the first audio track.
     pub first_audio_only: bool,
     /// Also measure PSNR/SSIM of the output against the source.
@@ -135,6 +138,8 @@ pub struct DispatchContext {
     pub encode_queue: String,
     /// The stitch queue name.
     pub stitch_queue: String,
+    /// Admits segments to the encode queue by priority (none: publish at once).
+    pub gate: Option<Arc<PublishGate>>,
     /// Delivers outputs whose destination is an object (none in the one-process farm).
     pub sink: Option<Arc<dyn OutputSink>>,
     /// Limits of probe/split/audio/stitch children.
@@ -211,6 +216,9 @@ pub async fn run_job(
     // Tell workers the job is over (they drop its queued segments and abort running ones),
     // then the work area and staging go, whatever happened.
     mark_ended(ctx, &req.id, &staging).await;
+    if let Some(gate) = &ctx.gate {
+        gate.release_job(&req.id);
+    }
     let _ = ctx
         .store
         .delete_prefix(&tessera_farm::model::keys::job_prefix(&req.id))

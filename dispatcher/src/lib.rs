@@ -4,11 +4,13 @@
 //! the same job logic over different queue and store implementations.
 
 mod finish;
+mod gate;
 mod job;
 mod prepare;
 pub mod service;
 mod stitching;
 
+pub use gate::{GateCounts, PublishGate};
 pub use job::{
     run_job, Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage,
     OutputReport, OutputSink, Resume,

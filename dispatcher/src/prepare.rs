@@ -23,6 +23,8 @@ pub(crate) struct Prepared {
     pub plans: Vec<SegmentPlan>,
     pub bias: i64,
     pub audio: JoinHandle<Result<Option<(AudioResult, ChildStats)>, FarmError>>,
+    /// Still publishing segments (none when an earlier run published them all).
+    pub publisher: Option<Publisher>,
     pub peak_rss_bytes: u64,
     /// Segments an earlier run finished (index, frames): not waited for again.
     pub reused: Vec<(u32, u64)>,
@@ -102,19 +104,20 @@ pub(crate) async fn prepare(
         staging,
     );
 
-    let split_rss = if resume.published {
+    let (split_rss, publisher) = if resume.published {
         tracing::info!(job = %req.id, done = resume.done.len(), "resuming: segments already on the queue");
-        0
+        (0, None)
     } else {
-        let rss = split_and_publish(ctx, req, staging, &plans, &probe.info, bias).await?;
-        (ctx.on_stage)(&JobStage::Published);
-        rss
+        let (rss, publisher) =
+            split_and_publish(ctx, req, staging, &plans, &probe.info, bias).await?;
+        (rss, Some(publisher))
     };
     Ok(Prepared {
         info: probe.info,
         plans,
         bias,
         audio,
+        publisher,
         peak_rss_bytes: probe_stats.peak_rss_bytes.max(split_rss),
         reused: if resume.published {
             resume.done
@@ -125,7 +128,7 @@ pub(crate) async fn prepare(
 }
 
 /// Splits the input and publishes each segment as its chunk appears (encoding overlaps the
-/// split); returns the split child's peak RSS.
+/// split); returns the split child's peak RSS and the task still publishing.
 async fn split_and_publish(
     ctx: &DispatchContext,
     req: &JobRequest,
@@ -133,7 +136,7 @@ async fn split_and_publish(
     plans: &[SegmentPlan],
     info: &ProbeInfo,
     bias: i64,
-) -> Result<u64, FarmError> {
+) -> Result<(u64, Publisher), FarmError> {
     let chunk_dir = staging.join("chunks");
     tokio::fs::create_dir_all(&chunk_dir)
         .await
@@ -153,8 +156,10 @@ async fn split_and_publish(
             .run::<Vec<ChunkInfo>>(&split, ctx.limits, &mut on_chunk)
             .await
     };
-    let publishing = async {
-        let mut published = 0usize;
+    // Chunks are stored as the split writes them; their tasks wait for admission (priority)
+    // apart, so storing never waits behind the gate.
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel::<SegmentTask>();
+    let storing = async move {
         while let Some(index) = rx.recv().await {
             let plan = usize::try_from(index)
                 .ok()
@@ -164,22 +169,74 @@ async fn split_and_publish(
             let task = segment_task(req, plan, info, bias);
             ctx.store.put_file(&task.chunk_key, &path).await?;
             let _ = tokio::fs::remove_file(&path).await;
-            ctx.queue
-                .publish(&ctx.encode_queue, encode_message(&task))
-                .await?;
-            published += 1;
+            let _ = ready_tx.send(task);
         }
-        Ok::<usize, FarmError>(published)
+        Ok::<(), FarmError>(())
     };
-    let (split_result, published) = tokio::join!(splitting, publishing);
-    let (_, split_stats) = split_result?;
-    if published? != plans.len() {
+    // Publishing runs on beside the encodes: with a gate it waits for places that only
+    // finished segments free, and the job's events are read once preparation returns.
+    let publisher = {
+        let ctx = ctx.clone();
+        let (job, priority, total) = (req.id.clone(), req.priority, plans.len());
+        tokio::spawn(async move {
+            let mut published = 0usize;
+            while let Some(task) = ready_rx.recv().await {
+                if let Some(gate) = &ctx.gate {
+                    gate.admit(&job, priority).await;
+                }
+                ctx.queue
+                    .publish(&ctx.encode_queue, encode_message(&task))
+                    .await?;
+                published += 1;
+            }
+            if published != total {
+                return Err(FarmError::ChildCrashed {
+                    what: "split".into(),
+                    detail: format!("published {published} of {total} segments"),
+                });
+            }
+            (ctx.on_stage)(&JobStage::Published);
+            Ok(())
+        })
+    };
+    let publisher = Publisher(publisher);
+    let (split_result, stored) = tokio::join!(splitting, storing);
+    let (chunks, split_stats) = split_result?;
+    stored?;
+    if chunks.len() != plans.len() {
         return Err(FarmError::ChildCrashed {
             what: "split".into(),
             detail: "did not report every chunk".into(),
         });
     }
-    Ok(split_stats.peak_rss_bytes)
+    Ok((split_stats.peak_rss_bytes, publisher))
+}
+
+/// The task publishing a job's segments; aborted when dropped (the job ended).
+pub(crate) struct Publisher(JoinHandle<Result<(), FarmError>>);
+
+impl Publisher {
+    /// Waits until every segment is published (or publishing failed).
+    pub(crate) async fn finished(&mut self) -> Result<(), FarmError> {
+        (&mut self.0).await.map_err(|e| FarmError::ChildCrashed {
+            what: "publisher".into(),
+            detail: e.to_string(),
+        })?
+    }
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Whether `publisher` finished: pending forever when there is none (nothing to publish).
+pub(crate) async fn published(publisher: &mut Option<Publisher>) -> Result<(), FarmError> {
+    match publisher {
+        Some(p) => p.finished().await,
+        None => std::future::pending().await,
+    }
 }
 
 fn segment_task(req: &JobRequest, plan: &SegmentPlan, info: &ProbeInfo, bias: i64) -> SegmentTask {

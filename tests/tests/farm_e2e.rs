@@ -12,8 +12,21 @@ use tessera_tests::probe::psnr;
 const JOB_TIMEOUT: Duration = Duration::from_secs(180);
 
 fn submit(farm: &Farm, input: &str, dest: &str, key: Option<&str>) -> (u16, serde_json::Value) {
-    let body = json!({"input": input, "outputs": [{"destination": dest, "preset": "veryfast"}]})
-        .to_string();
+    submit_outputs(
+        farm,
+        input,
+        &[json!({"destination": dest, "preset": "veryfast"})],
+        key,
+    )
+}
+
+fn submit_outputs(
+    farm: &Farm,
+    input: &str,
+    outputs: &[serde_json::Value],
+    key: Option<&str>,
+) -> (u16, serde_json::Value) {
+    let body = json!({"input": input, "outputs": outputs}).to_string();
     match key {
         None => farm.http("POST", "/v1/jobs", Some(TOKEN), Some(&body)),
         Some(k) => {
@@ -71,21 +84,16 @@ fn api_submit_to_output_in_s3_is_frame_exact_and_api_guards_hold() {
     assert_eq!(farm.http("GET", "/healthz", None, None).0, 200);
     assert_eq!(farm.http("GET", "/v1/jobs/nope", Some(TOKEN), None).0, 404);
 
-    // A job, submitted twice with one idempotency key: one job.
-    let (code, first) = submit(
-        &farm,
-        "s3://input/uploads/a.mp4",
-        "s3://output/results/a.mp4",
-        Some("k-1"),
-    );
+    // A job with two outputs (one decode, two encodes), submitted twice with one
+    // idempotency key: one job.
+    let outputs = [
+        json!({"destination": "s3://output/results/a.mp4", "preset": "veryfast"}),
+        json!({"destination": "s3://output/results/a small.mkv", "preset": "ultrafast", "height": 144}),
+    ];
+    let (code, first) = submit_outputs(&farm, "s3://input/uploads/a.mp4", &outputs, Some("k-1"));
     assert_eq!(code, 202, "{first}");
     let id = first["id"].as_str().expect("id").to_string();
-    let (code, again) = submit(
-        &farm,
-        "s3://input/uploads/a.mp4",
-        "s3://output/results/a.mp4",
-        Some("k-1"),
-    );
+    let (code, again) = submit_outputs(&farm, "s3://input/uploads/a.mp4", &outputs, Some("k-1"));
     assert_eq!((code, again["id"].as_str()), (202, Some(id.as_str())));
 
     let job = farm.wait_job(&id, JOB_TIMEOUT);
@@ -116,6 +124,25 @@ fn api_submit_to_output_in_s3_is_frame_exact_and_api_guards_hold() {
     assert!((o.audio[0].duration() - s.audio[0].duration()).abs() <= 0.1);
     let db = psnr(&out, &src);
     assert!(db >= 30.0, "PSNR {db:.2} dB");
+
+    // The second output: same frames and timestamps, 144 lines high, Matroska.
+    assert_eq!(job["outputs"][1], "s3://output/results/a small.mkv");
+    let small = farm.dir.path().join("a-small.mkv");
+    farm.download("output", "results/a small.mkv", &small);
+    let m = Summary::of(&small);
+    assert_eq!(m.frame_count, s.frame_count, "second output's frame count");
+    for (i, (a, b)) in st.iter().zip(&m.rel_times()).enumerate() {
+        assert!(
+            (a - b).abs() <= tol,
+            "small frame {i}: {a:.4} s vs {b:.4} s"
+        );
+    }
+    assert_eq!(m.video_info.height, Some(144));
+    assert_eq!(m.audio.len(), s.audio.len());
+    assert!(std::fs::read(&small)
+        .expect("small")
+        .starts_with(&[0x1a, 0x45, 0xdf, 0xa3]));
+    assert_eq!(farm.list("output", "results/").len(), 2);
 
     // The work area is cleaned.
     let left = farm.list("work", "jobs/");

@@ -273,6 +273,7 @@ impl SegmentRunner {
             source_bit_depth: e.source_bit_depth,
             outputs: outputs.clone(),
             threads: self.config.threads_per_slot,
+            hardware: None,
         };
         let progress = self.progress.clone();
         let (job, seg) = (task.job_id.clone(), task.segment);

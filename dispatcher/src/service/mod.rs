@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use tessera_farm::config::{ServiceArgs, ServiceConfig, ServiceFile};
-use tessera_farm::model::{QUEUE_ENCODE_CPU, QUEUE_EVENTS};
+use tessera_farm::model::{QUEUE_ENCODE_CPU, QUEUE_EVENTS, QUEUE_STITCH};
 use tessera_farm::queue::{Queue, RabbitQueue};
 use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::S3Client;
@@ -69,6 +69,10 @@ pub struct DispatcherArgs {
     /// Segments the farm encodes at once, for balancing the last round [default: 2].
     #[arg(long, env = "TESSERA_PARALLELISM")]
     pub parallelism: Option<usize>,
+    /// Segments queued or encoding at once over all jobs; beyond it, segments wait in the
+    /// dispatcher and the highest-priority job's go first [default: 4 x parallelism].
+    #[arg(long, env = "TESSERA_QUEUE_WINDOW")]
+    pub queue_window: Option<usize>,
     /// Watched upload prefix `bucket/prefix=output_bucket/output_prefix` (repeatable; env
     /// comma-separated); replaces the file's `[[dispatcher.watch]]` tables.
     #[arg(long = "watch", env = "TESSERA_WATCH", value_delimiter = ',')]
@@ -93,6 +97,7 @@ struct DispatcherFile {
     webhook_secret: Option<String>,
     segment_seconds: Option<f64>,
     parallelism: Option<usize>,
+    queue_window: Option<usize>,
     watch: Option<Vec<watch::WatchFile>>,
     watch_interval_seconds: Option<u64>,
     s3_events_queue: Option<String>,
@@ -130,6 +135,8 @@ pub struct Settings {
     pub segment_seconds: f64,
     /// Farm parallelism hint.
     pub parallelism: usize,
+    /// Segments admitted to the encode queue at once (priority scheduling).
+    pub queue_window: usize,
     /// Watched upload prefixes (jobs from bucket uploads).
     pub watches: Vec<Watch>,
     /// Time between listings of the watched prefixes.
@@ -196,6 +203,11 @@ impl Settings {
                 .or(d.webhook_secret.clone()),
             segment_seconds: args.segment_seconds.or(d.segment_seconds).unwrap_or(10.0),
             parallelism: args.parallelism.or(d.parallelism).unwrap_or(2).max(1),
+            queue_window: args
+                .queue_window
+                .or(d.queue_window)
+                .unwrap_or(4 * args.parallelism.or(d.parallelism).unwrap_or(2).max(1))
+                .max(1),
             watches,
             watch_interval: Duration::from_secs(
                 args.watch_interval_seconds
@@ -215,6 +227,7 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
     let db = Db::open(&settings.db)?;
     let queue = RabbitQueue::connect(settings.service.rabbit.clone()).await?;
     queue.declare(QUEUE_ENCODE_CPU).await?;
+    queue.declare(QUEUE_STITCH).await?;
     queue.declare(QUEUE_EVENTS).await?;
     let queue: Arc<dyn Queue> = Arc::new(queue);
     let s3 = S3Client::new(settings.service.s3.clone()).await?;
@@ -232,6 +245,7 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
             ..Limits::default()
         },
         parallelism: settings.parallelism,
+        gate: crate::PublishGate::new(settings.queue_window),
         webhook_secret: settings.webhook_secret.clone(),
     });
     let state = Arc::new(AppState {

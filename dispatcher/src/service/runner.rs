@@ -135,6 +135,8 @@ pub struct Runner {
     pub limits: Limits,
     /// Segments expected to encode at once across the farm.
     pub parallelism: usize,
+    /// Admits segments to the encode queue by job priority.
+    pub gate: Arc<crate::PublishGate>,
     /// Key of the webhook signatures; callbacks are refused without one.
     pub webhook_secret: Option<String>,
 }
@@ -205,6 +207,7 @@ impl Runner {
             staging_dir: staging.join("dispatch"),
             encode_queue: tessera_farm::model::QUEUE_ENCODE_CPU.to_string(),
             stitch_queue: tessera_farm::model::QUEUE_STITCH.to_string(),
+            gate: Some(self.gate.clone()),
             sink: Some(Arc::new(S3Sink {
                 s3: self.s3.clone(),
                 work_bucket: self.work.bucket().to_string(),
@@ -254,6 +257,7 @@ impl Runner {
                 .collect(),
             segment_seconds: plan.segment_seconds,
             parallelism: self.parallelism,
+            priority: plan.priority,
             first_audio_only: false,
             measure_quality: plan.psnr,
             resume: self.db.resume_state(id)?,
