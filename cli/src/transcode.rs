@@ -93,6 +93,9 @@ async fn run_farm(
             staging_dir: work.join(format!("worker-{i}")),
             queue: QUEUE_ENCODE_CPU.to_string(),
             stitch_queue: Some(QUEUE_STITCH.to_string()),
+            gpu_queue: tessera_farm::model::QUEUE_ENCODE_GPU.to_string(),
+            gpus: None,
+            metrics: Default::default(),
             delivery_limit: DELIVERY_LIMIT,
             limits,
             retry_backoff: Duration::from_millis(500),
@@ -117,6 +120,7 @@ async fn run_farm(
         sandbox,
         staging_dir: work.join("dispatcher"),
         encode_queue: QUEUE_ENCODE_CPU.to_string(),
+        gpu_queue: tessera_farm::model::QUEUE_ENCODE_GPU.to_string(),
         stitch_queue: QUEUE_STITCH.to_string(),
         sink: None,
         gate: None,
@@ -129,7 +133,9 @@ async fn run_farm(
                 frames, segments, ..
             } => p.planned(*frames, *segments),
             JobStage::Published => {}
-            JobStage::SegmentDone { segment, frames } => p.segment_done(*segment, *frames),
+            JobStage::SegmentDone {
+                segment, frames, ..
+            } => p.segment_done(*segment, *frames),
             JobStage::Stitching => p.stitching(),
         }),
     };
@@ -144,6 +150,7 @@ async fn run_farm(
         segment_seconds: cfg.segment_seconds,
         parallelism: cfg.workers,
         priority: 0,
+        hardware: tessera_farm::model::Hardware::Cpu,
         first_audio_only: cfg.first_audio_only,
         measure_quality: cfg.quality,
         resume: None,

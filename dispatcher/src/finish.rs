@@ -191,6 +191,7 @@ async fn collect(
         match event.outcome {
             SegmentOutcome::Done {
                 frames,
+                media_seconds,
                 overhead_seconds,
                 peak_rss_bytes,
                 ..
@@ -207,7 +208,12 @@ async fn collect(
                         gate.release(&req.id);
                     }
                     // Recorded (for a restart) before the event is acked.
-                    (ctx.on_stage)(&JobStage::SegmentDone { segment, frames });
+                    (ctx.on_stage)(&JobStage::SegmentDone {
+                        segment,
+                        frames,
+                        media_seconds,
+                        overhead_seconds,
+                    });
                 }
                 let _ = delivery.acker.ack().await;
             }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
+use tessera_farm::model::Hardware;
 use tessera_farm::queue::{Consumer, Queue};
 use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::Store;
@@ -27,6 +28,9 @@ pub struct JobRequest {
     pub segment_seconds: f64,
     /// Segments expected to encode at once (the planner balances the last round for it).
     pub parallelism: usize,
+    /// Where the segments may be encoded (GPU queue, CPU queue, or either).
+    #[serde(default)]
+    pub hardware: Hardware,
     /// Scheduling priority 0-9 (with a [`PublishGate`], higher goes first).
     #[serde(default)]
     pub priority: u8,
@@ -118,6 +122,12 @@ pub enum JobStage {
         segment: u32,
         /// Its frames.
         frames: u64,
+        /// Seconds the worker's child spent decoding and encoding it.
+        #[serde(default)]
+        media_seconds: f64,
+        /// Seconds the worker spent on it outside decode and encode (staging, upload).
+        #[serde(default)]
+        overhead_seconds: f64,
     },
     /// All segments are in; stitching.
     Stitching,
@@ -136,6 +146,8 @@ pub struct DispatchContext {
     pub staging_dir: PathBuf,
     /// The segment queue name.
     pub encode_queue: String,
+    /// The GPU segment queue name (jobs needing or allowing NVENC).
+    pub gpu_queue: String,
     /// The stitch queue name.
     pub stitch_queue: String,
     /// Admits segments to the encode queue by priority (none: publish at once).

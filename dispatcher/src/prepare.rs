@@ -3,7 +3,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use tessera_farm::model::{encode_message, keys, SegmentEncode, SegmentTask, WIRE_VERSION};
+use tessera_farm::model::{
+    encode_message, keys, Hardware, SegmentEncode, SegmentTask, WIRE_VERSION,
+};
 use tessera_farm::sandbox::{ChildStats, Limits, MediaOp};
 use tessera_farm::FarmError;
 use tessera_media::{
@@ -175,6 +177,8 @@ async fn split_and_publish(
     };
     // Publishing runs on beside the encodes: with a gate it waits for places that only
     // finished segments free, and the job's events are read once preparation returns.
+    let queue = encode_queue(ctx, req).await?;
+    tracing::info!(job = %req.id, queue, "segments go to");
     let publisher = {
         let ctx = ctx.clone();
         let (job, priority, total) = (req.id.clone(), req.priority, plans.len());
@@ -184,9 +188,7 @@ async fn split_and_publish(
                 if let Some(gate) = &ctx.gate {
                     gate.admit(&job, priority).await;
                 }
-                ctx.queue
-                    .publish(&ctx.encode_queue, encode_message(&task))
-                    .await?;
+                ctx.queue.publish(&queue, encode_message(&task)).await?;
                 published += 1;
             }
             if published != total {
@@ -210,6 +212,22 @@ async fn split_and_publish(
         });
     }
     Ok((split_stats.peak_rss_bytes, publisher))
+}
+
+/// The queue of a job's segments: by its hardware, and for "any" by whether GPU workers
+/// are consuming the GPU queue now.
+async fn encode_queue(ctx: &DispatchContext, req: &JobRequest) -> Result<String, FarmError> {
+    Ok(match req.hardware {
+        Hardware::Cpu => ctx.encode_queue.clone(),
+        Hardware::Gpu => ctx.gpu_queue.clone(),
+        Hardware::Any => {
+            if ctx.queue.consumers(&ctx.gpu_queue).await.unwrap_or(0) > 0 {
+                ctx.gpu_queue.clone()
+            } else {
+                ctx.encode_queue.clone()
+            }
+        }
+    })
 }
 
 /// The task publishing a job's segments; aborted when dropped (the job ended).
@@ -260,6 +278,8 @@ fn segment_task(req: &JobRequest, plan: &SegmentPlan, info: &ProbeInfo, bias: i6
             color: video.color.clone(),
             source_bit_depth: video.bit_depth,
             expected_frames: plan.frames,
+            source_codec: video.codec.clone(),
+            source_pix_fmt: video.pix_fmt.clone(),
         },
         renditions: req
             .outputs

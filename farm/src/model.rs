@@ -13,6 +13,8 @@ pub const WIRE_VERSION: u32 = 1;
 
 /// Queue of segment encode tasks for CPU workers.
 pub const QUEUE_ENCODE_CPU: &str = "tessera.encode.cpu";
+/// Queue of segment encode tasks that must run on NVENC (GPU workers).
+pub const QUEUE_ENCODE_GPU: &str = "tessera.encode.gpu";
 /// Queue of stitch tasks (one per output of a job whose segments are all encoded). Separate
 /// from the encode queues so a stitch never waits behind hours of segments.
 pub const QUEUE_STITCH: &str = "tessera.stitch";
@@ -40,6 +42,29 @@ pub struct SegmentEncode {
     pub source_bit_depth: u8,
     /// Frames expected in the range (for progress and checks).
     pub expected_frames: u64,
+    /// Source codec name (FFmpeg's, e.g. "h264"): GPU workers pick NVDEC or software decode.
+    #[serde(default)]
+    pub source_codec: String,
+    /// Source pixel format name (e.g. "yuv420p10le").
+    #[serde(default)]
+    pub source_pix_fmt: String,
+}
+
+/// Where a job's segments may be encoded.
+///
+/// Why per job, not per segment: NVENC and the software encoders write different parameter
+/// sets, and a stitched rendition must come from one encoder; so a job's segments all go to
+/// the GPU queue or all to the CPU queue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Hardware {
+    /// NVENC only: the GPU queue (waits for GPU workers, e.g. scaled up from zero).
+    Gpu,
+    /// Software encoders only: the CPU queue.
+    Cpu,
+    /// The GPU queue when GPU workers are consuming it, else the CPU queue.
+    #[default]
+    Any,
 }
 
 /// One segment to encode: a queue message.

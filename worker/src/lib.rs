@@ -4,10 +4,14 @@
 //! (embedded queue + local store) run this same loop; only the queue and store differ.
 
 mod disk;
+pub mod gpu;
+mod gpu_task;
+pub mod metrics;
 mod segment;
 pub mod service;
 mod stitch;
 
+pub use gpu::{GpuSettings, Gpus};
 pub use segment::{ProgressFn, SegmentRunner};
 
 use std::path::PathBuf;
@@ -18,6 +22,7 @@ use tessera_farm::queue::{Consumer, Delivery, Queue};
 use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::Store;
 use tessera_farm::FarmError;
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -32,8 +37,14 @@ pub struct WorkerConfig {
     pub threads_per_slot: usize,
     /// Local staging directory (NVMe on GPU nodes).
     pub staging_dir: PathBuf,
-    /// The segment queue to consume.
+    /// The CPU segment queue to consume.
     pub queue: String,
+    /// The GPU segment queue (consumed when `gpus` is set).
+    pub gpu_queue: String,
+    /// The cards, when this worker encodes on NVENC.
+    pub gpus: Option<Arc<Gpus>>,
+    /// Counters for `/metrics`.
+    pub metrics: Arc<metrics::WorkerMetrics>,
     /// The stitch queue to consume too (one stitch at a time, beside the segment slots).
     pub stitch_queue: Option<String>,
     /// The queue's delivery limit: the last attempt reports failure instead of requeueing.
@@ -49,22 +60,65 @@ pub struct WorkerConfig {
     pub min_free_bytes: u64,
 }
 
-enum Work {
-    Segment(Delivery),
-    Stitch(Delivery),
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Cpu,
+    Gpu,
+    Stitch,
 }
 
-/// The next delivery of an optional consumer; never returns when there is none.
-async fn next_of(consumer: &mut Option<Box<dyn Consumer>>) -> Result<Option<Delivery>, FarmError> {
-    match consumer {
-        Some(c) => c.next().await,
-        None => std::future::pending().await,
-    }
+enum Event {
+    Work(Kind, Delivery),
+    Ended(Kind),
+    Failed(FarmError),
+}
+
+/// Moves one consumer's deliveries into the worker's channel; for the GPU queue it also keeps
+/// the prefetch equal to what the cards can start (checked every second).
+fn forward(
+    kind: Kind,
+    mut consumer: Box<dyn Consumer>,
+    tx: mpsc::UnboundedSender<Event>,
+    gpus: Option<Arc<Gpus>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut prefetch = gpus.as_ref().map(|g| g.prefetch());
+        loop {
+            let next = tokio::select! {
+                d = consumer.next() => d,
+                _ = tick.tick(), if gpus.is_some() => {
+                    let want = gpus.as_ref().map(|g| g.prefetch());
+                    if want != prefetch {
+                        if let Some(n) = want {
+                            if let Err(e) = consumer.set_prefetch(n).await {
+                                tracing::warn!(error = %e, "prefetch not changed");
+                                continue;
+                            }
+                            tracing::debug!(prefetch = n, "GPU prefetch follows the budget");
+                        }
+                        prefetch = want;
+                    }
+                    continue;
+                }
+            };
+            let event = match next {
+                Ok(Some(d)) => Event::Work(kind, d),
+                Ok(None) => Event::Ended(kind),
+                Err(e) => Event::Failed(e),
+            };
+            let last = !matches!(event, Event::Work(..));
+            if tx.send(event).is_err() || last {
+                return;
+            }
+        }
+    })
 }
 
 /// Runs the worker until `shutdown` is cancelled or the queue closes. In-flight segments get
 /// `config.grace` to finish; the rest are aborted, which returns their messages to the queue
-/// (an unsettled delivery is requeued), and the staging directory is emptied.
+/// (an unsettled delivery is requeued), and the staging directory is emptied. With GPUs it
+/// consumes the GPU queue (and the CPU queue too when told to drain it), else the CPU queue.
 pub async fn run(
     config: WorkerConfig,
     queue: Arc<dyn Queue>,
@@ -84,31 +138,54 @@ pub async fn run(
         sandbox,
         progress,
     ));
-    let prefetch = u16::try_from(config.slots.max(1)).unwrap_or(u16::MAX);
-    let mut consumer = queue.consume(&config.queue, prefetch).await?;
-    let mut stitches = match &config.stitch_queue {
-        Some(q) => Some(queue.consume(q, 1).await?),
-        None => None,
+    let slots = u16::try_from(config.slots.max(1)).unwrap_or(u16::MAX);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut forwarders = Vec::new();
+    let primary = match &config.gpus {
+        Some(gpus) => {
+            let c = queue.consume(&config.gpu_queue, gpus.prefetch()).await?;
+            forwarders.push(forward(Kind::Gpu, c, tx.clone(), Some(gpus.clone())));
+            if gpus.drains_cpu_queue() {
+                let c = queue.consume(&config.queue, slots).await?;
+                forwarders.push(forward(Kind::Cpu, c, tx.clone(), None));
+            }
+            Kind::Gpu
+        }
+        None => {
+            let c = queue.consume(&config.queue, slots).await?;
+            forwarders.push(forward(Kind::Cpu, c, tx.clone(), None));
+            Kind::Cpu
+        }
     };
+    if let Some(q) = &config.stitch_queue {
+        let c = queue.consume(q, 1).await?;
+        forwarders.push(forward(Kind::Stitch, c, tx.clone(), None));
+    }
+    drop(tx);
+    let mut outcome = Ok(());
     let mut tasks = JoinSet::new();
     loop {
-        let next = tokio::select! {
+        let event = tokio::select! {
             _ = shutdown.cancelled() => break,
-            d = consumer.next() => d?.map(Work::Segment),
-            d = next_of(&mut stitches) => match d? {
-                Some(d) => Some(Work::Stitch(d)),
-                None => {
-                    stitches = None;
-                    continue;
-                }
-            },
+            e = rx.recv() => e,
         };
-        let Some(work) = next else { break };
+        let (kind, delivery) = match event {
+            None => break,
+            Some(Event::Work(kind, d)) => (kind, d),
+            Some(Event::Ended(kind)) if kind == primary => break,
+            Some(Event::Ended(_)) => continue,
+            Some(Event::Failed(e)) => {
+                outcome = Err(e);
+                break;
+            }
+        };
         let runner = runner.clone();
+        let gpus = config.gpus.clone();
         tasks.spawn(async move {
-            match work {
-                Work::Segment(d) => runner.handle(d).await,
-                Work::Stitch(d) => runner.handle_stitch(d).await,
+            match (kind, gpus) {
+                (Kind::Gpu, Some(gpus)) => runner.handle_gpu(delivery, gpus).await,
+                (Kind::Stitch, _) => runner.handle_stitch(delivery).await,
+                _ => runner.handle(delivery).await,
             }
         });
         // Reap finished tasks so the set does not grow.
@@ -118,8 +195,11 @@ pub async fn run(
             }
         }
     }
-    drop(stitches);
-    drop(consumer);
+    // Stop consuming; deliveries not started go back to their queues.
+    for f in &forwarders {
+        f.abort();
+    }
+    drop(rx);
     let drained = tokio::time::timeout(config.grace, async {
         while let Some(done) = tasks.join_next().await {
             if let Err(e) = done {
@@ -137,5 +217,5 @@ pub async fn run(
         while tasks.join_next().await.is_some() {}
     }
     let _ = std::fs::remove_dir_all(&config.staging_dir);
-    Ok(())
+    outcome
 }

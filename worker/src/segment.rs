@@ -16,6 +16,18 @@ use tessera_media::{EncodeRequest, EncodeResult, RenditionOutput};
 
 use crate::WorkerConfig;
 
+/// The segment task of a delivery; an unreadable one is dead-lettered (`None`).
+pub(crate) async fn decode_task(delivery: &Delivery) -> Option<SegmentTask> {
+    match decode_message(&delivery.body) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            tracing::error!(error = %e, "unreadable segment task dead-lettered");
+            let _ = delivery.acker.nack(false).await;
+            None
+        }
+    }
+}
+
 /// Live progress: (job, segment, frames encoded so far in that segment).
 pub type ProgressFn = Arc<dyn Fn(&str, u32, u64) + Send + Sync>;
 
@@ -56,22 +68,12 @@ impl SegmentRunner {
 
     /// Handles one delivery to the end: it is acked, requeued or dead-lettered, never lost.
     pub async fn handle(&self, delivery: Delivery) {
-        let task: SegmentTask = match decode_message(&delivery.body) {
-            Ok(t) => t,
-            Err(e) => {
-                tracing::error!(error = %e, "unreadable segment task dead-lettered");
-                let _ = delivery.acker.nack(false).await;
-                return;
-            }
+        let Some(task) = decode_task(&delivery).await else {
+            return;
         };
         let job = task.job_id.clone();
-        let staging = self.config.staging_dir.join(format!(
-            "{}-{:06}-{}",
-            task.job_id,
-            task.segment,
-            uuid::Uuid::new_v4().simple()
-        ));
-        let work = self.execute(&task, &staging);
+        let staging = self.segment_staging(&task);
+        let work = self.execute(&task, &staging, None);
         self.run_task(
             &job,
             TaskRef::Segment(task.segment),
@@ -80,6 +82,16 @@ impl SegmentRunner {
             work,
         )
         .await;
+    }
+
+    /// A fresh staging directory for one attempt at a segment.
+    pub(crate) fn segment_staging(&self, task: &SegmentTask) -> PathBuf {
+        self.config.staging_dir.join(format!(
+            "{}-{:06}-{}",
+            task.job_id,
+            task.segment,
+            uuid::Uuid::new_v4().simple()
+        ))
     }
 
     /// Runs one task of `job` (a segment or a stitch) in `staging` and settles its delivery:
@@ -99,12 +111,14 @@ impl SegmentRunner {
             return;
         }
         let started = Instant::now();
+        self.config.metrics.started();
         // The job may end (cancelled, failed elsewhere) while this task runs: stop then.
         let outcome = tokio::select! {
             o = work => Some(o),
             _ = self.watch_ended(job) => None,
         };
         let _ = tokio::fs::remove_dir_all(staging).await;
+        self.config.metrics.ended();
         let Some(outcome) = outcome else {
             tracing::info!(job, %task, "job ended: task aborted");
             let _ = delivery.acker.ack().await;
@@ -113,6 +127,10 @@ impl SegmentRunner {
         match outcome {
             Ok(done) => {
                 let total = started.elapsed().as_secs_f64();
+                let overhead = (total - done.media_seconds).max(0.0);
+                self.config
+                    .metrics
+                    .done(task, done.frames, done.media_seconds, overhead);
                 match task {
                     TaskRef::Segment(segment) => tracing::info!(
                         job,
@@ -136,7 +154,7 @@ impl SegmentRunner {
                         frames: done.frames,
                         bytes: done.bytes,
                         media_seconds: done.media_seconds,
-                        overhead_seconds: (total - done.media_seconds).max(0.0),
+                        overhead_seconds: overhead,
                         peak_rss_bytes: done.peak_rss_bytes,
                     },
                 );
@@ -160,11 +178,28 @@ impl SegmentRunner {
     }
 
     async fn fail(&self, job: &str, task: TaskRef, delivery: Delivery, err: FarmError) {
+        self.config.metrics.failed();
         let attempt = delivery.redeliveries + 1;
         let last = attempt >= self.config.delivery_limit;
         tracing::warn!(
             job, %task, attempt, code = err.code(), error = %err, "task attempt failed"
         );
+        if crate::gpu_task::is_gpu_busy(&err) {
+            // No session, a busy or faulted card: not the segment's fault. It goes back as a
+            // fresh message (its delivery count starts again) after a pause; the card's
+            // budget was already lowered or the card marked unhealthy.
+            tokio::time::sleep(self.config.retry_backoff).await;
+            let queue = tessera_farm::model::QUEUE_ENCODE_GPU;
+            match self.queue.publish(queue, delivery.body.clone()).await {
+                Ok(()) => {
+                    let _ = delivery.acker.ack().await;
+                }
+                Err(_) => {
+                    let _ = delivery.acker.nack(true).await;
+                }
+            }
+            return;
+        }
         if err.class() == ErrorClass::Retry && !last {
             let backoff = self
                 .config
@@ -244,7 +279,13 @@ impl SegmentRunner {
         Ok(())
     }
 
-    async fn execute(&self, task: &SegmentTask, staging: &PathBuf) -> Result<Done, FarmError> {
+    /// Encodes a segment: in software, or on a card when `hardware` is given.
+    pub(crate) async fn execute(
+        &self,
+        task: &SegmentTask,
+        staging: &PathBuf,
+        hardware: Option<tessera_media::HardwareEncode>,
+    ) -> Result<Done, FarmError> {
         self.check_free_space()?;
         tokio::fs::create_dir_all(staging)
             .await
@@ -273,7 +314,7 @@ impl SegmentRunner {
             source_bit_depth: e.source_bit_depth,
             outputs: outputs.clone(),
             threads: self.config.threads_per_slot,
-            hardware: None,
+            hardware,
         };
         let progress = self.progress.clone();
         let (job, seg) = (task.job_id.clone(), task.segment);

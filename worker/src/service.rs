@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use tessera_farm::config::{ServiceArgs, ServiceConfig, ServiceFile};
-use tessera_farm::model::{QUEUE_ENCODE_CPU, QUEUE_EVENTS, QUEUE_STITCH};
+use tessera_farm::model::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH};
 use tessera_farm::queue::{Queue, RabbitQueue};
 use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::S3Client;
 use tessera_farm::FarmError;
 use tokio_util::sync::CancellationToken;
 
+use crate::gpu::{GpuMode, GpuSettings, Gpus};
 use crate::WorkerConfig;
 
 /// `tessera-worker` flags; each has a `TESSERA_*` variable and a key in the config file.
@@ -53,6 +54,15 @@ pub struct WorkerArgs {
     /// Address-space limit of each media child in MiB [default: 8192].
     #[arg(long, env = "TESSERA_CHILD_MEMORY_MIB")]
     pub child_memory_mib: Option<u64>,
+    /// Use NVIDIA GPUs: auto (when NVML finds cards with NVENC) or off [default: auto].
+    #[arg(long, env = "TESSERA_GPU", value_parser = ["auto", "off"])]
+    pub gpu: Option<String>,
+    /// A GPU worker also takes CPU-queue segments (software encode) with its CPU slots.
+    #[arg(long, env = "TESSERA_DRAIN_CPU_QUEUE")]
+    pub drain_cpu_queue: Option<bool>,
+    /// Address of the worker's /metrics and /healthz (off when unset), e.g. 0.0.0.0:9464.
+    #[arg(long, env = "TESSERA_METRICS_LISTEN")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -66,6 +76,9 @@ struct WorkerFile {
     min_free_mib: Option<u64>,
     segment_timeout: Option<u64>,
     child_memory_mib: Option<u64>,
+    metrics_listen: Option<std::net::SocketAddr>,
+    #[serde(default)]
+    gpu: GpuSettings,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -84,6 +97,10 @@ pub struct ServiceSettings {
     pub service: ServiceConfig,
     /// The segment loop's settings.
     pub worker: WorkerConfig,
+    /// GPU use (cards are found when the service starts).
+    pub gpu: GpuSettings,
+    /// Where /metrics is served, if anywhere.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl ServiceSettings {
@@ -113,6 +130,9 @@ impl ServiceSettings {
                 .or_else(|| w.staging_dir.clone())
                 .unwrap_or_else(|| PathBuf::from("/var/tmp/tessera-worker")),
             queue: QUEUE_ENCODE_CPU.to_string(),
+            gpu_queue: QUEUE_ENCODE_GPU.to_string(),
+            gpus: None,
+            metrics: Default::default(),
             stitch_queue: Some(QUEUE_STITCH.to_string()),
             delivery_limit: service.rabbit.delivery_limit,
             limits: Limits {
@@ -126,7 +146,21 @@ impl ServiceSettings {
             grace: Duration::from_secs(args.grace_seconds.or(w.grace_seconds).unwrap_or(100)),
             min_free_bytes: args.min_free_mib.or(w.min_free_mib).unwrap_or(2048) << 20,
         };
-        Ok(ServiceSettings { service, worker })
+        let mut gpu = w.gpu.clone();
+        match args.gpu.as_deref() {
+            Some("off") => gpu.enabled = GpuMode::Off,
+            Some(_) => gpu.enabled = GpuMode::Auto,
+            None => {}
+        }
+        if let Some(d) = args.drain_cpu_queue {
+            gpu.drain_cpu_queue = d;
+        }
+        Ok(ServiceSettings {
+            service,
+            worker,
+            gpu,
+            metrics_listen: args.metrics_listen.or(w.metrics_listen),
+        })
     }
 }
 
@@ -143,6 +177,21 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> Result<(), FarmError> {
     let sandbox = Sandbox::current()?;
+    let mut settings = settings;
+    settings.worker.gpus = Gpus::detect(&settings.gpu);
+    if let Some(gpus) = &settings.worker.gpus {
+        gpus.spawn_refresh(Duration::from_secs(5), shutdown.clone());
+    }
+    let metrics = settings.worker.metrics.clone();
+    if let Some(addr) = settings.metrics_listen {
+        crate::metrics::serve(
+            addr,
+            metrics.clone(),
+            settings.worker.gpus.clone(),
+            shutdown.clone(),
+        )
+        .await?;
+    }
     let s3 = S3Client::new(settings.service.s3.clone()).await?;
     let store = Arc::new(s3.store(&settings.service.work_bucket));
     let mut backoff = Duration::from_secs(1);
@@ -181,6 +230,7 @@ pub async fn serve(
 async fn connect(settings: &ServiceSettings) -> Result<Arc<dyn Queue>, FarmError> {
     let queue = RabbitQueue::connect(settings.service.rabbit.clone()).await?;
     queue.declare(QUEUE_ENCODE_CPU).await?;
+    queue.declare(QUEUE_ENCODE_GPU).await?;
     queue.declare(QUEUE_STITCH).await?;
     queue.declare(QUEUE_EVENTS).await?;
     Ok(Arc::new(queue))

@@ -303,6 +303,7 @@ pub fn view(row: &JobRow) -> serde_json::Value {
         "input": row.request.get("input"),
         "outputs": outputs(row, &report),
         "priority": row.request.get("priority"),
+        "hardware": row.request.get("hardware"),
         "encode_fps": report.get("encode_fps"),
         "frames": report.get("frames"),
         "median_segment_overhead_s": report.get("median_segment_overhead_s"),
@@ -404,30 +405,23 @@ async fn ready(State(state): State<Arc<AppState>>) -> Response {
     }
 }
 
+/// Prometheus text: the registry's counters plus the database's and the gate's figures now.
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    let mut out = String::from("# HELP tessera_jobs Jobs by state.\n# TYPE tessera_jobs gauge\n");
-    for s in [
-        "queued",
-        "splitting",
-        "encoding",
-        "stitching",
-        "done",
-        "failed",
-        "cancelled",
-    ] {
-        let n = JobState::parse(s)
-            .and_then(|st| state.db.list(Some(st), 100_000, 0).ok())
-            .map(|r| r.len())
-            .unwrap_or(0);
-        out.push_str(&format!("tessera_jobs{{state=\"{s}\"}} {n}\n"));
-    }
+    let jobs_by_state = super::metrics::jobs_by_state(&state.db)
+        .inspect_err(|e| tracing::warn!(error = %e, "job counts unavailable for /metrics"))
+        .ok();
     let running = state
         .running
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .len();
-    out.push_str(&format!("# HELP tessera_jobs_running Jobs running in this dispatcher.\n# TYPE tessera_jobs_running gauge\ntessera_jobs_running {running}\n"));
-    ([("content-type", "text/plain; version=0.0.4")], out).into_response()
+    let live = super::metrics::Live {
+        jobs_by_state,
+        running,
+        gate: Some(state.runner.gate.counts()),
+    };
+    let body = state.runner.metrics.render(&live);
+    ([("content-type", "text/plain; version=0.0.4")], body).into_response()
 }
 
 #[cfg(test)]

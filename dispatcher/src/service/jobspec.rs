@@ -6,6 +6,7 @@ use tessera_media::settings::{default_crf, default_preset, resolve_preset};
 use tessera_media::{Container, RateControl, RenditionSpec, VideoCodec};
 
 use super::runner::{default_priority, JobPlan, PlannedOutput, S3Uri};
+use tessera_farm::model::Hardware;
 
 /// One requested output.
 #[derive(Debug, Clone, Deserialize)]
@@ -44,6 +45,10 @@ pub struct ApiJob {
     /// Measure PSNR/SSIM of the output.
     #[serde(default)]
     pub psnr: bool,
+    /// "gpu" (NVENC only), "cpu" (software only) or "any" (default: GPU when GPU workers
+    /// are consuming, else CPU).
+    #[serde(default)]
+    pub hardware: Hardware,
 }
 
 type Invalid = (StatusCode, &'static str, String);
@@ -74,6 +79,7 @@ fn validate_output(
     out: &ApiOutput,
     index: usize,
     buckets: &[String],
+    hardware: Hardware,
 ) -> Result<PlannedOutput, Invalid> {
     let destination =
         S3Uri::parse(&out.destination).map_err(|e| bad(format!("destination: {e}")))?;
@@ -101,8 +107,13 @@ fn validate_output(
         preset,
         height: out.height,
     };
-    tessera_media::settings::encoder_options(&rendition, 1).map_err(bad)?;
-    resolve_preset(codec, &rendition.preset).map_err(bad)?;
+    if hardware == Hardware::Gpu {
+        // NVENC presets p1-p7, or the x264 names mapped onto them.
+        tessera_media::nvenc::nvenc_preset(codec, &rendition.preset).map_err(bad)?;
+    } else {
+        tessera_media::settings::encoder_options(&rendition, 1).map_err(bad)?;
+        resolve_preset(codec, &rendition.preset).map_err(bad)?;
+    }
     if let Some(h) = out.height {
         if !(2..=16384).contains(&h) {
             return Err(bad(format!("height {h} must be within 2..=16384")));
@@ -131,7 +142,7 @@ pub fn validate(
     }
     let mut outputs: Vec<PlannedOutput> = Vec::with_capacity(job.outputs.len());
     for (i, out) in job.outputs.iter().enumerate() {
-        let planned = validate_output(out, i, buckets)
+        let planned = validate_output(out, i, buckets, job.hardware)
             .map_err(|(s, c, m)| (s, c, format!("outputs[{i}]: {m}")))?;
         if outputs.iter().any(|o| o.destination == planned.destination) {
             return Err(bad(format!(
@@ -155,9 +166,26 @@ pub fn validate(
     if job.priority.is_some_and(|p| p > 9) {
         return Err(bad("priority must be 0-9"));
     }
+    let caps = tessera_media::hw_capabilities();
+    let nvenc_can = |o: &PlannedOutput| caps.gpu_path() && caps.has_encoder(o.rendition.codec);
+    let hardware = match job.hardware {
+        Hardware::Gpu => {
+            if let Some(o) = outputs.iter().find(|o| !nvenc_can(o)) {
+                return Err(bad(format!(
+                    "hardware \"gpu\": this farm's FFmpeg cannot encode {:?} on NVENC (output {})",
+                    o.rendition.codec, o.destination
+                )));
+            }
+            Hardware::Gpu
+        }
+        // "any" with an output NVENC cannot write here stays on the CPU.
+        Hardware::Any if !outputs.iter().all(nvenc_can) => Hardware::Cpu,
+        other => other,
+    };
     Ok(JobPlan {
         input,
         outputs,
+        hardware,
         priority: job.priority.unwrap_or_else(default_priority),
         segment_seconds,
         psnr: job.psnr,

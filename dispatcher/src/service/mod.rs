@@ -4,6 +4,7 @@ mod api;
 mod db;
 mod events;
 mod jobspec;
+mod metrics;
 mod openapi;
 mod resume;
 mod runner;
@@ -247,6 +248,7 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
         parallelism: settings.parallelism,
         gate: crate::PublishGate::new(settings.queue_window),
         webhook_secret: settings.webhook_secret.clone(),
+        metrics: Default::default(),
     });
     let state = Arc::new(AppState {
         db: db.clone(),

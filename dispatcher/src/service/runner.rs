@@ -14,7 +14,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::db::{Db, JobState};
 use super::events::EventRouter;
-use crate::{run_job, Destination, DispatchContext, JobOutput, JobRequest, JobStage, OutputSink};
+use super::metrics::Metrics;
+use crate::{
+    run_job, Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage, OutputSink,
+};
 
 /// An `s3://bucket/key` location.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,6 +79,9 @@ pub struct JobPlan {
     pub input: S3Uri,
     /// The outputs, each a rendition of the same segments.
     pub outputs: Vec<PlannedOutput>,
+    /// Where segments may be encoded: "gpu", "cpu" or "any" (default).
+    #[serde(default)]
+    pub hardware: tessera_farm::model::Hardware,
     /// Scheduling priority, 0 (lowest) to 9: higher-priority jobs' segments go first.
     #[serde(default = "default_priority")]
     pub priority: u8,
@@ -139,6 +145,8 @@ pub struct Runner {
     pub gate: Arc<crate::PublishGate>,
     /// Key of the webhook signatures; callbacks are refused without one.
     pub webhook_secret: Option<String>,
+    /// Counters and histograms served at `/metrics`.
+    pub metrics: Arc<Metrics>,
 }
 
 impl Runner {
@@ -152,13 +160,20 @@ impl Runner {
         self.router.unregister(&id);
         let _ = tokio::fs::remove_dir_all(&staging).await;
         let outcome = match result {
-            Ok(report) => self.db.finish(&id, &report),
+            Ok(report) => {
+                self.metrics.job_done(&report);
+                serde_json::to_value(&report)
+                    .map_err(|e| FarmError::BadMessage(e.to_string()))
+                    .and_then(|report| self.db.finish(&id, &report))
+            }
             Err(e) if cancel.is_cancelled() => {
+                self.metrics.job_cancelled();
                 self.db
                     .fail(&id, JobState::Cancelled, "cancelled", &e.to_string())
             }
             Err(e) => {
                 tracing::warn!(job = %id, code = e.code(), error = %e, "job failed");
+                self.metrics.job_failed(e.code());
                 self.db
                     .fail(&id, JobState::Failed, e.code(), &e.to_string())
             }
@@ -170,7 +185,10 @@ impl Runner {
         {
             if let Ok(Some(row)) = self.db.get(&id) {
                 let body = super::api::view(&row).to_string().into_bytes();
-                tokio::spawn(super::webhook::deliver(url, body, secret));
+                let metrics = self.metrics.clone();
+                tokio::spawn(async move {
+                    metrics.webhook(super::webhook::deliver(url, body, secret).await);
+                });
             }
         }
     }
@@ -182,7 +200,7 @@ impl Runner {
         staging: &std::path::Path,
         events: &mut super::events::JobEvents,
         cancel: CancellationToken,
-    ) -> Result<serde_json::Value, FarmError> {
+    ) -> Result<JobReport, FarmError> {
         self.db.set_state(id, JobState::Splitting)?;
         tokio::fs::create_dir_all(staging)
             .await
@@ -198,6 +216,7 @@ impl Runner {
                 message: format!("{}: cannot read input: {e}", plan.input),
             })?;
         let db = self.db.clone();
+        let metrics = self.metrics.clone();
         let job = id.to_string();
         let progress = Arc::new(std::sync::Mutex::new((0u32, 0u32)));
         let ctx = DispatchContext {
@@ -206,6 +225,7 @@ impl Runner {
             sandbox: self.sandbox.clone(),
             staging_dir: staging.join("dispatch"),
             encode_queue: tessera_farm::model::QUEUE_ENCODE_CPU.to_string(),
+            gpu_queue: tessera_farm::model::QUEUE_ENCODE_GPU.to_string(),
             stitch_queue: tessera_farm::model::QUEUE_STITCH.to_string(),
             gate: Some(self.gate.clone()),
             sink: Some(Arc::new(S3Sink {
@@ -228,7 +248,13 @@ impl Runner {
                         db.set_state(&job, JobState::Encoding)
                     }),
                     JobStage::Published => db.record_published(&job),
-                    JobStage::SegmentDone { segment, frames } => {
+                    JobStage::SegmentDone {
+                        segment,
+                        frames,
+                        media_seconds,
+                        overhead_seconds,
+                    } => {
+                        metrics.segment_done(*frames, *media_seconds, *overhead_seconds);
                         p.1 += 1;
                         db.record_segment(&job, *segment, *frames)
                             .and(db.set_segments(&job, p.0, p.1))
@@ -258,13 +284,14 @@ impl Runner {
             segment_seconds: plan.segment_seconds,
             parallelism: self.parallelism,
             priority: plan.priority,
+            hardware: plan.hardware,
             first_audio_only: false,
             measure_quality: plan.psnr,
             resume: self.db.resume_state(id)?,
         };
         // Errors name the user's object, not the dispatcher's local copy of it.
         let local = input.display().to_string();
-        let report = run_job(&ctx, &request, events, cancel)
+        run_job(&ctx, &request, events, cancel)
             .await
             .map_err(|e| match e {
                 FarmError::Media {
@@ -277,8 +304,7 @@ impl Runner {
                     message: message.replace(&local, &plan.input.to_string()),
                 },
                 other => other,
-            })?;
-        serde_json::to_value(&report).map_err(|e| FarmError::BadMessage(e.to_string()))
+            })
     }
 }
 

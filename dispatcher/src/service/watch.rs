@@ -200,6 +200,7 @@ impl Watch {
             priority: None,
             callback_url: None,
             psnr: false,
+            hardware: Default::default(),
         };
         validate(&job, buckets, 10.0).map_err(|(_, _, msg)| format!("{me}: {msg}"))?;
         Ok(())

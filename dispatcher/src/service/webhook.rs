@@ -21,8 +21,9 @@ pub fn signature(secret: &[u8], body: &[u8]) -> String {
     format!("sha256={hex}")
 }
 
-/// POSTs `body` to `url` until a 2xx answer or the attempts run out (logged, never fatal).
-pub async fn deliver(url: String, body: Vec<u8>, secret: String) {
+/// POSTs `body` to `url` until a 2xx answer or the attempts run out (logged, never fatal);
+/// returns whether it was delivered (for the metrics).
+pub async fn deliver(url: String, body: Vec<u8>, secret: String) -> bool {
     let sig = signature(secret.as_bytes(), &body);
     let mut backoff = Duration::from_secs(1);
     for attempt in 1..=ATTEMPTS {
@@ -31,7 +32,7 @@ pub async fn deliver(url: String, body: Vec<u8>, secret: String) {
         match result {
             Ok(Ok(())) => {
                 tracing::info!(attempt, "webhook delivered");
-                return;
+                return true;
             }
             Ok(Err(e)) => tracing::warn!(attempt, error = %e, "webhook attempt failed"),
             Err(e) => tracing::warn!(attempt, error = %e, "webhook task failed"),
@@ -42,6 +43,7 @@ pub async fn deliver(url: String, body: Vec<u8>, secret: String) {
         }
     }
     tracing::error!("webhook given up after {ATTEMPTS} attempts");
+    false
 }
 
 fn post(url: &str, body: &[u8], sig: &str) -> Result<(), String> {

@@ -16,6 +16,7 @@ use crate::FarmError;
 struct QueueState {
     ready: VecDeque<Message>,
     closed: bool,
+    consumers: u32,
 }
 
 struct Message {
@@ -114,11 +115,17 @@ impl Queue for MemoryQueue {
     }
 
     async fn consume(&self, queue: &str, prefetch: u16) -> Result<Box<dyn Consumer>, FarmError> {
+        self.inner.with(queue, |q| q.consumers += 1);
         Ok(Box::new(MemoryConsumer {
             inner: self.inner.clone(),
             queue: queue.to_string(),
             permits: Arc::new(Semaphore::new(usize::from(prefetch.max(1)))),
+            prefetch: prefetch.max(1),
         }))
+    }
+
+    async fn consumers(&self, queue: &str) -> Result<u32, FarmError> {
+        Ok(self.inner.with(queue, |q| q.consumers))
     }
 }
 
@@ -126,6 +133,14 @@ struct MemoryConsumer {
     inner: Arc<Inner>,
     queue: String,
     permits: Arc<Semaphore>,
+    prefetch: u16,
+}
+
+impl Drop for MemoryConsumer {
+    fn drop(&mut self) {
+        self.inner
+            .with(&self.queue, |q| q.consumers = q.consumers.saturating_sub(1));
+    }
 }
 
 #[async_trait]
@@ -169,6 +184,25 @@ impl Consumer for MemoryConsumer {
                 Ok(None) => notified.await,
             }
         }
+    }
+
+    async fn set_prefetch(&mut self, prefetch: u16) -> Result<(), FarmError> {
+        let prefetch = prefetch.max(1);
+        if prefetch > self.prefetch {
+            self.permits
+                .add_permits(usize::from(prefetch - self.prefetch));
+        } else if prefetch < self.prefetch {
+            // Fewer places: take the difference out as deliveries are settled.
+            let permits = self.permits.clone();
+            let fewer = u32::from(self.prefetch - prefetch);
+            tokio::spawn(async move {
+                if let Ok(p) = permits.acquire_many_owned(fewer).await {
+                    p.forget();
+                }
+            });
+        }
+        self.prefetch = prefetch;
+        Ok(())
     }
 }
 

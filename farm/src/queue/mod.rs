@@ -23,6 +23,9 @@ pub trait Queue: Send + Sync + 'static {
     async fn publish(&self, queue: &str, body: Vec<u8>) -> Result<(), FarmError>;
     /// Starts consuming with at most `prefetch` unacknowledged deliveries outstanding.
     async fn consume(&self, queue: &str, prefetch: u16) -> Result<Box<dyn Consumer>, FarmError>;
+    /// Consumers attached to `queue` now (0 for a queue nobody consumes). Why: a job that
+    /// may run on either hardware goes to the GPU queue only while GPU workers listen.
+    async fn consumers(&self, queue: &str) -> Result<u32, FarmError>;
 }
 
 /// A stream of deliveries from one queue.
@@ -30,6 +33,12 @@ pub trait Queue: Send + Sync + 'static {
 pub trait Consumer: Send {
     /// The next delivery; `None` when the queue is closed.
     async fn next(&mut self) -> Result<Option<Delivery>, FarmError>;
+    /// Changes how many unacknowledged deliveries may be outstanding. Why: a GPU worker's
+    /// prefetch follows its encoder-session budget, so it never holds work it cannot start.
+    /// Consumers without a broker-side limit (channel-backed ones) ignore it.
+    async fn set_prefetch(&mut self, _prefetch: u16) -> Result<(), FarmError> {
+        Ok(())
+    }
 }
 
 /// How a delivery is settled with the broker.

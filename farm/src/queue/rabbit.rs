@@ -186,6 +186,20 @@ impl RabbitQueue {
         Ok(q.message_count())
     }
 
+    /// Consumers of `queue`, by a passive declare (an undeclared queue has none).
+    async fn consumer_count(&self, queue: &str) -> Result<u32, FarmError> {
+        let op = self.inner.cfg.op_timeout;
+        let ch = self.inner.channel(queue, false).await?;
+        let passive = QueueDeclareOptions::default().passive();
+        let declare = ch.queue_declare(queue.into(), passive, table([]));
+        let count = match timed(op, queue, "passive declare", declare).await {
+            Ok(q) => q.consumer_count(),
+            Err(_) => 0,
+        };
+        let _ = timeout(op, ch.close(200, "OK".into())).await;
+        Ok(count)
+    }
+
     /// Closes the connection for good: unacked deliveries go back to their queues, consumers
     /// end with `None`, and later operations fail.
     pub async fn close(&self) {
@@ -324,6 +338,10 @@ impl Queue for RabbitQueue {
             Confirmation::Nack(_) => Err(queue_err!(queue, "broker refused the message (nack)")),
             Confirmation::NotRequested => Err(queue_err!(queue, "publisher confirms are off")),
         }
+    }
+
+    async fn consumers(&self, queue: &str) -> Result<u32, FarmError> {
+        self.consumer_count(queue).await
     }
 
     async fn consume(&self, queue: &str, prefetch: u16) -> Result<Box<dyn Consumer>, FarmError> {

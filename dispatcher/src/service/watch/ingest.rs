@@ -130,6 +130,7 @@ impl Ingest {
             priority: None,
             callback_url: None,
             psnr: false,
+            hardware: Default::default(),
         };
         let plan = match validate(&job, &self.state.buckets, self.state.segment_seconds) {
             Ok(plan) => plan,

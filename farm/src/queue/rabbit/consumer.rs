@@ -59,6 +59,13 @@ impl Consumer for RabbitConsumer {
         self.failed = Some(reason.clone());
         Err(queue_err!(self.queue, "{reason}"))
     }
+
+    async fn set_prefetch(&mut self, prefetch: u16) -> Result<(), FarmError> {
+        let qos = self
+            .channel
+            .basic_qos(prefetch.max(1), BasicQosOptions::default());
+        timed(self.inner.cfg.op_timeout, &self.queue, "basic.qos", qos).await
+    }
 }
 
 impl Drop for RabbitConsumer {

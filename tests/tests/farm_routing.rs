@@ -1,0 +1,115 @@
+//! Routing by hardware on a farm without GPUs: the worker finds no NVIDIA driver, says so
+//! once and runs CPU-only; "any" jobs run on it, "gpu" jobs wait on the GPU queue for GPU
+//! workers (nothing encodes them here) and can be cancelled; a GPU job this FFmpeg cannot
+//! encode on NVENC is refused; the worker's /metrics counts what it did.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tessera_tests::farm::{Farm, TOKEN};
+use tessera_tests::fixture::{fixture, Fixture};
+use tessera_tests::probe::frame_count;
+
+fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn cpu_workers_take_any_jobs_and_gpu_jobs_wait_for_gpu_workers() {
+    // Inherited by the worker the harness starts: serve /metrics on a free port.
+    std::env::set_var("TESSERA_METRICS_LISTEN", "127.0.0.1:0");
+    let farm = Farm::start("route", 1);
+    let log = wait_for("the worker's GPU line", Duration::from_secs(30), || {
+        let log = farm.log("worker-0.log");
+        log.contains("CPU-only worker").then_some(log)
+    });
+    assert!(log.contains("no NVIDIA GPU usable"), "{log}");
+    assert_eq!(log.matches("CPU-only worker").count(), 1, "{log}");
+
+    let src = fixture(Fixture::NoAudio);
+    farm.upload(&src, "input", "route/a.mp4");
+    let any = farm.submit(
+        "s3://input/route/a.mp4",
+        "s3://output/route/any.mp4",
+        json!({"preset": "ultrafast"}),
+        json!({"segment_seconds": 1, "hardware": "any"}),
+    );
+    let done = farm.wait_job(&any, Duration::from_secs(120));
+    assert_eq!(done["state"], "done", "{done}");
+    assert_eq!(done["hardware"], "any");
+    let out = farm.dir.path().join("any.mp4");
+    farm.download("output", "route/any.mp4", &out);
+    assert_eq!(frame_count(&out), frame_count(&src));
+
+    let gpu = farm.submit(
+        "s3://input/route/a.mp4",
+        "s3://output/route/gpu.mp4",
+        json!({"preset": "p4"}),
+        json!({"segment_seconds": 1, "hardware": "gpu"}),
+    );
+    let path = format!("/v1/jobs/{gpu}");
+    wait_for("the GPU job's segments", Duration::from_secs(60), || {
+        let (_, j) = farm.http("GET", &path, Some(TOKEN), None);
+        (j["segments_total"].as_u64().unwrap_or(0) > 0).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let (_, j) = farm.http("GET", &path, Some(TOKEN), None);
+    assert_eq!(j["state"], "encoding", "{j}");
+    assert_eq!(
+        j["segments_done"], 0,
+        "a CPU worker took a GPU segment: {j}"
+    );
+    assert_eq!(farm.http("DELETE", &path, Some(TOKEN), None).0, 202);
+    let cancelled = farm.wait_job(&gpu, Duration::from_secs(60));
+    assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
+    assert!(farm.list("output", "route/gpu").is_empty());
+
+    let av1 = json!({"input": "s3://input/route/a.mp4", "hardware": "gpu",
+        "outputs": [{"destination": "s3://output/route/av1.mp4", "codec": "av1"}]});
+    let (code, err) = farm.http("POST", "/v1/jobs", Some(TOKEN), Some(&av1.to_string()));
+    assert_eq!(code, 422, "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("NVENC"),
+        "{err}"
+    );
+
+    let log = farm.log("worker-0.log");
+    let addr = log
+        .lines()
+        .find(|l| l.contains("metrics endpoint listening"))
+        .and_then(|l| l.split("bound=").nth(1))
+        .map(|a| a.split_whitespace().next().unwrap_or("").to_string())
+        .unwrap_or_else(|| panic!("no metrics line in the worker log:\n{log}"));
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "-m", "10", &format!("http://{addr}/metrics")])
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing:\n{text}"))
+    };
+    let segments = done["segments_total"].as_f64().unwrap_or(0.0);
+    assert!(
+        value("tessera_worker_segments_done_total") >= segments,
+        "{text}"
+    );
+    assert!(value("tessera_worker_stitches_done_total") >= 1.0, "{text}");
+    assert_eq!(
+        value("tessera_worker_frames_encoded_total"),
+        frame_count(&src) as f64
+    );
+    assert_eq!(value("tessera_worker_gpus"), 0.0);
+}

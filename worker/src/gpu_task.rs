@@ -1,0 +1,72 @@
+//! Executing one segment from the GPU queue: take every session it needs on one card (or
+//! wait), encode with NVDEC/NVENC in the child, and on a session or device failure lower the
+//! card's budget or mark it unhealthy.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tessera_farm::model::TaskRef;
+use tessera_farm::queue::Delivery;
+use tessera_farm::{ErrorClass, FarmError};
+
+use crate::gpu::Gpus;
+use crate::segment::{decode_task, SegmentRunner};
+
+/// How long a GPU segment waits for its sessions before it goes back to the queue. The
+/// prefetch follows the budget, so waiting is rare (a budget lowered after a failure).
+const SESSION_WAIT: Duration = Duration::from_secs(30);
+
+/// No session could be opened, the card is busy or faulted, or no card fits: the segment is
+/// retried later (as a fresh message), never failed for it.
+pub(crate) fn is_gpu_busy(err: &FarmError) -> bool {
+    matches!(
+        err.code(),
+        "gpu_session_unavailable" | "gpu_device_fault" | "gpu_no_session"
+    )
+}
+
+impl SegmentRunner {
+    /// Handles one GPU-queue delivery to the end: acked, requeued or dead-lettered.
+    pub async fn handle_gpu(&self, delivery: Delivery, gpus: Arc<Gpus>) {
+        let Some(task) = decode_task(&delivery).await else {
+            return;
+        };
+        let job = task.job_id.clone();
+        let staging = self.segment_staging(&task);
+        let work = async {
+            let need = gpus.need_for(&task);
+            let Some(lease) = gpus.acquire(&need, SESSION_WAIT).await else {
+                return Err(FarmError::Media {
+                    code: "gpu_no_session".into(),
+                    class: ErrorClass::Retry,
+                    message: format!(
+                        "no card had {} free NVENC session(s) within {:?}",
+                        need.encode_sessions, SESSION_WAIT
+                    ),
+                });
+            };
+            let hardware = gpus.hardware(&lease.lease);
+            tracing::debug!(
+                job = %task.job_id, segment = task.segment, card = hardware.device,
+                nvdec = hardware.nvdec, "GPU segment"
+            );
+            let result = self.execute(&task, &staging, Some(hardware)).await;
+            if let Err(e) = &result {
+                match e.code() {
+                    "gpu_session_unavailable" => lease.lease.penalize(),
+                    "gpu_device_fault" => lease.lease.mark_unhealthy(&e.to_string()),
+                    _ => {}
+                }
+            }
+            result
+        };
+        self.run_task(
+            &job,
+            TaskRef::Segment(task.segment),
+            delivery,
+            &staging,
+            work,
+        )
+        .await;
+    }
+}

@@ -1,0 +1,203 @@
+//! The worker's Prometheus metrics and its small HTTP endpoint (`/metrics`, `/healthz`).
+//!
+//! Why: an operator scales workers on queue length but watches them here: tasks done and
+//! failed, encode time against overhead, and per card the NVENC sessions in use against the
+//! budget, utilization and health.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tessera_farm::model::TaskRef;
+use tessera_farm::FarmError;
+use tokio_util::sync::CancellationToken;
+
+use crate::gpu::Gpus;
+
+/// Counters of one worker process.
+#[derive(Debug, Default)]
+pub struct WorkerMetrics {
+    segments_done: AtomicU64,
+    stitches_done: AtomicU64,
+    tasks_failed: AtomicU64,
+    frames: AtomicU64,
+    media_micros: AtomicU64,
+    overhead_micros: AtomicU64,
+    running: AtomicU64,
+}
+
+fn micros(seconds: f64) -> u64 {
+    (seconds.max(0.0) * 1e6) as u64
+}
+
+impl WorkerMetrics {
+    /// A task started.
+    pub fn started(&self) {
+        self.running.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A task ended (whatever its outcome).
+    pub fn ended(&self) {
+        self.running.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// A task finished and was reported.
+    pub fn done(&self, task: TaskRef, frames: u64, media_s: f64, overhead_s: f64) {
+        match task {
+            TaskRef::Segment(_) => {
+                self.segments_done.fetch_add(1, Ordering::Relaxed);
+                self.frames.fetch_add(frames, Ordering::Relaxed);
+                self.media_micros
+                    .fetch_add(micros(media_s), Ordering::Relaxed);
+                self.overhead_micros
+                    .fetch_add(micros(overhead_s), Ordering::Relaxed);
+            }
+            TaskRef::Stitch(_) => {
+                self.stitches_done.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// A task attempt failed.
+    pub fn failed(&self) {
+        self.tasks_failed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The exposition text.
+    pub fn render(&self, gpus: Option<&Gpus>) -> String {
+        let mut out = String::new();
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let secs = |a: &AtomicU64| get(a) as f64 / 1e6;
+        let lines: [(&str, &str, &str, String); 7] = [
+            (
+                "tessera_worker_segments_done_total",
+                "counter",
+                "Segments encoded and reported.",
+                get(&self.segments_done).to_string(),
+            ),
+            (
+                "tessera_worker_stitches_done_total",
+                "counter",
+                "Outputs stitched and reported.",
+                get(&self.stitches_done).to_string(),
+            ),
+            (
+                "tessera_worker_task_failures_total",
+                "counter",
+                "Task attempts that failed (retried or final).",
+                get(&self.tasks_failed).to_string(),
+            ),
+            (
+                "tessera_worker_frames_encoded_total",
+                "counter",
+                "Frames encoded in reported segments.",
+                get(&self.frames).to_string(),
+            ),
+            (
+                "tessera_worker_encode_seconds_total",
+                "counter",
+                "Seconds spent decoding and encoding segments.",
+                secs(&self.media_micros).to_string(),
+            ),
+            (
+                "tessera_worker_overhead_seconds_total",
+                "counter",
+                "Seconds segments spent outside decode and encode.",
+                secs(&self.overhead_micros).to_string(),
+            ),
+            (
+                "tessera_worker_tasks_running",
+                "gauge",
+                "Tasks running now.",
+                get(&self.running).to_string(),
+            ),
+        ];
+        for (name, kind, help, value) in lines {
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
+            ));
+        }
+        out.push_str(&format!(
+            "# HELP tessera_worker_gpus Cards this worker encodes on.\n# TYPE tessera_worker_gpus gauge\ntessera_worker_gpus {}\n",
+            u8::from(gpus.is_some())
+        ));
+        if let Some(g) = gpus {
+            g.render_metrics(&mut out);
+        }
+        out
+    }
+}
+
+fn listen_err(addr: SocketAddr, e: std::io::Error) -> FarmError {
+    FarmError::Io {
+        path: addr.to_string(),
+        reason: format!("metrics listener: {e}"),
+    }
+}
+
+/// Serves `/metrics` and `/healthz` on `addr` until `shutdown`; returns once bound.
+pub async fn serve(
+    addr: SocketAddr,
+    metrics: Arc<WorkerMetrics>,
+    gpus: Option<Arc<Gpus>>,
+    shutdown: CancellationToken,
+) -> Result<(), FarmError> {
+    use axum::routing::get;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| listen_err(addr, e))?;
+    let bound = listener.local_addr().map_err(|e| listen_err(addr, e))?;
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let (m, g) = (metrics.clone(), gpus.clone());
+                async move {
+                    (
+                        [("content-type", "text/plain; version=0.0.4")],
+                        m.render(g.as_deref()),
+                    )
+                }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok" }));
+    // Scripts read the bound address from this line (port 0 picks a free one).
+    println!("tessera-worker metrics on http://{bound}");
+    tracing::info!(%bound, "metrics endpoint listening");
+    tokio::spawn(async move {
+        let stop = shutdown.clone();
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .await;
+        if let Err(e) = served {
+            tracing::warn!(error = %e, "metrics endpoint stopped");
+        }
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_render_as_prometheus_text() {
+        let m = WorkerMetrics::default();
+        m.started();
+        m.done(TaskRef::Segment(0), 250, 2.5, 0.25);
+        m.done(TaskRef::Stitch(0), 250, 0.1, 0.0);
+        m.failed();
+        let text = m.render(None);
+        assert!(
+            text.contains("tessera_worker_segments_done_total 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("tessera_worker_frames_encoded_total 250\n"));
+        assert!(text.contains("tessera_worker_encode_seconds_total 2.5\n"));
+        assert!(text.contains("tessera_worker_overhead_seconds_total 0.25\n"));
+        assert!(text.contains("tessera_worker_task_failures_total 1\n"));
+        assert!(text.contains("tessera_worker_tasks_running 1\n"));
+        assert!(text.contains("tessera_worker_gpus 0\n"));
+        assert!(text.contains("# TYPE tessera_worker_stitches_done_total counter\n"));
+    }
+}
