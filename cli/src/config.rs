@@ -37,6 +37,21 @@ pub enum Command {
     List(crate::remote::ListArgs),
     /// Cancel a job of a farm.
     Cancel(crate::remote::JobArgs),
+    /// Show what this machine's NVIDIA cards offer (NVML, session budgets, NVENC/NVDEC).
+    Gpu(crate::gpu::GpuArgs),
+}
+
+/// Whether `tessera transcode` encodes on NVENC.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuChoice {
+    /// NVENC when NVML finds a card with free sessions, else the software encoders.
+    #[default]
+    Auto,
+    /// Software encoders only.
+    Off,
+    /// NVENC only: fail when there is no usable card.
+    Require,
 }
 
 /// Video codecs on the command line.
@@ -117,6 +132,9 @@ pub struct TranscodeArgs {
     /// Memory limit of each media child process, in MiB [default: 8192].
     #[arg(long, env = "TESSERA_CHILD_MEMORY_MIB")]
     pub child_memory_mib: Option<u64>,
+    /// NVIDIA GPU use [default: auto].
+    #[arg(long, env = "TESSERA_GPU")]
+    pub gpu: Option<GpuChoice>,
 }
 
 /// The `[transcode]` table of the config file.
@@ -134,6 +152,7 @@ pub struct FileTranscode {
     progress: Option<ProgressMode>,
     segment_timeout: Option<u64>,
     child_memory_mib: Option<u64>,
+    gpu: Option<GpuChoice>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -175,6 +194,8 @@ pub struct TranscodeConfig {
     pub segment_timeout: u64,
     /// Child memory limit in bytes.
     pub child_memory_bytes: u64,
+    /// NVENC use.
+    pub gpu: GpuChoice,
 }
 
 /// Parses "2500k", "4M", "800000" into bits per second.
@@ -226,7 +247,12 @@ impl TranscodeConfig {
             .preset
             .or(file.preset)
             .unwrap_or_else(|| default_preset(codec).to_string());
-        resolve_preset(codec, &preset).map_err(|e| anyhow::anyhow!(e))?;
+        let gpu = args.gpu.or(file.gpu).unwrap_or_default();
+        if gpu == GpuChoice::Require {
+            tessera_media::nvenc::nvenc_preset(codec, &preset).map_err(|e| anyhow::anyhow!(e))?;
+        } else {
+            resolve_preset(codec, &preset).map_err(|e| anyhow::anyhow!(e))?;
+        }
         let container = Container::from_path(&args.output).with_context(|| {
             format!(
                 "output {}: unsupported container (use .mp4 or .mkv)",
@@ -283,6 +309,7 @@ impl TranscodeConfig {
                 .or(file.child_memory_mib)
                 .unwrap_or(8192)
                 << 20,
+            gpu,
         })
     }
 }

@@ -9,14 +9,14 @@ use anyhow::{bail, Context};
 use tessera_dispatcher::{
     run_job, Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage,
 };
-use tessera_farm::model::{QUEUE_ENCODE_CPU, QUEUE_EVENTS, QUEUE_STITCH};
+use tessera_farm::model::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH};
 use tessera_farm::queue::{MemoryQueue, Queue};
 use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::LocalStore;
-use tessera_worker::WorkerConfig;
+use tessera_worker::{GpuSettings, Gpus, WorkerConfig};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::TranscodeConfig;
+use crate::config::{GpuChoice, TranscodeConfig};
 use crate::progress::Progress;
 
 /// Delivery limit of the embedded queue: a segment gets three attempts.
@@ -63,6 +63,7 @@ async fn run_farm(
     let queue = MemoryQueue::new(DELIVERY_LIMIT);
     let shared_queue: Arc<dyn Queue> = Arc::new(queue.clone());
     shared_queue.declare(QUEUE_ENCODE_CPU).await?;
+    shared_queue.declare(QUEUE_ENCODE_GPU).await?;
     shared_queue.declare(QUEUE_STITCH).await?;
     shared_queue.declare(QUEUE_EVENTS).await?;
     let store = Arc::new(LocalStore::new(work.join("store"))?);
@@ -71,6 +72,19 @@ async fn run_farm(
         timeout: Duration::from_secs(cfg.segment_timeout),
         memory_bytes: cfg.child_memory_bytes,
         ..Limits::default()
+    };
+
+    // A GPU worker beside the CPU ones when a card with NVENC is found: the job's segments
+    // then go to the GPU queue.
+    let gpus = match cfg.gpu {
+        GpuChoice::Off => None,
+        choice => {
+            let found = Gpus::detect(&GpuSettings::default());
+            if found.is_none() && choice == GpuChoice::Require {
+                bail!("--gpu require: no NVIDIA GPU with a free NVENC session here");
+            }
+            found
+        }
     };
 
     let progress = Progress::new(cfg.progress);
@@ -85,23 +99,40 @@ async fn run_farm(
     let p = progress.clone();
     let on_frames: tessera_worker::ProgressFn =
         Arc::new(move |_job, seg, n| p.segment_frames(seg, n));
+    let worker_config = |i: usize| WorkerConfig {
+        id: format!("local-{i}"),
+        slots: 1,
+        threads_per_slot: (cpus / cfg.workers).max(1),
+        staging_dir: work.join(format!("worker-{i}")),
+        queue: QUEUE_ENCODE_CPU.to_string(),
+        stitch_queue: Some(QUEUE_STITCH.to_string()),
+        gpu_queue: QUEUE_ENCODE_GPU.to_string(),
+        gpus: None,
+        metrics: Default::default(),
+        delivery_limit: DELIVERY_LIMIT,
+        limits,
+        retry_backoff: Duration::from_millis(500),
+        // The one-process farm only stops when its job is over or cancelled.
+        grace: Duration::ZERO,
+        min_free_bytes: 256 << 20,
+    };
     for i in 0..cfg.workers {
+        workers.push(tokio::spawn(tessera_worker::run(
+            worker_config(i),
+            shared_queue.clone(),
+            store.clone(),
+            sandbox.clone(),
+            Some(on_frames.clone()),
+            workers_stop.clone(),
+        )));
+    }
+
+    if let Some(gpus) = &gpus {
         let config = WorkerConfig {
-            id: format!("local-{i}"),
-            slots: 1,
-            threads_per_slot: (cpus / cfg.workers).max(1),
-            staging_dir: work.join(format!("worker-{i}")),
-            queue: QUEUE_ENCODE_CPU.to_string(),
-            stitch_queue: Some(QUEUE_STITCH.to_string()),
-            gpu_queue: tessera_farm::model::QUEUE_ENCODE_GPU.to_string(),
-            gpus: None,
-            metrics: Default::default(),
-            delivery_limit: DELIVERY_LIMIT,
-            limits,
-            retry_backoff: Duration::from_millis(500),
-            // The one-process farm only stops when its job is over or cancelled.
-            grace: Duration::ZERO,
-            min_free_bytes: 256 << 20,
+            id: "local-gpu".into(),
+            gpus: Some(gpus.clone()),
+            staging_dir: work.join("worker-gpu"),
+            ..worker_config(0)
         };
         workers.push(tokio::spawn(tessera_worker::run(
             config,
@@ -111,8 +142,11 @@ async fn run_farm(
             Some(on_frames.clone()),
             workers_stop.clone(),
         )));
+        // The GPU worker consumes before any segment is published.
+        while shared_queue.consumers(QUEUE_ENCODE_GPU).await.unwrap_or(0) == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
-
     let p = progress.clone();
     let ctx = DispatchContext {
         queue: shared_queue.clone(),
@@ -150,7 +184,11 @@ async fn run_farm(
         segment_seconds: cfg.segment_seconds,
         parallelism: cfg.workers,
         priority: 0,
-        hardware: tessera_farm::model::Hardware::Cpu,
+        hardware: if gpus.is_some() {
+            tessera_farm::model::Hardware::Gpu
+        } else {
+            tessera_farm::model::Hardware::Cpu
+        },
         first_audio_only: cfg.first_audio_only,
         measure_quality: cfg.quality,
         resume: None,
@@ -160,6 +198,7 @@ async fn run_farm(
 
     // Stop the workers: close the queue so idle ones return, cancel the rest.
     queue.close(QUEUE_ENCODE_CPU);
+    queue.close(QUEUE_ENCODE_GPU);
     queue.close(QUEUE_STITCH);
     workers_stop.cancel();
     for w in workers {

@@ -89,3 +89,17 @@ fn audio_only_m4a() {
     fs::copy(&src, &input).expect("copy fixture");
     expect_rejected(&input);
 }
+
+/// `--gpu require` on a machine without an NVIDIA driver (this one) fails up front with the
+/// reason and leaves nothing behind; `--gpu auto` (the default) runs on the CPU.
+#[test]
+fn gpu_required_without_a_gpu_is_refused_and_auto_falls_back_to_cpu() {
+    let src = fixture(Fixture::NoAudio);
+    let job = Job::new(&src, "out.mp4");
+    let run = job.run(1, &["--gpu", "require"]);
+    assert_eq!(run.status.code(), Some(1), "{}", run.stderr);
+    assert!(run.stderr.contains("no NVIDIA GPU"), "{}", run.stderr);
+    assert!(!job.output.exists(), "output written without a GPU");
+    let run = job.run_ok(1, &["--gpu", "auto"]);
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+}

@@ -185,6 +185,14 @@ impl Gpus {
         }
     }
 
+    /// NVENC sessions this worker holds on `card` now (for logs and the smoke test).
+    pub fn sessions_in_use(&self, card: u32) -> u32 {
+        self.scheduler
+            .snapshot()
+            .card(card)
+            .map_or(0, |c| c.encode_in_use)
+    }
+
     /// The media layer's hardware settings for a segment on `lease`'s card.
     pub fn hardware(&self, lease: &SessionLease) -> HardwareEncode {
         HardwareEncode {

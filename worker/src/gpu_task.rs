@@ -46,9 +46,10 @@ impl SegmentRunner {
                 });
             };
             let hardware = gpus.hardware(&lease.lease);
-            tracing::debug!(
+            tracing::info!(
                 job = %task.job_id, segment = task.segment, card = hardware.device,
-                nvdec = hardware.nvdec, "GPU segment"
+                nvdec = hardware.nvdec, sessions_in_use = gpus.sessions_in_use(hardware.device),
+                "GPU segment"
             );
             let result = self.execute(&task, &staging, Some(hardware)).await;
             if let Err(e) = &result {

@@ -1,0 +1,106 @@
+//! `tessera gpu`: what this machine's NVIDIA cards offer the farm (NVML inventory, the
+//! session budget per card, the FFmpeg build's NVENC/NVDEC support) and, on request, an
+//! NVDEC decode of a file with its speed.
+//!
+//! Why: the first question on a new GPU node is "what will tessera do here"; this answers
+//! it with the same code the worker uses, and scripts/gpu-smoke.sh builds on it.
+
+use std::path::PathBuf;
+
+use serde_json::json;
+use tessera_gpu::{BudgetConfig, Inventory, SessionNeed, SessionScheduler};
+
+/// `tessera gpu` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GpuArgs {
+    /// Also decode this file on NVDEC (no copy to host memory) and report frames and fps.
+    #[arg(long)]
+    pub nvdec_check: Option<PathBuf>,
+    /// The card (CUDA ordinal) for --nvdec-check.
+    #[arg(long, default_value_t = 0)]
+    pub device: u32,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `tessera gpu`; fails (exit 1) only when a requested NVDEC check fails.
+pub fn run(args: &GpuArgs) -> anyhow::Result<()> {
+    let caps = tessera_media::hw_capabilities();
+    let ffmpeg = json!({
+        "cuda_hwaccel": caps.cuda_hwaccel, "scale_cuda": caps.scale_cuda,
+        "h264_nvenc": caps.h264_nvenc, "hevc_nvenc": caps.hevc_nvenc, "av1_nvenc": caps.av1_nvenc,
+    });
+    let (cards, nvml_error, nvenc_sessions) = match Inventory::probe() {
+        Ok(inv) => {
+            let scheduler = SessionScheduler::new(&inv, &BudgetConfig::default());
+            let snap = scheduler.snapshot();
+            let cards: Vec<_> = snap
+                .cards
+                .iter()
+                .map(|c| {
+                    let info = inv.cards.iter().find(|i| i.index == c.index);
+                    json!({
+                        "index": c.index, "name": c.name, "uuid": c.uuid, "model": c.spec.model,
+                        "nvenc_engines": c.spec.nvenc_engines, "nvdec_engines": c.spec.nvdec_engines,
+                        "encode_budget": c.encode_budget, "decode_budget": c.decode_budget,
+                        "foreign_encode_sessions": c.foreign_encode, "healthy": c.healthy,
+                        "fault": c.fault,
+                        "encoder_utilization_pct": info.and_then(|i| i.encoder_utilization_pct),
+                        "decoder_utilization_pct": info.and_then(|i| i.decoder_utilization_pct),
+                        "memory_total_bytes": info.and_then(|i| i.memory.as_ref()).map(|m| m.total_bytes),
+                    })
+                })
+                .collect();
+            (cards, None, scheduler.capacity_for(&SessionNeed::encode(1)))
+        }
+        Err(e) => (Vec::new(), Some(e.to_string()), 0),
+    };
+    let nvdec = match &args.nvdec_check {
+        Some(path) => Some(
+            tessera_media::nvdec_decode_check(path, args.device)
+                .map_err(|e| anyhow::anyhow!("NVDEC check of {}: {e}", path.display()))?,
+        ),
+        None => None,
+    };
+    let report = json!({
+        "ffmpeg": ffmpeg,
+        "nvml_error": nvml_error,
+        "cards": cards,
+        "nvenc_sessions_available": nvenc_sessions,
+        "nvdec_check": nvdec,
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "FFmpeg: cuda hwaccel {}, scale_cuda {}, h264_nvenc {}, hevc_nvenc {}, av1_nvenc {}",
+        caps.cuda_hwaccel, caps.scale_cuda, caps.h264_nvenc, caps.hevc_nvenc, caps.av1_nvenc
+    );
+    if let Some(e) = &report["nvml_error"].as_str() {
+        println!("NVML: {e}: a worker here runs CPU-only");
+    }
+    for c in &cards {
+        println!(
+            "card {}: {} ({}) NVENC x{} NVDEC x{}: encode sessions {} (other processes hold {}), decode sessions {}, healthy {}",
+            c["index"], c["name"].as_str().unwrap_or("?"), c["model"].as_str().unwrap_or("?"),
+            c["nvenc_engines"], c["nvdec_engines"], c["encode_budget"],
+            c["foreign_encode_sessions"], c["decode_budget"], c["healthy"]
+        );
+    }
+    println!("NVENC sessions available to a worker now: {nvenc_sessions}");
+    if let Some(r) = &report["nvdec_check"].as_object() {
+        println!(
+            "NVDEC decode: {} frames {}x{} in {:.2} s = {:.1} fps ({}, frames as {})",
+            r["frames"],
+            r["width"],
+            r["height"],
+            r["seconds"].as_f64().unwrap_or(0.0),
+            r["fps"].as_f64().unwrap_or(0.0),
+            r["decoder"].as_str().unwrap_or("?"),
+            r["gpu_format"].as_str().unwrap_or("?")
+        );
+    }
+    Ok(())
+}
