@@ -9,19 +9,25 @@ pub fn document() -> Value {
     let output = json!({"type": "object", "required": ["destination"], "properties": {
         "codec": {"type": "string", "enum": ["h264", "hevc", "av1"]},
         "crf": {"type": "number"}, "bitrate": {"type": "integer", "description": "bits per second"},
-        "preset": {"type": "string"}, "height": {"type": "integer"},
+        "preset": {"type": "string", "description": "x264/x265 names (ultrafast..placebo), SVT-AV1 0-13; with hardware gpu also NVENC p1-p7"},
+        "height": {"type": "integer"},
         "container": {"type": "string", "enum": ["mp4", "mkv"]},
         "destination": {"type": "string", "example": "s3://out/videos/a.mp4"}}});
     let job_in = json!({"type": "object", "required": ["input", "outputs"], "properties": {
         "input": {"type": "string", "example": "s3://in/uploads/a.mov"},
-        "outputs": {"type": "array", "items": output, "minItems": 1, "maxItems": 1},
-        "segment_seconds": {"type": "number"}, "priority": {"type": "integer", "minimum": 0, "maximum": 9},
+        "outputs": {"type": "array", "items": output, "minItems": 1, "maxItems": 8,
+            "description": "each segment is decoded once and encoded once per output; destinations must differ"},
+        "segment_seconds": {"type": "number"},
+        "priority": {"type": "integer", "minimum": 0, "maximum": 9, "default": 5, "description": "higher-priority jobs' segments are queued first"},
+        "hardware": {"type": "string", "enum": ["gpu", "cpu", "any"], "default": "any",
+            "description": "gpu: NVENC workers only; cpu: software encoders only; any: the GPU queue while GPU workers consume it, else the CPU queue"},
         "callback_url": {"type": "string"}, "psnr": {"type": "boolean"}}});
     let job = json!({"type": "object", "properties": {
         "id": {"type": "string"},
         "state": {"type": "string", "enum": ["queued", "splitting", "encoding", "stitching", "done", "failed", "cancelled"]},
         "segments_total": {"type": "integer"}, "segments_done": {"type": "integer"}, "percent": {"type": "number"},
         "outputs": {"type": "array", "items": {"type": "string"}}, "encode_fps": {"type": "number"},
+        "priority": {"type": "integer"}, "hardware": {"type": "string"},
         "psnr": {"type": "number"}, "timings": {"type": "object"}, "error": error}});
     let upload_in = json!({"type": "object", "description": "either bucket and key, or filename (then the object is uploads/{uuid}/{sanitised filename} in the upload bucket)", "properties": {
         "bucket": {"type": "string", "example": "in"}, "key": {"type": "string", "example": "uploads/a.mov"},
