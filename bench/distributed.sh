@@ -7,7 +7,10 @@
 #
 #   bench/distributed.sh        BENCH_RUNS (default 3), BENCH_SECONDS (default 60)
 #
-# Targets (issue 3): ratio <= 1.08 on 2 cores; per-segment overhead < 20 ms.
+# Targets (issue 3): ratio <= 1.08 on 2 cores; per-segment overhead < 20 ms. It also prints
+# the workers' median time per segment phase (from their "segment phases" debug lines):
+# fetch (free-space check + chunk download), child (in the media child's process but outside
+# decode/encode: start-up, request, result), media (decode + encode), store (upload).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${CARGO_HOME:-${HOME:-/root}/.cargo}/bin:$PATH"
@@ -84,7 +87,7 @@ target/release/tessera-dispatcher --listen 127.0.0.1:0 --buckets input,output --
 for _ in $(seq 100); do grep -q "listening on" "$WORK/dispatcher.out" 2>/dev/null && break; sleep 0.1; done
 API=$(sed -n 's/.*listening on //p' "$WORK/dispatcher.out")
 for i in 1 2; do
-  target/release/tessera-worker --slots 1 --threads-per-slot 1 --staging-dir "$WORK/w$i" --id "w$i" \
+  TESSERA_LOG=warn,tessera_worker::segment=debug target/release/tessera-worker --slots 1 --threads-per-slot 1 --staging-dir "$WORK/w$i" --id "w$i" \
     2>"$WORK/worker-$i.log" & PIDS+=($!)
 done
 api() { curl -sS -m 30 -H "authorization: Bearer $TOKEN" -H 'content-type: application/json' "$@"; }
@@ -129,4 +132,17 @@ print(f"median ratio (farm submit->done / ffmpeg)  {ratio:.3f}   target <= 1.08 
 print(f"median per-segment overhead               {over:.1f} ms target < 20 ms  {'PASS' if over < 20 else 'MISS'}")
 print(f"frame counts equal the input's            {'PASS' if exact else 'FAIL'}")
 sys.exit(0 if exact else 1)
+PY
+python3 - "$WORK"/worker-*.log <<'PY'
+import re, statistics, sys
+phases = {}
+for path in sys.argv[1:]:
+    for line in open(path, errors="replace"):
+        if "segment phases" in line:
+            for k, v in re.findall(r"(\w+)_ms=(\d+)", line):
+                phases.setdefault(k, []).append(int(v))
+if phases:
+    n = len(next(iter(phases.values())))
+    parts = "  ".join(f"{k} {statistics.median(v):.0f}" for k, v in phases.items())
+    print(f"median ms per segment phase ({n} segments)  {parts}")
 PY

@@ -50,6 +50,16 @@ pub enum FarmError {
         /// What went wrong.
         reason: String,
     },
+    /// The object store could not be reached or answered "try later" (connection refused or
+    /// reset, timeout, HTTP 5xx). Why apart from `Store`: it says nothing about the task, so a
+    /// worker waits for the store instead of spending the task's deliveries on it.
+    #[error("store {key}: unavailable: {reason}")]
+    StoreUnavailable {
+        /// Object key.
+        key: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// An object key that is not allowed (absolute, `..`, empty parts, odd characters).
     #[error("invalid object key '{0}'")]
     InvalidKey(String),
@@ -75,6 +85,7 @@ impl FarmError {
             FarmError::ChildTimeout { .. } => "child_timeout",
             FarmError::Queue { .. } => "queue_error",
             FarmError::Store { .. } => "store_error",
+            FarmError::StoreUnavailable { .. } => "store_unavailable",
             FarmError::InvalidKey(_) => "invalid_key",
             FarmError::BadMessage(_) => "bad_message",
             FarmError::Io { .. } => "io_error",

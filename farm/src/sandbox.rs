@@ -4,20 +4,29 @@
 //! that costs one attempt of one operation, never the worker or the one-process farm. The
 //! child is this same executable started with [`CHILD_ARG`]; it reads one JSON request on
 //! stdin and writes `progress N` lines and one `result {json}` line on stdout.
+//!
+//! [`Sandbox::run`] starts one child per operation (the dispatcher's probe, split, audio,
+//! stitch). [`SandboxSlot`] keeps a warm child that serves many operations in sequence (a
+//! worker slot's segment encodes), so start-up costs are paid once per child.
 
-use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use tessera_media::{
-    AudioRequest, EncodeRequest, ErrorClass, MediaError, SegmentPlan, StitchRequest,
-};
+use tessera_media::{AudioRequest, EncodeRequest, ErrorClass, SegmentPlan, StitchRequest};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 use crate::FarmError;
+
+mod child;
+mod pool;
+mod warm;
+
+pub use child::{peak_rss, SERVE_ARG};
+pub use pool::SlotPool;
+pub use warm::{SandboxSlot, WarmPolicy};
 
 /// The first argument that turns a tessera binary into a media child.
 pub const CHILD_ARG: &str = "__tessera-media-child";
@@ -92,12 +101,15 @@ impl Default for Limits {
     }
 }
 
-/// Figures about a finished child.
+/// Figures about one finished operation, for metrics and the bench report.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChildStats {
-    /// The child's peak resident memory (VmHWM).
+    /// The child's peak resident memory (VmHWM) during the operation: a warm child resets its
+    /// peak before each operation (where the kernel allows; else it is the child's lifetime
+    /// peak), so this stays the operation's own peak.
     pub peak_rss_bytes: u64,
-    /// Wall time from spawn to exit.
+    /// Wall time of the operation as the parent saw it: from spawn to exit for a one-shot
+    /// child, from request to result for a warm one (plus the spawn when it started a child).
     pub wall_seconds: f64,
 }
 
@@ -113,6 +125,9 @@ struct ChildResponse {
     ok: Option<serde_json::Value>,
     error: Option<ChildError>,
     peak_rss_bytes: u64,
+    /// The request's sequence number (serve mode only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seq: Option<u64>,
 }
 
 /// Starts media children from a given executable.
@@ -136,22 +151,15 @@ impl Sandbox {
         Ok(Sandbox::new(exe))
     }
 
-    /// Runs `op` in a child; `progress` receives the child's running frame counts.
-    pub async fn run<T: DeserializeOwned>(
-        &self,
-        op: &MediaOp,
-        limits: Limits,
-        progress: &mut (dyn FnMut(u64) + Send),
-    ) -> Result<(T, ChildStats), FarmError> {
-        let started = Instant::now();
-        let what = op.name().to_string();
-        let crashed = |detail: String| FarmError::ChildCrashed {
-            what: what.clone(),
-            detail,
-        };
+    /// The command for a child under `limits`: piped stdio, killed when its handle is dropped,
+    /// rlimits and a parent-death signal set before exec. `serve` makes it a serving child.
+    fn command(&self, limits: Limits, serve: bool) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.exe);
-        cmd.arg(CHILD_ARG)
-            .stdin(Stdio::piped())
+        cmd.arg(CHILD_ARG);
+        if serve {
+            cmd.arg(SERVE_ARG);
+        }
+        cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
@@ -168,7 +176,24 @@ impl Sandbox {
                 Ok(())
             });
         }
-        let mut child = cmd
+        cmd
+    }
+
+    /// Runs `op` in a child; `progress` receives the child's running frame counts.
+    pub async fn run<T: DeserializeOwned>(
+        &self,
+        op: &MediaOp,
+        limits: Limits,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> Result<(T, ChildStats), FarmError> {
+        let started = Instant::now();
+        let what = op.name().to_string();
+        let crashed = |detail: String| FarmError::ChildCrashed {
+            what: what.clone(),
+            detail,
+        };
+        let mut child = self
+            .command(limits, false)
             .spawn()
             .map_err(|e| crashed(format!("cannot start: {e}")))?;
         let request = serde_json::to_vec(op).map_err(|e| FarmError::BadMessage(e.to_string()))?;
@@ -187,16 +212,7 @@ impl Sandbox {
         let stderr_task = tokio::spawn(async move {
             let mut buf = Vec::new();
             let _ = stderr.read_to_end(&mut buf).await;
-            let text = String::from_utf8_lossy(&buf).into_owned();
-            let tail: String = text
-                .chars()
-                .rev()
-                .take(2000)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect();
-            tail
+            tail_of(&String::from_utf8_lossy(&buf))
         });
 
         let io = async {
@@ -205,11 +221,7 @@ impl Sandbox {
             let mut lines = tokio::io::BufReader::new(stdout).lines();
             let mut result = None;
             while let Some(line) = lines.next_line().await? {
-                if let Some(n) = line.strip_prefix("progress ") {
-                    if let Ok(n) = n.trim().parse() {
-                        progress(n);
-                    }
-                } else if let Some(json) = line.strip_prefix("result ") {
+                if let Some(json) = read_line(&line, progress) {
                     result = Some(json.to_string());
                 }
             }
@@ -236,22 +248,51 @@ impl Sandbox {
         };
         let resp: ChildResponse =
             serde_json::from_str(&json).map_err(|e| crashed(format!("unreadable result ({e})")))?;
-        let stats = ChildStats {
-            peak_rss_bytes: resp.peak_rss_bytes,
-            wall_seconds,
-        };
-        if let Some(err) = resp.error {
-            return Err(FarmError::Media {
-                code: err.code,
-                class: err.class,
-                message: err.message,
-            });
-        }
-        let value = resp.ok.ok_or_else(|| crashed("empty result".into()))?;
-        let typed = serde_json::from_value(value)
-            .map_err(|e| crashed(format!("result of unexpected shape ({e})")))?;
-        Ok((typed, stats))
+        let peak_rss_bytes = resp.peak_rss_bytes;
+        let typed = into_result(resp, &crashed)?;
+        Ok((
+            typed,
+            ChildStats {
+                peak_rss_bytes,
+                wall_seconds,
+            },
+        ))
     }
+}
+
+/// One stdout line of a child: a `progress N` line goes to `progress`; a `result {json}` line
+/// returns its JSON; anything else is ignored.
+fn read_line<'a>(line: &'a str, progress: &mut (dyn FnMut(u64) + Send)) -> Option<&'a str> {
+    if let Some(n) = line.strip_prefix("progress ") {
+        if let Ok(n) = n.trim().parse() {
+            progress(n);
+        }
+        None
+    } else {
+        line.strip_prefix("result ")
+    }
+}
+
+/// The typed value of a response, or its media error (code and class kept).
+fn into_result<T: DeserializeOwned>(
+    resp: ChildResponse,
+    crashed: &dyn Fn(String) -> FarmError,
+) -> Result<T, FarmError> {
+    if let Some(err) = resp.error {
+        return Err(FarmError::Media {
+            code: err.code,
+            class: err.class,
+            message: err.message,
+        });
+    }
+    let value = resp.ok.ok_or_else(|| crashed("empty result".into()))?;
+    serde_json::from_value(value).map_err(|e| crashed(format!("result of unexpected shape ({e})")))
+}
+
+/// The last 2000 characters of a child's stderr, for error messages.
+fn tail_of(text: &str) -> String {
+    let skip = text.chars().count().saturating_sub(2000);
+    text.chars().skip(skip).collect()
 }
 
 fn set_limit(resource: libc::__rlimit_resource_t, value: u64) {
@@ -266,107 +307,14 @@ fn set_limit(resource: libc::__rlimit_resource_t, value: u64) {
     }
 }
 
-/// If this process was started as a media child, serves the request and exits.
+/// If this process was started as a media child, serves the request(s) and exits.
 ///
 /// Why here: every tessera binary calls this first thing in `main`, so the sandbox can
 /// re-execute whichever binary it is running in.
 pub fn run_child_if_requested() {
     if std::env::args().nth(1).as_deref() == Some(CHILD_ARG) {
-        std::process::exit(child_main());
+        std::process::exit(child::child_main());
     }
-}
-
-fn child_main() -> i32 {
-    let mut input = Vec::new();
-    if std::io::stdin().read_to_end(&mut input).is_err() {
-        return 3;
-    }
-    let response = match serde_json::from_slice::<MediaOp>(&input) {
-        Ok(op) => execute(&op),
-        Err(e) => Err(MediaError::InvalidRequest(format!(
-            "bad child request: {e}"
-        ))),
-    };
-    let resp = match response {
-        Ok(v) => ChildResponse {
-            ok: Some(v),
-            error: None,
-            peak_rss_bytes: peak_rss(),
-        },
-        Err(e) => ChildResponse {
-            ok: None,
-            error: Some(ChildError {
-                code: e.code().into(),
-                class: e.class(),
-                message: e.to_string(),
-            }),
-            peak_rss_bytes: peak_rss(),
-        },
-    };
-    let line = serde_json::to_string(&resp).unwrap_or_default();
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "result {line}");
-    let _ = out.flush();
-    0
-}
-
-fn execute(op: &MediaOp) -> Result<serde_json::Value, MediaError> {
-    let to_json = |v: Result<serde_json::Value, serde_json::Error>| {
-        v.map_err(|e| MediaError::InvalidRequest(format!("result not serialisable: {e}")))
-    };
-    match op {
-        MediaOp::Probe { input } => to_json(serde_json::to_value(tessera_media::probe(input)?)),
-        MediaOp::Split {
-            input,
-            segments,
-            bias,
-            dir,
-        } => {
-            // Each finished chunk is announced at once so its segment can start encoding.
-            let mut announce = |index: u32| {
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "progress {index}");
-                let _ = out.flush();
-            };
-            let chunks = tessera_media::split(input, segments, *bias, dir, &mut announce)?;
-            to_json(serde_json::to_value(chunks))
-        }
-        MediaOp::Encode(req) => {
-            let mut last = Instant::now();
-            let mut report = |n: u64| {
-                if last.elapsed() >= Duration::from_millis(200) {
-                    last = Instant::now();
-                    let mut out = std::io::stdout().lock();
-                    let _ = writeln!(out, "progress {n}");
-                    let _ = out.flush();
-                }
-            };
-            let result = tessera_media::encode_segment(req, &mut report)?;
-            println!("progress {}", result.frames_in_range);
-            to_json(serde_json::to_value(result))
-        }
-        MediaOp::Audio(req) => to_json(serde_json::to_value(tessera_media::transcode_audio(req)?)),
-        MediaOp::Stitch(req) => to_json(serde_json::to_value(tessera_media::stitch(req)?)),
-        MediaOp::Quality { output, source } => to_json(serde_json::to_value(
-            tessera_media::measure_quality(output, source)?,
-        )),
-    }
-}
-
-/// Peak resident set size of this process, from /proc (0 where unavailable).
-pub fn peak_rss() -> u64 {
-    let Ok(file) = std::fs::File::open("/proc/self/status") else {
-        return 0;
-    };
-    std::io::BufReader::new(file)
-        .lines()
-        .map_while(Result::ok)
-        .find_map(|l| {
-            l.strip_prefix("VmHWM:")
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .map(|kb| kb * 1024)
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -372,3 +372,38 @@ impl Farm {
             .collect()
     }
 }
+
+/// Helpers for the outage tests.
+impl Farm {
+    /// The API's view of job `id` (`state`, `segments_done`, `segments_total`, ...).
+    pub fn job(&self, id: &str) -> serde_json::Value {
+        let (code, job) = self.http("GET", &format!("/v1/jobs/{id}"), Some(TOKEN), None);
+        assert_eq!(code, 200, "GET job: {job}");
+        job
+    }
+
+    /// Waits until job `id` has at least `n` segments done; returns its view then.
+    pub fn wait_segments_done(&self, id: &str, n: u64, timeout: Duration) -> serde_json::Value {
+        let started = Instant::now();
+        loop {
+            let job = self.job(id);
+            if job["segments_done"].as_u64().unwrap_or(0) >= n {
+                return job;
+            }
+            assert!(
+                started.elapsed() < timeout,
+                "job {id} has fewer than {n} segments done after {timeout:?}: {job}\n{}",
+                crate::run::tail(&self.log("worker-0.log"), 4000)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// How many lines of worker `i`'s log contain every one of `needles`.
+    pub fn worker_log_count(&self, i: usize, needles: &[&str]) -> usize {
+        self.log(&format!("worker-{i}.log"))
+            .lines()
+            .filter(|l| needles.iter().all(|n| l.contains(n)))
+            .count()
+    }
+}

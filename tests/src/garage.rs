@@ -179,6 +179,53 @@ api_bind_addr = "127.0.0.1:{admin_port}"
         cfg
     }
 
+    /// Stops the server abruptly (SIGKILL, as a crash or a lost host would): every S3 request
+    /// is refused until [`Garage::restart`]. Its data, ports and keys stay.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the server again after [`Garage::stop`] with the same config (data directory,
+    /// ports, keys, buckets) and waits until it answers `status` and serves S3 again.
+    pub fn restart(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            return;
+        }
+        let log = fs::OpenOptions::new()
+            .append(true)
+            .open(&self.log)
+            .expect("open garage log");
+        self.child = Command::new(&self.bin)
+            .arg("-c")
+            .arg(&self.config)
+            .arg("server")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("clone log handle"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot restart {}: {e}", self.bin.display()));
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("restarted garage exited ({status})\n{}", self.log_text());
+            }
+            let status = self.run(&["status"]);
+            let s3_up =
+                std::net::TcpStream::connect(self.endpoint.trim_start_matches("http://")).is_ok();
+            if status.status.success() && !status.timed_out && s3_up {
+                return;
+            }
+            assert!(
+                start.elapsed() < READY_TIMEOUT,
+                "restarted garage did not answer within {READY_TIMEOUT:?}\n{}\n--- server log ---\n{}",
+                status.describe(),
+                self.log_text()
+            );
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Runs `garage -c CONFIG ARGS...` with a timeout; panics (with the server log) unless it
     /// succeeds. For tests that need admin operations (more keys, bucket info).
     pub fn cli(&self, args: &[&str]) -> Run {

@@ -150,12 +150,20 @@ impl TestVhost {
 
     /// `rabbitmqctl list_connections` of this vhost with the given info items, one line per
     /// connection, tab-separated (e.g. `["timeout"]` for the negotiated heartbeat).
+    ///
+    /// `list_connections` ignores `-p` and lists every vhost's connections, so this asks for
+    /// the `vhost` item too and keeps only this vhost's lines (without that column).
     pub fn list_connections(&self, items: &[&str]) -> String {
-        let mut args = vec!["list_connections", "-p", &self.name, "--silent"];
+        let mut args = vec!["list_connections", "--silent", "vhost"];
         args.extend_from_slice(items);
         let run = rabbitmqctl(&args);
         run.assert_success();
         run.stdout
+            .lines()
+            .map(|l| l.split_once('\t').unwrap_or((l, "")))
+            .filter(|(vhost, _)| *vhost == self.name)
+            .map(|(_, rest)| format!("{rest}\n"))
+            .collect()
     }
 
     /// Has the broker close every client connection to this vhost (a network failure as the
@@ -168,6 +176,32 @@ impl TestVhost {
             "tessera test: simulated connection loss",
         ])
         .assert_success();
+    }
+}
+
+/// Outages of this vhost only (the shared broker keeps running for other tests).
+impl TestVhost {
+    /// Refuses new client connections to this vhost (`max-connections` 0) and closes the
+    /// open ones: as the clients see it, the broker is gone until [`TestVhost::unblock`].
+    pub fn block(&self) {
+        let limits = [
+            "set_vhost_limits",
+            "-p",
+            &self.name,
+            r#"{"max-connections": 0}"#,
+        ];
+        rabbitmqctl(&limits).assert_success();
+        self.close_connections();
+    }
+
+    /// Lets clients connect to this vhost again after [`TestVhost::block`].
+    pub fn unblock(&self) {
+        rabbitmqctl(&["clear_vhost_limits", "-p", &self.name]).assert_success();
+    }
+
+    /// How many client connections this vhost has now.
+    pub fn connection_count(&self) -> usize {
+        self.list_connections(&["name"]).lines().count()
     }
 }
 

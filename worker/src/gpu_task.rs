@@ -61,9 +61,11 @@ impl SegmentRunner {
             }
             result
         };
+        let origin = self.config.gpu_queue.clone();
         self.run_task(
             &job,
             TaskRef::Segment(task.segment),
+            &origin,
             delivery,
             &staging,
             work,

@@ -7,6 +7,7 @@ mod disk;
 pub mod gpu;
 mod gpu_task;
 pub mod metrics;
+mod retry;
 mod segment;
 pub mod service;
 mod stitch;
@@ -157,6 +158,10 @@ pub async fn run(
             Kind::Cpu
         }
     };
+    if primary == Kind::Cpu {
+        // Encode children start now, so the first segments find them ready.
+        (runner.encoders).warm(None, usize::from(slots), config.limits);
+    }
     if let Some(q) = &config.stitch_queue {
         let c = queue.consume(q, 1).await?;
         forwarders.push(forward(Kind::Stitch, c, tx.clone(), None));

@@ -9,7 +9,7 @@ use tessera_farm::model::{
     WIRE_VERSION,
 };
 use tessera_farm::queue::{Delivery, Queue};
-use tessera_farm::sandbox::{MediaOp, Sandbox};
+use tessera_farm::sandbox::{MediaOp, Sandbox, SlotPool, WarmPolicy};
 use tessera_farm::store::Store;
 use tessera_farm::{ErrorClass, FarmError};
 use tessera_media::{EncodeRequest, EncodeResult, RenditionOutput};
@@ -34,9 +34,12 @@ pub type ProgressFn = Arc<dyn Fn(&str, u32, u64) + Send + Sync>;
 /// Runs segment tasks for one worker.
 pub struct SegmentRunner {
     pub(crate) config: WorkerConfig,
-    queue: Arc<dyn Queue>,
+    pub(crate) queue: Arc<dyn Queue>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) sandbox: Sandbox,
+    /// Warm children for segment encodes by GPU card (`None`: software): exec, libraries and
+    /// device set-up are paid once per child, not per segment.
+    pub(crate) encoders: SlotPool<Option<u32>>,
     progress: Option<ProgressFn>,
 }
 
@@ -61,6 +64,7 @@ impl SegmentRunner {
             config,
             queue,
             store,
+            encoders: SlotPool::new(sandbox.clone(), WarmPolicy::default()),
             sandbox,
             progress,
         }
@@ -74,9 +78,11 @@ impl SegmentRunner {
         let job = task.job_id.clone();
         let staging = self.segment_staging(&task);
         let work = self.execute(&task, &staging, None);
+        let origin = self.config.queue.clone();
         self.run_task(
             &job,
             TaskRef::Segment(task.segment),
+            &origin,
             delivery,
             &staging,
             work,
@@ -101,6 +107,7 @@ impl SegmentRunner {
         &self,
         job: &str,
         task: TaskRef,
+        origin: &str,
         delivery: Delivery,
         staging: &std::path::Path,
         work: impl std::future::Future<Output = Result<Done, FarmError>>,
@@ -173,66 +180,7 @@ impl SegmentRunner {
                     }
                 }
             }
-            Err(e) => self.fail(job, task, delivery, e).await,
-        }
-    }
-
-    async fn fail(&self, job: &str, task: TaskRef, delivery: Delivery, err: FarmError) {
-        self.config.metrics.failed();
-        let attempt = delivery.redeliveries + 1;
-        let last = attempt >= self.config.delivery_limit;
-        tracing::warn!(
-            job, %task, attempt, code = err.code(), error = %err, "task attempt failed"
-        );
-        if crate::gpu_task::is_gpu_busy(&err) {
-            // No session, a busy or faulted card: not the segment's fault. It goes back as a
-            // fresh message (its delivery count starts again) after a pause; the card's
-            // budget was already lowered or the card marked unhealthy.
-            tokio::time::sleep(self.config.retry_backoff).await;
-            let queue = tessera_farm::model::QUEUE_ENCODE_GPU;
-            match self.queue.publish(queue, delivery.body.clone()).await {
-                Ok(()) => {
-                    let _ = delivery.acker.ack().await;
-                }
-                Err(_) => {
-                    let _ = delivery.acker.nack(true).await;
-                }
-            }
-            return;
-        }
-        if err.class() == ErrorClass::Retry && !last {
-            let backoff = self
-                .config
-                .retry_backoff
-                .saturating_mul(1 << delivery.redeliveries.min(6))
-                .min(Duration::from_secs(30));
-            tokio::time::sleep(backoff).await;
-            let _ = delivery.acker.nack(true).await;
-            return;
-        }
-        let event = self.event(
-            job,
-            task,
-            SegmentOutcome::Failed {
-                code: err.code().to_string(),
-                class: err.class(),
-                message: err.to_string(),
-            },
-        );
-        if let Err(e) = self
-            .queue
-            .publish(QUEUE_EVENTS, encode_message(&event))
-            .await
-        {
-            tracing::error!(error = %e, "failure event not published; task requeued");
-            let _ = delivery.acker.nack(true).await;
-            return;
-        }
-        // Input errors are final: ack (the failure is recorded); retries exhausted: dead-letter.
-        if err.class() == ErrorClass::Abort {
-            let _ = delivery.acker.ack().await;
-        } else {
-            let _ = delivery.acker.nack(false).await;
+            Err(e) => self.fail(job, task, origin, delivery, e).await,
         }
     }
 
@@ -254,7 +202,7 @@ impl SegmentRunner {
         }
     }
 
-    fn event(&self, job: &str, task: TaskRef, outcome: SegmentOutcome) -> TaskEvent {
+    pub(crate) fn event(&self, job: &str, task: TaskRef, outcome: SegmentOutcome) -> TaskEvent {
         TaskEvent {
             v: WIRE_VERSION,
             job_id: job.to_string(),
@@ -286,12 +234,14 @@ impl SegmentRunner {
         staging: &PathBuf,
         hardware: Option<tessera_media::HardwareEncode>,
     ) -> Result<Done, FarmError> {
+        let t0 = Instant::now();
         self.check_free_space()?;
         tokio::fs::create_dir_all(staging)
             .await
             .map_err(|e| FarmError::io(staging, e))?;
         let chunk = staging.join("chunk.nut");
         self.store.get_file(&task.chunk_key, &chunk).await?;
+        let t_fetched = Instant::now();
         let outputs: Vec<RenditionOutput> = task
             .renditions
             .iter()
@@ -302,6 +252,7 @@ impl SegmentRunner {
             })
             .collect();
         let e = &task.encode;
+        let card = hardware.as_ref().map(|h| h.device);
         let request = EncodeRequest {
             chunk,
             start_pts: e.start_pts,
@@ -323,10 +274,9 @@ impl SegmentRunner {
                 p(&job, seg, n);
             }
         };
-        let (result, stats): (EncodeResult, _) = self
-            .sandbox
-            .run(&MediaOp::Encode(request), self.config.limits, &mut report)
-            .await?;
+        let (op, limits) = (MediaOp::Encode(request), self.config.limits);
+        let run = self.encoders.run(card, &op, limits, &mut report).await;
+        let ((result, stats), t_encoded): ((EncodeResult, _), _) = (run?, Instant::now());
         if let Some(r) = result
             .renditions
             .iter()
@@ -342,6 +292,10 @@ impl SegmentRunner {
         for (out, (_, key)) in outputs.iter().zip(&task.renditions) {
             bytes += self.store.put_file(key, &out.path).await?;
         }
+        let (ms, media) = (|d: Duration| d.as_millis() as u64, result.media_seconds);
+        tracing::debug!(job = %task.job_id, segment = task.segment, fetch_ms = ms(t_fetched - t0),
+            child_ms = ms((t_encoded - t_fetched).saturating_sub(Duration::from_secs_f64(media))),
+            media_ms = (media * 1e3) as u64, store_ms = ms(t_encoded.elapsed()), "segment phases");
         Ok(Done {
             frames: result.frames_in_range,
             bytes,

@@ -36,8 +36,20 @@ impl SegmentRunner {
             uuid::Uuid::new_v4().simple()
         ));
         let work = self.stitch(&task, &staging);
-        self.run_task(&job, TaskRef::Stitch(task.output), delivery, &staging, work)
-            .await;
+        let origin = self
+            .config
+            .stitch_queue
+            .clone()
+            .unwrap_or_else(|| tessera_farm::model::QUEUE_STITCH.to_string());
+        self.run_task(
+            &job,
+            TaskRef::Stitch(task.output),
+            &origin,
+            delivery,
+            &staging,
+            work,
+        )
+        .await;
     }
 
     async fn stitch(&self, task: &StitchTask, staging: &Path) -> Result<Done, FarmError> {

@@ -265,6 +265,13 @@ pub(super) fn sdk_err<E>(key: &str, op: &str, err: &SdkError<E, HttpResponse>) -
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
+    let unavailable = match err {
+        SdkError::ServiceError(se) => se.raw().status().as_u16() >= 500,
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            true
+        }
+        _ => false,
+    };
     let reason = match err {
         SdkError::ServiceError(se) => {
             let status = se.raw().status().as_u16();
@@ -278,7 +285,14 @@ where
         SdkError::TimeoutError(_) => format!("{op}: timed out"),
         other => format!("{op}: {}", error_chain(other)),
     };
-    store_err(key, reason)
+    if unavailable {
+        FarmError::StoreUnavailable {
+            key: key.to_string(),
+            reason,
+        }
+    } else {
+        store_err(key, reason)
+    }
 }
 
 /// An error and its sources, each by its `Display`, joined with `: ` (DisplayErrorContext

@@ -1,0 +1,168 @@
+//! The child's side of the sandbox protocol: run media operations and answer on stdout.
+//!
+//! Why its own module: the same executable is both parent and child; keeping the child's loop
+//! apart from the parent's process management keeps each readable. Two modes:
+//! - one-shot (`CHILD_ARG`): read one JSON request to EOF, answer, exit;
+//! - serve (`CHILD_ARG SERVE_ARG`): read one [`ServeRequest`] per line, answer each with
+//!   `progress N` lines and one `result {json}` line, until stdin closes. Used by warm slots
+//!   ([`super::SandboxSlot`]) so exec, dynamic linking and FFmpeg/CUDA set-up are paid once per
+//!   child, not once per operation.
+
+use std::io::{BufRead, Read, Write};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tessera_media::MediaError;
+
+use super::{ChildError, ChildResponse, MediaOp};
+
+/// The second argument that makes a media child serve requests in a loop.
+pub const SERVE_ARG: &str = "serve";
+
+/// One request to a serving child: `seq` is echoed in the response, so a stale or misplaced
+/// answer is recognised as a protocol error instead of being taken for the current one.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct ServeRequest {
+    pub(crate) seq: u64,
+    pub(crate) request: MediaOp,
+}
+
+/// Entry point of a media child; returns the exit code.
+pub(crate) fn child_main() -> i32 {
+    if std::env::args().nth(2).as_deref() == Some(SERVE_ARG) {
+        tessera_media::init();
+        let stdin = std::io::stdin();
+        return serve(stdin.lock(), &mut std::io::stdout());
+    }
+    let mut input = Vec::new();
+    if std::io::stdin().read_to_end(&mut input).is_err() {
+        return 3;
+    }
+    let mut out = std::io::stdout();
+    let response = match serde_json::from_slice::<MediaOp>(&input) {
+        Ok(op) => execute(&op, &mut out),
+        Err(e) => Err(MediaError::InvalidRequest(format!(
+            "bad child request: {e}"
+        ))),
+    };
+    write_result(&mut out, response, None);
+    0
+}
+
+/// Serves requests line by line until `input` ends; every request gets exactly one result
+/// line (an unreadable one gets an `invalid_request` error). The peak RSS is reset before
+/// each operation, so each result reports the peak of its own operation.
+pub(crate) fn serve(input: impl BufRead, out: &mut dyn Write) -> i32 {
+    for line in input.lines() {
+        let Ok(line) = line else {
+            return 3;
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        reset_peak_rss();
+        match serde_json::from_str::<ServeRequest>(&line) {
+            Ok(req) => {
+                let response = execute(&req.request, out);
+                write_result(out, response, Some(req.seq));
+            }
+            Err(e) => {
+                let err = MediaError::InvalidRequest(format!("bad child request: {e}"));
+                write_result(out, Err(err), None);
+            }
+        }
+    }
+    0
+}
+
+fn write_result(
+    out: &mut dyn Write,
+    response: Result<serde_json::Value, MediaError>,
+    seq: Option<u64>,
+) {
+    let resp = match response {
+        Ok(v) => ChildResponse {
+            ok: Some(v),
+            error: None,
+            peak_rss_bytes: peak_rss(),
+            seq,
+        },
+        Err(e) => ChildResponse {
+            ok: None,
+            error: Some(ChildError {
+                code: e.code().into(),
+                class: e.class(),
+                message: e.to_string(),
+            }),
+            peak_rss_bytes: peak_rss(),
+            seq,
+        },
+    };
+    let line = serde_json::to_string(&resp).unwrap_or_default();
+    let _ = writeln!(out, "result {line}");
+    let _ = out.flush();
+}
+
+fn announce(out: &mut dyn Write, n: u64) {
+    let _ = writeln!(out, "progress {n}");
+    let _ = out.flush();
+}
+
+fn execute(op: &MediaOp, out: &mut dyn Write) -> Result<serde_json::Value, MediaError> {
+    let to_json = |v: Result<serde_json::Value, serde_json::Error>| {
+        v.map_err(|e| MediaError::InvalidRequest(format!("result not serialisable: {e}")))
+    };
+    match op {
+        MediaOp::Probe { input } => to_json(serde_json::to_value(tessera_media::probe(input)?)),
+        MediaOp::Split {
+            input,
+            segments,
+            bias,
+            dir,
+        } => {
+            // Each finished chunk is announced at once so its segment can start encoding.
+            let mut each = |index: u32| announce(out, u64::from(index));
+            let chunks = tessera_media::split(input, segments, *bias, dir, &mut each)?;
+            to_json(serde_json::to_value(chunks))
+        }
+        MediaOp::Encode(req) => {
+            let mut last = Instant::now();
+            let mut report = |n: u64| {
+                if last.elapsed() >= Duration::from_millis(200) {
+                    last = Instant::now();
+                    announce(out, n);
+                }
+            };
+            let result = tessera_media::encode_segment(req, &mut report)?;
+            announce(out, result.frames_in_range);
+            to_json(serde_json::to_value(result))
+        }
+        MediaOp::Audio(req) => to_json(serde_json::to_value(tessera_media::transcode_audio(req)?)),
+        MediaOp::Stitch(req) => to_json(serde_json::to_value(tessera_media::stitch(req)?)),
+        MediaOp::Quality { output, source } => to_json(serde_json::to_value(
+            tessera_media::measure_quality(output, source)?,
+        )),
+    }
+}
+
+/// Resets this process's peak RSS (VmHWM) to its current RSS (Linux >= 4.0; a no-op where
+/// refused, and then the reported peak is the process's lifetime peak).
+pub(crate) fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// Peak resident set size of this process, from /proc (0 where unavailable).
+pub fn peak_rss() -> u64 {
+    let Ok(file) = std::fs::File::open("/proc/self/status") else {
+        return 0;
+    };
+    std::io::BufReader::new(file)
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.strip_prefix("VmHWM:")
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
