@@ -39,7 +39,7 @@ fn file(dir: &TempDir, name: &str, bytes: &[u8]) -> PathBuf {
 
 fn reason(err: &FarmError) -> &str {
     match err {
-        FarmError::Store { reason, .. } => reason,
+        FarmError::Store { reason, .. } | FarmError::StoreUnavailable { reason, .. } => reason,
         other => panic!("expected a store error, got {other:?}"),
     }
 }
@@ -360,6 +360,14 @@ async fn errors_are_readable_bounded_and_keep_secrets() {
         start.elapsed()
     );
     assert!(reason(&err).contains("timed out"), "{err}");
+    // Unreachable is told apart from refused: workers wait for it instead of failing tasks.
+    assert_eq!(err.code(), "store_unavailable");
+    let refused = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut down = garage.s3_config();
+    down.endpoint = Some(format!("http://{}", refused.local_addr().unwrap()));
+    drop(refused);
+    let err = store_with(down).await.exists("k").await.unwrap_err();
+    assert_eq!(err.code(), "store_unavailable", "{err}");
 
     // Half the credentials is a configuration error.
     let mut half = cfg;
