@@ -242,7 +242,11 @@ impl Farm {
     }
 
     /// Runs `f` with an S3 store of `bucket` on a one-off runtime.
-    fn with_store<R, F>(&self, bucket: &str, f: impl FnOnce(tessera_farm::store::S3Store) -> F) -> R
+    pub(crate) fn with_store<R, F>(
+        &self,
+        bucket: &str,
+        f: impl FnOnce(tessera_farm::store::S3Store) -> F,
+    ) -> R
     where
         F: std::future::Future<Output = R>,
     {
@@ -345,65 +349,3 @@ impl Drop for Farm {
 /// The RabbitMQ queue the test farm's dispatcher consumes S3 event notifications from (its
 /// watch: `input/incoming/` to `output/processed/`, listed every second).
 pub const WATCH_EVENTS_QUEUE: &str = "tessera.s3events";
-
-/// Helpers for the bucket-upload tests.
-impl Farm {
-    /// The ETag (without quotes) of `s3://bucket/key`; panics if it does not exist.
-    pub fn etag(&self, bucket: &str, key: &str) -> String {
-        self.with_store(bucket, |s| async move {
-            let info = s.head(key).await.expect("head").expect("object exists");
-            info.etag
-        })
-    }
-
-    /// Every job the API lists (newest first, up to 500).
-    pub fn jobs(&self) -> Vec<serde_json::Value> {
-        let (code, list) = self.http("GET", "/v1/jobs?limit=500", Some(TOKEN), None);
-        assert_eq!(code, 200, "GET /v1/jobs: {list}");
-        list["jobs"].as_array().cloned().unwrap_or_default()
-    }
-
-    /// The jobs whose input is `s3://bucket/key`.
-    pub fn jobs_for(&self, bucket: &str, key: &str) -> Vec<serde_json::Value> {
-        let input = serde_json::json!({"bucket": bucket, "key": key});
-        self.jobs()
-            .into_iter()
-            .filter(|j| j["input"] == input)
-            .collect()
-    }
-}
-
-/// Helpers for the outage tests.
-impl Farm {
-    /// The API's view of job `id` (`state`, `segments_done`, `segments_total`, ...).
-    pub fn job(&self, id: &str) -> serde_json::Value {
-        let (code, job) = self.http("GET", &format!("/v1/jobs/{id}"), Some(TOKEN), None);
-        assert_eq!(code, 200, "GET job: {job}");
-        job
-    }
-
-    /// Waits until job `id` has at least `n` segments done; returns its view then.
-    pub fn wait_segments_done(&self, id: &str, n: u64, timeout: Duration) -> serde_json::Value {
-        let started = Instant::now();
-        loop {
-            let job = self.job(id);
-            if job["segments_done"].as_u64().unwrap_or(0) >= n {
-                return job;
-            }
-            assert!(
-                started.elapsed() < timeout,
-                "job {id} has fewer than {n} segments done after {timeout:?}: {job}\n{}",
-                crate::run::tail(&self.log("worker-0.log"), 4000)
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// How many lines of worker `i`'s log contain every one of `needles`.
-    pub fn worker_log_count(&self, i: usize, needles: &[&str]) -> usize {
-        self.log(&format!("worker-{i}.log"))
-            .lines()
-            .filter(|l| needles.iter().all(|n| l.contains(n)))
-            .count()
-    }
-}

@@ -24,6 +24,7 @@
 
 pub mod check;
 pub mod farm;
+mod farm_jobs;
 pub mod fixture;
 pub mod garage;
 pub mod job;

@@ -1,0 +1,68 @@
+//! Job queries of the test farm: the API's view of jobs, the uploads' ETags, waiting for
+//! progress, and counting worker log lines (for the bucket-upload and outage tests).
+
+use std::time::{Duration, Instant};
+
+use crate::farm::{Farm, TOKEN};
+
+/// Helpers for the bucket-upload tests.
+impl Farm {
+    /// The ETag (without quotes) of `s3://bucket/key`; panics if it does not exist.
+    pub fn etag(&self, bucket: &str, key: &str) -> String {
+        self.with_store(bucket, |s| async move {
+            let info = s.head(key).await.expect("head").expect("object exists");
+            info.etag
+        })
+    }
+
+    /// Every job the API lists (newest first, up to 500).
+    pub fn jobs(&self) -> Vec<serde_json::Value> {
+        let (code, list) = self.http("GET", "/v1/jobs?limit=500", Some(TOKEN), None);
+        assert_eq!(code, 200, "GET /v1/jobs: {list}");
+        list["jobs"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The jobs whose input is `s3://bucket/key`.
+    pub fn jobs_for(&self, bucket: &str, key: &str) -> Vec<serde_json::Value> {
+        let input = serde_json::json!({"bucket": bucket, "key": key});
+        self.jobs()
+            .into_iter()
+            .filter(|j| j["input"] == input)
+            .collect()
+    }
+}
+
+/// Helpers for the outage tests.
+impl Farm {
+    /// The API's view of job `id` (`state`, `segments_done`, `segments_total`, ...).
+    pub fn job(&self, id: &str) -> serde_json::Value {
+        let (code, job) = self.http("GET", &format!("/v1/jobs/{id}"), Some(TOKEN), None);
+        assert_eq!(code, 200, "GET job: {job}");
+        job
+    }
+
+    /// Waits until job `id` has at least `n` segments done; returns its view then.
+    pub fn wait_segments_done(&self, id: &str, n: u64, timeout: Duration) -> serde_json::Value {
+        let started = Instant::now();
+        loop {
+            let job = self.job(id);
+            if job["segments_done"].as_u64().unwrap_or(0) >= n {
+                return job;
+            }
+            assert!(
+                started.elapsed() < timeout,
+                "job {id} has fewer than {n} segments done after {timeout:?}: {job}\n{}",
+                crate::run::tail(&self.log("worker-0.log"), 4000)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// How many lines of worker `i`'s log contain every one of `needles`.
+    pub fn worker_log_count(&self, i: usize, needles: &[&str]) -> usize {
+        self.log(&format!("worker-{i}.log"))
+            .lines()
+            .filter(|l| needles.iter().all(|n| l.contains(n)))
+            .count()
+    }
+}
