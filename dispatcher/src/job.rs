@@ -248,9 +248,8 @@ async fn mark_ended(ctx: &DispatchContext, job: &str, staging: &std::path::Path)
         tokio::fs::write(&marker, b"")
             .await
             .map_err(|e| FarmError::io(&marker, e))?;
-        ctx.store
-            .put_file(&tessera_farm::model::keys::ended(job), &marker)
-            .await
+        let key = tessera_farm::model::keys::ended(job);
+        crate::patience::patiently("mark job ended", || ctx.store.put_file(&key, &marker)).await
     }
     .await;
     if let Err(e) = written {

@@ -6,6 +6,7 @@
 mod finish;
 mod gate;
 mod job;
+mod patience;
 mod prepare;
 pub mod service;
 mod stitching;

@@ -15,6 +15,7 @@ use tessera_media::{
 use tokio::task::JoinHandle;
 
 use crate::job::{DispatchContext, JobRequest, JobStage};
+use crate::patience::patiently;
 
 /// AAC bitrate per channel (128 kb/s stereo).
 const AUDIO_BITRATE_PER_CHANNEL: u64 = 64_000;
@@ -169,7 +170,7 @@ async fn split_and_publish(
                 .ok_or_else(|| FarmError::BadMessage(format!("split reported chunk {index}")))?;
             let path = chunk_dir.join(tessera_media::split::chunk_file_name(plan.index));
             let task = segment_task(req, plan, info, bias);
-            ctx.store.put_file(&task.chunk_key, &path).await?;
+            patiently("store chunk", || ctx.store.put_file(&task.chunk_key, &path)).await?;
             let _ = tokio::fs::remove_file(&path).await;
             let _ = ready_tx.send(task);
         }
@@ -326,9 +327,8 @@ fn spawn_audio(
             .sandbox
             .run(&MediaOp::Audio(request.clone()), ctx.limits, &mut |_| {})
             .await?;
-        ctx.store
-            .put_file(&keys::audio(&job), &request.output)
-            .await?;
+        let key = keys::audio(&job);
+        patiently("store audio", || ctx.store.put_file(&key, &request.output)).await?;
         let _ = tokio::fs::remove_file(&request.output).await;
         Ok(Some((result, stats)))
     })

@@ -16,6 +16,7 @@ use tessera_media::{
 
 use crate::finish::{next_event, task_failed};
 use crate::job::{Destination, DispatchContext, JobRequest};
+use crate::patience::patiently;
 
 /// The file extension of a container.
 pub(crate) fn extension(container: Container) -> &'static str {
@@ -128,7 +129,10 @@ pub(crate) async fn measure(
         task.output,
         extension(task.container)
     ));
-    ctx.store.get_file(&task.result_key, &local).await?;
+    patiently("fetch output", || {
+        ctx.store.get_file(&task.result_key, &local)
+    })
+    .await?;
     let op = MediaOp::Quality {
         output: local.clone(),
         source: req.input.clone(),
@@ -162,9 +166,9 @@ pub(crate) async fn deliver_all(
 
 async fn deliver(ctx: &DispatchContext, key: &str, dest: &Destination) -> Result<u64, FarmError> {
     match dest {
-        Destination::File(path) => ctx.store.get_file(key, path).await,
+        Destination::File(path) => patiently("deliver", || ctx.store.get_file(key, path)).await,
         Destination::Object { bucket, key: dest } => match &ctx.sink {
-            Some(sink) => sink.deliver(key, bucket, dest).await,
+            Some(sink) => patiently("deliver", || sink.deliver(key, bucket, dest)).await,
             None => Err(FarmError::Store {
                 key: dest.clone(),
                 reason: "this farm cannot deliver to object destinations".into(),

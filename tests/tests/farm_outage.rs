@@ -210,3 +210,40 @@ fn rabbitmq_connection_loss_mid_job_workers_reconnect_and_keep_working() {
     assert_done_frame_exact(&farm, &job2, &small, "after-outage.mp4");
     assert!(farm.workers_alive(), "a worker exited\n{}", logs(&farm));
 }
+
+/// S3 down when a job starts: the dispatcher cannot fetch the input; it waits for the store
+/// (instead of failing the job as unreadable input) and the job completes once S3 is back.
+#[test]
+fn s3_down_when_a_job_starts_the_dispatcher_waits_for_it() {
+    let mut farm = Farm::start("s3start", 1);
+    let src = fixture(Fixture::NoAudio);
+    farm.upload(&src, "input", "start.mp4");
+    farm.garage.stop();
+    let id = farm.submit(
+        "s3://input/start.mp4",
+        "s3://output/start.mp4",
+        json!({"preset": "ultrafast"}),
+        json!({"segment_seconds": 1}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !farm
+        .log("dispatcher.log")
+        .contains("store unavailable; waiting")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "dispatcher never waited:\n{}",
+            logs(&farm)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let job = farm.job(&id);
+    assert_ne!(job["state"], "failed", "{job}");
+    farm.garage.restart();
+    let done = farm.wait_job(&id, JOB_TIMEOUT);
+    assert_eq!(done["state"], "done", "{done}\n{}", logs(&farm));
+    let out = farm.dir.path().join("start-out.mp4");
+    farm.download("output", "start.mp4", &out);
+    assert_eq!(frame_count(&out), frame_count(&src));
+}

@@ -206,9 +206,8 @@ impl Runner {
             .await
             .map_err(|e| FarmError::io(staging, e))?;
         let input = staging.join("input");
-        self.s3
-            .store(&plan.input.bucket)
-            .get_file(&plan.input.key, &input)
+        let source = self.s3.store(&plan.input.bucket);
+        crate::patience::patiently("fetch input", || source.get_file(&plan.input.key, &input))
             .await
             .map_err(|e| FarmError::Media {
                 code: "input_unreadable".into(),

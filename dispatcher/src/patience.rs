@@ -1,0 +1,80 @@
+//! Retrying store operations through an S3 outage.
+//!
+//! Why: an unreachable store (connection refused, timeouts, 5xx) says nothing about the job;
+//! the dispatcher waits for it (as workers do) instead of failing a job that would succeed a
+//! minute later. Other store errors (missing object, access denied) return at once.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tessera_farm::FarmError;
+
+/// How long one store operation may keep waiting for the store to come back.
+pub const STORE_PATIENCE: Duration = Duration::from_secs(600);
+
+/// Runs `op` until it succeeds, fails for another reason than an unreachable store, or
+/// `STORE_PATIENCE` has passed; waits 1 s, 2 s, ... up to 30 s between tries.
+pub async fn patiently<T, F, Fut>(what: &str, mut op: F) -> Result<T, FarmError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, FarmError>>,
+{
+    let deadline = tokio::time::Instant::now() + STORE_PATIENCE;
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        match op().await {
+            Err(e @ FarmError::StoreUnavailable { .. })
+                if tokio::time::Instant::now() + backoff < deadline =>
+            {
+                tracing::warn!(what, error = %e, retry_in = ?backoff, "store unavailable; waiting");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(30));
+            }
+            other => return other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    fn down() -> FarmError {
+        FarmError::StoreUnavailable {
+            key: "k".into(),
+            reason: "connection refused".into(),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waits_through_unavailability_and_not_through_other_errors() {
+        let tries = AtomicU32::new(0);
+        let got = patiently("op", || async {
+            if tries.fetch_add(1, Ordering::SeqCst) < 3 {
+                Err(down())
+            } else {
+                Ok(7)
+            }
+        })
+        .await;
+        assert_eq!(got.unwrap(), 7);
+        assert_eq!(tries.load(Ordering::SeqCst), 4);
+
+        let tries = AtomicU32::new(0);
+        let got: Result<(), _> = patiently("op", || async {
+            tries.fetch_add(1, Ordering::SeqCst);
+            Err(FarmError::Store {
+                key: "k".into(),
+                reason: "no such object".into(),
+            })
+        })
+        .await;
+        assert_eq!(got.unwrap_err().code(), "store_error");
+        assert_eq!(tries.load(Ordering::SeqCst), 1);
+
+        // A store that never comes back: gives up after the patience, with its error.
+        let got: Result<(), _> = patiently("op", || async { Err(down()) }).await;
+        assert_eq!(got.unwrap_err().code(), "store_unavailable");
+    }
+}
