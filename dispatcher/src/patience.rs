@@ -13,7 +13,7 @@ use tessera_farm::FarmError;
 pub const STORE_PATIENCE: Duration = Duration::from_secs(600);
 
 /// Runs `op` until it succeeds, fails for another reason than an unreachable store, or
-/// `STORE_PATIENCE` has passed; waits 1 s, 2 s, ... up to 30 s between tries.
+/// `STORE_PATIENCE` has passed; waits 1 s, 2 s, then 4 s between tries.
 pub async fn patiently<T, F, Fut>(what: &str, mut op: F) -> Result<T, FarmError>
 where
     F: FnMut() -> Fut,
@@ -28,7 +28,7 @@ where
             {
                 tracing::warn!(what, error = %e, retry_in = ?backoff, "store unavailable; waiting");
                 tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(30));
+                backoff = (backoff * 2).min(Duration::from_secs(4));
             }
             other => return other,
         }

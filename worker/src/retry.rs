@@ -92,7 +92,8 @@ impl SegmentRunner {
         }
     }
 
-    /// Returns once the store answers again (checked with backoff from 1 s to 30 s).
+    /// Returns once the store answers again (checked every 1 s, 2 s, then 4 s: a probe is
+    /// cheap, and the worker should resume within seconds of the store's return).
     async fn wait_for_store(&self, job: &str) {
         let mut backoff = Duration::from_secs(1);
         loop {
@@ -105,7 +106,7 @@ impl SegmentRunner {
                 Ok(_) => return,
                 Err(e) => {
                     tracing::warn!(error = %e, retry_in = ?backoff, "store still unavailable");
-                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                    backoff = (backoff * 2).min(Duration::from_secs(4));
                 }
             }
         }
