@@ -20,14 +20,9 @@ use tokio_util::sync::CancellationToken;
 
 /// Sets up logging and a runtime, runs the command, prints errors; the process exit code.
 pub fn main_with(cli: Cli) -> ExitCode {
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        // Colour codes only on a terminal: redirected logs stay greppable.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    if tessera_farm::signals::init_logging(&cli.log).is_err() {
+        let _ = tessera_farm::signals::init_logging("warn");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

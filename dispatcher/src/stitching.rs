@@ -10,21 +10,11 @@ use tessera_farm::model::{
 use tessera_farm::queue::Consumer;
 use tessera_farm::sandbox::MediaOp;
 use tessera_farm::FarmError;
-use tessera_media::{
-    AudioTrackResult, Container, ErrorClass, ProbeInfo, QualityReport, SegmentPlan,
-};
+use tessera_media::{AudioTrackResult, ErrorClass, ProbeInfo, QualityReport, SegmentPlan};
 
 use crate::finish::{next_event, task_failed};
 use crate::job::{Destination, DispatchContext, JobRequest};
 use crate::patience::patiently;
-
-/// The file extension of a container.
-pub(crate) fn extension(container: Container) -> &'static str {
-    match container {
-        Container::Mp4 => "mp4",
-        Container::Mkv => "mkv",
-    }
-}
 
 /// The stitch tasks of a job, one per output.
 pub(crate) fn stitch_tasks(
@@ -55,7 +45,7 @@ pub(crate) fn stitch_tasks(
             display_matrix: video.display_matrix.clone(),
             frame_rate: video.avg_frame_rate,
             container: out.container,
-            result_key: keys::output(&req.id, i as u32, extension(out.container)),
+            result_key: keys::output(&req.id, i as u32, out.container.extension()),
             expected_frames: frames,
         })
         .collect()
@@ -127,7 +117,7 @@ pub(crate) async fn measure(
     let local = staging.join(format!(
         "quality-{:02}.{}",
         task.output,
-        extension(task.container)
+        task.container.extension()
     ));
     patiently("fetch output", || {
         ctx.store.get_file(&task.result_key, &local)

@@ -1,4 +1,4 @@
-//! Shutdown on SIGTERM or SIGINT, for the service binaries.
+//! Process setup shared by the binaries: logging, the runtime, shutdown on SIGTERM or SIGINT.
 
 use tokio_util::sync::CancellationToken;
 
@@ -23,4 +23,37 @@ pub fn shutdown_on_signals() -> CancellationToken {
         trigger.cancel();
     });
     token
+}
+
+/// Logs to stderr through `tracing` with `filter` (e.g. `info`, `tessera=debug`); colour
+/// codes only on a terminal, so log files and collectors get plain text.
+///
+/// Why shared: every tessera binary logs the same way.
+pub fn init_logging(filter: &str) -> Result<(), String> {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .map_err(|e| format!("log filter '{filter}': {e}"))?;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    Ok(())
+}
+
+/// Runs a service on a multi-threaded runtime until it returns; `serve` gets the token
+/// [`shutdown_on_signals`] cancels.
+///
+/// Why shared: the worker and the dispatcher start and stop the same way.
+pub fn run_service<F>(serve: impl FnOnce(CancellationToken) -> F) -> Result<(), crate::FarmError>
+where
+    F: std::future::Future<Output = Result<(), crate::FarmError>>,
+{
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| crate::FarmError::Io {
+            path: "(tokio runtime)".into(),
+            reason: e.to_string(),
+        })?;
+    runtime.block_on(async { serve(shutdown_on_signals()).await })
 }

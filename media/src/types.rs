@@ -230,4 +230,12 @@ impl Container {
             _ => None,
         }
     }
+
+    /// The file extension of the container ("mp4", "mkv"): how output names are written.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Container::Mp4 => "mp4",
+            Container::Mkv => "mkv",
+        }
+    }
 }

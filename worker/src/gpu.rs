@@ -273,28 +273,23 @@ impl Gpus {
                 out.push_str(&format!("{name}{{{}}} {}\n", label(c), f(c)));
             }
         }
-        for (name, help, pick) in [
+        type Util = fn(&tessera_gpu::CardInfo) -> Option<u32>;
+        let utilization: [(&str, &str, Util); 2] = [
             (
                 "tessera_gpu_encoder_utilization_ratio",
                 "NVENC utilization (NVML), 0-1.",
-                0,
+                |i| i.encoder_utilization_pct,
             ),
             (
                 "tessera_gpu_decoder_utilization_ratio",
                 "NVDEC utilization (NVML), 0-1.",
-                1,
+                |i| i.decoder_utilization_pct,
             ),
-        ] {
+        ];
+        for (name, help, util) in utilization {
             gauge(out, name, help);
             for c in &snap.cards {
-                let info = inv.cards.iter().find(|i| i.index == c.index);
-                let pct = info.and_then(|i| {
-                    if pick == 0 {
-                        i.encoder_utilization_pct
-                    } else {
-                        i.decoder_utilization_pct
-                    }
-                });
+                let pct = inv.cards.iter().find(|i| i.index == c.index).and_then(util);
                 if let Some(p) = pct {
                     out.push_str(&format!(
                         "{name}{{{}}} {}\n",

@@ -103,14 +103,6 @@ fn location(s: &str) -> (String, String) {
     }
 }
 
-/// The file extension of a container.
-fn extension(c: Container) -> &'static str {
-    match c {
-        Container::Mp4 => "mp4",
-        Container::Mkv => "mkv",
-    }
-}
-
 impl Watch {
     /// Parses the `--watch` form `bucket/prefix=output_bucket/output_prefix` (profile: H.264
     /// with its default quality and preset, MP4).
@@ -152,7 +144,7 @@ impl Watch {
         };
         let base = self.output_prefix.trim_end_matches('/');
         let sep = if base.is_empty() { "" } else { "/" };
-        let ext = extension(container);
+        let ext = container.extension();
         format!("s3://{}/{base}{sep}{dir}{stem}.{ext}", self.output_bucket)
     }
 
