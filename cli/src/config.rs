@@ -39,6 +39,8 @@ pub enum Command {
     Cancel(crate::remote::JobArgs),
     /// Show what this machine's NVIDIA cards offer (NVML, session budgets, NVENC/NVDEC).
     Gpu(crate::gpu::GpuArgs),
+    /// Show what tessera sees in a file: streams, keyframes, the segment plan, what it keeps.
+    Probe(crate::probe::ProbeArgs),
 }
 
 /// Whether `tessera transcode` encodes on NVENC.

@@ -7,6 +7,7 @@ pub mod client;
 pub mod config;
 pub mod gpu;
 pub mod jobview;
+pub mod probe;
 pub mod progress;
 pub mod remote;
 pub mod transcode;
@@ -68,6 +69,7 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> anyhow::Result<()> {
         Command::List(args) => blocking(move || remote::list(args, config.as_deref())).await,
         Command::Cancel(args) => blocking(move || remote::cancel(args, config.as_deref())).await,
         Command::Gpu(args) => blocking(move || gpu::run(&args)).await,
+        Command::Probe(args) => probe::run(&args).await,
         Command::Transcode(args) => {
             let cfg = TranscodeConfig::resolve(args, cli.config.as_deref())?;
             let report_path = cfg.report.clone();

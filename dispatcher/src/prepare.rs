@@ -111,8 +111,7 @@ pub(crate) async fn prepare(
         tracing::info!(job = %req.id, done = resume.done.len(), "resuming: segments already on the queue");
         (0, None)
     } else {
-        let (rss, publisher) =
-            split_and_publish(ctx, req, staging, &plans, &probe.info, bias).await?;
+        let (rss, publisher) = split_and_publish(ctx, req, staging, &plans, &probe, bias).await?;
         (rss, Some(publisher))
     };
     Ok(Prepared {
@@ -137,9 +136,10 @@ async fn split_and_publish(
     req: &JobRequest,
     staging: &Path,
     plans: &[SegmentPlan],
-    info: &ProbeInfo,
+    probe: &Probe,
     bias: i64,
 ) -> Result<(u64, Publisher), FarmError> {
+    let info = &probe.info;
     let chunk_dir = staging.join("chunks");
     tokio::fs::create_dir_all(&chunk_dir)
         .await
@@ -148,6 +148,7 @@ async fn split_and_publish(
         input: req.input.clone(),
         segments: plans.to_vec(),
         bias,
+        dts_rule: probe.dts_rule,
         dir: chunk_dir.clone(),
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u64>();

@@ -48,6 +48,8 @@ pub enum MediaOp {
         segments: Vec<SegmentPlan>,
         /// Timestamp bias.
         bias: i64,
+        /// How to derive dts from pts (from the probe).
+        dts_rule: tessera_media::timestamps::DtsRule,
         /// Where to write chunks.
         dir: PathBuf,
     },

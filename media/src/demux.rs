@@ -12,6 +12,16 @@ use crate::MediaError;
 /// How many corrupt packets in a row the reader skips before giving up on the file.
 const MAX_SKIPPED_CORRUPT: u32 = 1000;
 
+/// The demuxers tessera opens: containers and elementary streams that hold their media
+/// themselves. Formats that name other files or URLs (HLS and DASH playlists, ffconcat,
+/// image sequences, SDP/RTSP, tee, data URIs) are absent, so an uploaded playlist is refused,
+/// never fetched. Audio-only formats stay so their error says "no video".
+pub const ACCEPTED_DEMUXERS: &str = "mov,matroska,mpegts,mpeg,mpegvideo,flv,avi,nut,mxf,asf,\
+ogg,dv,ivf,h264,hevc,m4v,obu,yuv4mpegpipe,rm,wtv,gxf,mjpeg,wav,mp3,aac,flac,aiff,w64";
+
+/// Inputs are read from local files only; no demuxer may open a network or pipe protocol.
+const ACCEPTED_PROTOCOLS: &str = "file";
+
 /// Opens an input after checking that it exists and is not empty.
 pub(crate) fn open_input(path: &Path) -> Result<ff::format::context::Input, MediaError> {
     let meta = std::fs::metadata(path).map_err(|e| MediaError::InputUnreadable {
@@ -29,13 +39,51 @@ pub(crate) fn open_input(path: &Path) -> Result<ff::format::context::Input, Medi
             path: path.display().to_string(),
         });
     }
-    ff::format::input(path).map_err(|e| MediaError::invalid(path, describe_open_error(e)))
+    let mut options = ff::Dictionary::new();
+    options.set("format_whitelist", ACCEPTED_DEMUXERS);
+    options.set("protocol_whitelist", ACCEPTED_PROTOCOLS);
+    ff::format::input_with_dictionary(path, options).map_err(|e| match refused_kind(path) {
+        Some(kind) => MediaError::Unsupported {
+            path: path.display().to_string(),
+            reason: format!(
+                "{kind} refers to other files or URLs; tessera accepts only self-contained \
+                     media files"
+            ),
+        },
+        None => MediaError::invalid(path, describe_open_error(e)),
+    })
+}
+
+/// What a refused reference-style input is, from its first bytes (None for anything else).
+fn refused_kind(path: &Path) -> Option<&'static str> {
+    use std::io::Read;
+    let mut head = [0u8; 512];
+    let n = std::fs::File::open(path).ok()?.read(&mut head).ok()?;
+    let text = String::from_utf8_lossy(&head[..n]);
+    let text = text.trim_start_matches('\u{feff}').trim_start();
+    if text.starts_with("#EXTM3U") {
+        Some("an HLS playlist (m3u8)")
+    } else if text.starts_with("ffconcat") {
+        Some("an ffconcat script")
+    } else if text.starts_with("<?xml") && text.contains("<MPD") || text.starts_with("<MPD") {
+        Some("a DASH manifest (mpd)")
+    } else if text.starts_with("v=0") {
+        Some("an SDP description")
+    } else {
+        None
+    }
 }
 
 fn describe_open_error(e: ff::Error) -> String {
     match e {
         ff::Error::InvalidData => {
             "unrecognised or corrupt container (truncated upload, not a video, or missing index)"
+                .to_string()
+        }
+        // The one way opening a readable file fails with EINVAL: its format is off the list.
+        ff::Error::Other { errno } if errno == libc::EINVAL => {
+            "container format not accepted (tessera reads self-contained media files: MP4/MOV, \
+             Matroska/WebM, MPEG-TS/PS, FLV, AVI, NUT, MXF, ...)"
                 .to_string()
         }
         other => other.to_string(),

@@ -185,6 +185,31 @@ impl MediaError {
             reason: err.to_string(),
         }
     }
+
+    /// The same error told about the user's input and the stage that failed, instead of an
+    /// intermediate file (a chunk, an encoded segment) the user never named.
+    ///
+    /// Why: "<work dir>/chunks/000000.nut: write failed" sends users looking for a file that
+    /// is gone; "in.mkv: write failed: split: packet ..." points at their upload and the step.
+    pub fn for_input(self, input: &Path, stage: &str) -> MediaError {
+        let path = input.display().to_string();
+        let staged = |reason: String| format!("{stage}: {reason}");
+        match self {
+            MediaError::Write { reason, .. } => MediaError::Write {
+                path,
+                reason: staged(reason),
+            },
+            MediaError::Decode { reason, .. } => MediaError::Decode {
+                path,
+                reason: staged(reason),
+            },
+            MediaError::InputInvalid { reason, .. } => MediaError::InputInvalid {
+                path,
+                reason: staged(reason),
+            },
+            other => other,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -202,6 +227,13 @@ mod tests {
         let w = MediaError::write(Path::new("/x/out.mp4"), "disk full");
         assert_eq!(w.class(), ErrorClass::Retry);
         assert_eq!(w.to_string(), "/x/out.mp4: write failed: disk full");
+        let named = MediaError::write(Path::new("/work/j/chunks/000000.nut"), "packet: EINVAL")
+            .for_input(Path::new("upload.mkv"), "split");
+        assert_eq!(
+            named.to_string(),
+            "upload.mkv: write failed: split: packet: EINVAL"
+        );
+        assert_eq!(named.class(), ErrorClass::Retry);
     }
 
     #[test]

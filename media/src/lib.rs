@@ -4,10 +4,12 @@
 //! keeps the farm, worker and dispatcher plain Rust, and lets them run this crate's functions in
 //! a child process on untrusted input.
 
+mod bitstream;
 mod demux;
 mod encode_hw;
 mod error;
 mod ffi;
+mod index_codec;
 mod nut;
 mod range;
 
@@ -25,6 +27,7 @@ pub mod quality;
 pub mod settings;
 pub mod split;
 pub mod stitch;
+pub mod timestamps;
 pub mod types;
 
 pub use audio::{transcode_audio, AudioRequest, AudioResult, AudioTrackResult};

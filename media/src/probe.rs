@@ -8,8 +8,10 @@ use std::path::Path;
 use ff::media::Type;
 use ffmpeg_next as ff;
 
+use crate::bitstream::{self, Access, Framing, NalCodec};
 use crate::demux::{open_audio_decoder, open_input, open_video_decoder, read_packet};
 use crate::ffi;
+use crate::timestamps::DtsRule;
 use crate::types::{AudioInfo, ColorInfo, PacketEntry, Probe, ProbeInfo, Rational, VideoInfo};
 use crate::MediaError;
 
@@ -17,6 +19,11 @@ use crate::MediaError;
 pub const MAX_DIMENSION: u32 = 16384;
 /// Longest input tessera accepts, in seconds (48 hours).
 pub const MAX_DURATION_SECONDS: f64 = 48.0 * 3600.0;
+/// Most video frames tessera accepts (24 hours at 60 fps): the packet scan stops there, so a
+/// file of millions of tiny frames cannot exhaust the probe's memory.
+pub const MAX_VIDEO_FRAMES: usize = 24 * 3600 * 60;
+/// Highest average frame rate tessera accepts (high-speed cameras shoot 240 fps).
+pub const MAX_FRAME_RATE: f64 = 480.0;
 
 /// Probes `path`: stream facts and the decode-order list of video packets.
 pub fn probe(path: &Path) -> Result<Probe, MediaError> {
@@ -26,9 +33,19 @@ pub fn probe(path: &Path) -> Result<Probe, MediaError> {
     let container = ictx.format().name().to_string();
     let (video_index, mut video) = describe_video(&ictx, path)?;
     let mut audio = describe_audio(&ictx, path);
+    let ignored = describe_ignored(&ictx, video_index, &audio);
 
     let vtb = video.time_base;
+    let nal = NalCodec::from_name(&video.codec).map(|codec| {
+        let extradata = ictx
+            .stream(video_index)
+            .map(|s| ffi::stream_extradata(&s))
+            .unwrap_or_default();
+        (codec, Framing::from_extradata(codec, &extradata))
+    });
     let mut packets = Vec::new();
+    // H.264/HEVC: whether each packet is a reference picture (for recovery distances).
+    let mut references: Vec<bool> = Vec::new();
     // Per audio track: (first shown pts, end of last shown packet), in the track's time base.
     let mut audio_span: Vec<Option<(i64, i64)>> = vec![None; audio.len()];
     let mut audio_skip_until: Vec<Option<i64>> = vec![None; audio.len()];
@@ -39,11 +56,32 @@ pub fn probe(path: &Path) -> Result<Probe, MediaError> {
             let Some((pts, dts)) = packet_times(&packet) else {
                 continue;
             };
+            let (key, recovery) = match (packet.is_key(), nal) {
+                (true, Some((codec, framing))) => {
+                    match bitstream::classify(codec, framing, packet.data().unwrap_or(&[])) {
+                        Access::Clean => (true, None),
+                        Access::Recovery(n) => (false, Some(n)),
+                        Access::None => (false, None),
+                    }
+                }
+                (key, _) => (key, None),
+            };
+            if let Some((codec, framing)) = nal {
+                let data = packet.data().unwrap_or(&[]);
+                references.push(bitstream::is_reference(codec, framing, data));
+            }
+            if packets.len() >= MAX_VIDEO_FRAMES {
+                return Err(MediaError::Unsupported {
+                    path: path.display().to_string(),
+                    reason: format!("more than {MAX_VIDEO_FRAMES} video frames"),
+                });
+            }
             packets.push(PacketEntry {
                 pts,
                 dts,
-                key: packet.is_key(),
+                key,
                 discard,
+                recovery,
             });
         } else if let Some(pos) = audio.iter().position(|a| a.index == idx) {
             let Some(pts) = packet.pts().or(packet.dts()) else {
@@ -68,6 +106,15 @@ pub fn probe(path: &Path) -> Result<Probe, MediaError> {
             span.1 = span.1.max(end);
         }
     }
+    // Demuxers' dts are missing (Matroska), guessed (NUT) or absent (AVI) too often to copy:
+    // every intermediate uses dts derived from the pts by one rule.
+    let pts_in_decode_order: Vec<i64> = packets.iter().map(|p| p.pts).collect();
+    let dts_rule = DtsRule::of(&pts_in_decode_order);
+    let mut deriver = dts_rule.deriver();
+    for p in &mut packets {
+        p.dts = deriver.next(p.pts);
+    }
+    recovery_in_packets(&mut packets, &references, dts_rule.depth);
     let shown: Vec<&PacketEntry> = packets.iter().filter(|p| !p.discard).collect();
     if shown.is_empty() {
         return Err(MediaError::NoVideo {
@@ -94,19 +141,13 @@ pub fn probe(path: &Path) -> Result<Probe, MediaError> {
     } else {
         0.0
     };
-    let duration_seconds = if container_duration > 0.0 {
-        container_duration
-    } else {
-        video_end - video_start
-    };
-    if duration_seconds > MAX_DURATION_SECONDS {
-        return Err(MediaError::Unsupported {
-            path: path.display().to_string(),
-            reason: format!(
-                "duration {duration_seconds:.0} s exceeds the limit of {MAX_DURATION_SECONDS:.0} s"
-            ),
-        });
-    }
+    let duration_seconds = checked_duration(
+        path,
+        container_duration,
+        video_end - video_start,
+        shown.len(),
+        &audio,
+    )?;
     Ok(Probe {
         info: ProbeInfo {
             container,
@@ -115,9 +156,80 @@ pub fn probe(path: &Path) -> Result<Probe, MediaError> {
             video,
             audio,
             size_bytes,
+            ignored,
         },
         packets,
+        dts_rule,
     })
+}
+
+/// Turns each recovery point's count (reference pictures until the picture is whole again)
+/// into a distance in packets, decode order, plus the reorder depth as a margin; a point that
+/// never recovers within the stream gets no recovery at all.
+fn recovery_in_packets(packets: &mut [PacketEntry], references: &[bool], depth: u32) {
+    // refs_before[k]: reference pictures among packets 0..k.
+    let mut refs_before = Vec::with_capacity(packets.len() + 1);
+    refs_before.push(0u64);
+    for k in 0..packets.len() {
+        let is_ref = references.get(k).copied().unwrap_or(true);
+        refs_before.push(refs_before[k] + u64::from(is_ref));
+    }
+    for j in 0..packets.len() {
+        let Some(count) = packets[j].recovery else {
+            continue;
+        };
+        let need = refs_before[j] + u64::from(count) + 1;
+        let k = refs_before.partition_point(|&r| r < need);
+        packets[j].recovery = (k <= packets.len()).then(|| {
+            u32::try_from(k - j)
+                .unwrap_or(u32::MAX)
+                .saturating_add(depth)
+        });
+    }
+}
+
+/// The input's duration, judged by its packets rather than its header alone: a header that
+/// claims far more (or far less) than the packets hold is not believed, and the limits on
+/// duration and frame rate apply to what the packets say.
+fn checked_duration(
+    path: &Path,
+    container: f64,
+    video_span: f64,
+    frames: usize,
+    audio: &[AudioInfo],
+) -> Result<f64, MediaError> {
+    let unsupported = |reason: String| MediaError::Unsupported {
+        path: path.display().to_string(),
+        reason,
+    };
+    let frame = if frames > 1 {
+        video_span / (frames - 1) as f64
+    } else {
+        0.0
+    };
+    let media_span = audio
+        .iter()
+        .map(|a| a.duration_seconds)
+        .fold(video_span + frame, f64::max);
+    if media_span > MAX_DURATION_SECONDS {
+        return Err(unsupported(format!(
+            "its packets span {media_span:.0} s, over the limit of {MAX_DURATION_SECONDS:.0} s"
+        )));
+    }
+    if frames > 1 && video_span > 0.0 && (frames - 1) as f64 / video_span > MAX_FRAME_RATE {
+        return Err(unsupported(format!(
+            "average frame rate {:.0} fps is over the limit of {MAX_FRAME_RATE:.0} fps",
+            (frames - 1) as f64 / video_span
+        )));
+    }
+    let believable = container > 0.0 && container <= media_span * 1.5 + 2.0;
+    if container > 0.0 && !believable {
+        tracing::warn!(
+            input = %path.display(), header = container, packets = media_span,
+            "the container's duration disagrees with its packets; using the packets'"
+        );
+    }
+    Ok(if believable { container } else { media_span })
 }
 
 fn describe_video(
@@ -211,6 +323,27 @@ fn describe_audio(ictx: &ff::format::context::Input, path: &Path) -> Vec<AudioIn
                 duration_seconds: 0.0,
                 trimmed: false,
             })
+        })
+        .collect()
+}
+
+/// Every stream that is neither the video nor a decodable audio track, in words.
+fn describe_ignored(
+    ictx: &ff::format::context::Input,
+    video_index: usize,
+    audio: &[AudioInfo],
+) -> Vec<String> {
+    ictx.streams()
+        .filter(|s| s.index() != video_index && !audio.iter().any(|a| a.index == s.index()))
+        .map(|s| {
+            let kind = format!("{:?}", s.parameters().medium()).to_lowercase();
+            let codec = s.parameters().id().name().to_string();
+            let lang = s
+                .metadata()
+                .get("language")
+                .map(|l| format!(" ({l})"))
+                .unwrap_or_default();
+            format!("stream {}: {kind} {codec}{lang}", s.index())
         })
         .collect()
 }

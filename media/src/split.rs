@@ -9,6 +9,7 @@ use ff::media::Type;
 use ffmpeg_next as ff;
 
 use crate::demux::{open_input, read_packet};
+use crate::timestamps::DtsRule;
 use crate::{ffi, nut, MediaError, SegmentPlan};
 
 /// What a chunk holds, for the worker that encodes it.
@@ -29,13 +30,27 @@ pub fn chunk_file_name(index: u32) -> String {
     format!("{index:06}.nut")
 }
 
-/// Writes one NUT chunk per segment into `dir` (see [`chunk_file_name`]), timestamps + `bias`.
-/// `on_chunk` is told each segment index as soon as its chunk is complete, so encoding can
-/// start while the rest of the input is still being split.
+/// Writes one NUT chunk per segment into `dir` (see [`chunk_file_name`]), timestamps + `bias`,
+/// with dts derived from the pts by the probe's `dts_rule` (never the demuxer's). `on_chunk`
+/// is told each segment index as soon as its chunk is complete, so encoding can start while
+/// the rest of the input is still being split. Errors name `input` and the stage, not a chunk.
 pub fn split(
     input: &Path,
     segments: &[SegmentPlan],
     bias: i64,
+    dts_rule: DtsRule,
+    dir: &Path,
+    on_chunk: &mut dyn FnMut(u32),
+) -> Result<Vec<ChunkInfo>, MediaError> {
+    split_chunks(input, segments, bias, dts_rule, dir, on_chunk)
+        .map_err(|e| e.for_input(input, "split"))
+}
+
+fn split_chunks(
+    input: &Path,
+    segments: &[SegmentPlan],
+    bias: i64,
+    dts_rule: DtsRule,
     dir: &Path,
     on_chunk: &mut dyn FnMut(u32),
 ) -> Result<Vec<ChunkInfo>, MediaError> {
@@ -65,6 +80,7 @@ pub fn split(
     let mut open: Vec<(usize, ff::format::context::Output, ff::Rational)> = Vec::new();
     let mut next_segment = 0usize;
     let mut packet_index = 0usize;
+    let mut deriver = dts_rule.deriver();
 
     while let Some(mut packet) = read_packet(&mut ictx, input)? {
         if packet.stream() != vindex || crate::probe::packet_times(&packet).is_none() {
@@ -86,7 +102,8 @@ pub fn split(
             open.push((next_segment, octx, tbs[0]));
             next_segment += 1;
         }
-        let (pts, dts) = crate::probe::packet_times(&packet).unwrap_or_default();
+        let (pts, _) = crate::probe::packet_times(&packet).unwrap_or_default();
+        let dts = deriver.next(pts);
         packet.set_pts(Some(pts + bias));
         packet.set_dts(Some(dts + bias));
         packet.set_stream(0);

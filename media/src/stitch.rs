@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::audio::AudioTrackResult;
 use crate::demux::{open_input, read_packet};
+use crate::timestamps::decode_timestamps;
 use crate::types::{Container, Rational};
 use crate::{ffi, nut, MediaError};
 
@@ -250,42 +251,6 @@ fn write_output(req: &StitchRequest, tmp: &Path) -> Result<StitchResult, MediaEr
     Ok(result)
 }
 
-/// Decode timestamps for one encoded segment from its packets' pts (decode order).
-///
-/// Why: NUT stores only pts (its demuxer guesses dts and leaves the first few unknown), so the
-/// stitcher derives them: with reorder depth `d`, dts[i] is the i-d'th smallest pts, and the
-/// first `d` packets step back from the first pts by the smallest frame interval.
-pub fn decode_timestamps(pts: &[Option<i64>]) -> Vec<Option<i64>> {
-    let known: Vec<i64> = pts.iter().flatten().copied().collect();
-    if known.len() != pts.len() || known.is_empty() {
-        return pts.to_vec();
-    }
-    let mut sorted = known.clone();
-    sorted.sort_unstable();
-    let depth = known
-        .iter()
-        .enumerate()
-        .map(|(i, p)| i as i64 - sorted.partition_point(|x| x < p) as i64)
-        .max()
-        .unwrap_or(0)
-        .max(0) as usize;
-    let step = sorted
-        .windows(2)
-        .map(|w| w[1] - w[0])
-        .filter(|d| *d > 0)
-        .min()
-        .unwrap_or(1);
-    (0..known.len())
-        .map(|i| {
-            Some(if i >= depth {
-                sorted[i - depth]
-            } else {
-                sorted[0] - (depth - i) as i64 * step
-            })
-        })
-        .collect()
-}
-
 /// Reads the next audio packet with bias and start removed (in its input time base), tagged
 /// with its output stream index (audio track i is output stream i + 1).
 fn next_audio(
@@ -331,23 +296,4 @@ fn write_audio(
     p.rescale_ts(in_tbs[i - 1], out_tbs[i]);
     p.write_interleaved(octx)
         .map_err(|e| MediaError::write(tmp, format!("audio packet: {e}")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::decode_timestamps;
-
-    #[test]
-    fn dts_from_pts_with_b_pyramid() {
-        // decode order I0 P4 B2 b1 b3 P8 B6 b5 b7 (durations of 1)
-        let pts = [0, 4, 2, 1, 3, 8, 6, 5, 7].map(Some);
-        let dts: Vec<i64> = decode_timestamps(&pts).into_iter().flatten().collect();
-        assert_eq!(dts, vec![-2, -1, 0, 1, 2, 3, 4, 5, 6]);
-        for (d, p) in dts.iter().zip(pts.iter().flatten()) {
-            assert!(d <= p);
-        }
-        let no_reorder = [10, 20, 30].map(Some);
-        assert_eq!(decode_timestamps(&no_reorder), no_reorder.to_vec());
-        assert_eq!(decode_timestamps(&[Some(1), None]), vec![Some(1), None]);
-    }
 }

@@ -120,10 +120,16 @@ pub struct PacketEntry {
     pub pts: i64,
     /// Decode timestamp in the video time base.
     pub dts: i64,
-    /// Demuxer's keyframe flag: decoding may start here.
+    /// Decoding may start here: the demuxer flags a keyframe and, for H.264/HEVC, the
+    /// bitstream confirms a clean random-access point (see `bitstream`).
     pub key: bool,
     /// Packet the demuxer marks as discard (edit-list pre-roll): decoded but never shown.
     pub discard: bool,
+    /// A recovery point (x264 intra-refresh): decoding may start here, and the pictures are
+    /// whole again this many packets later in decode order (the probe converts the
+    /// bitstream's count of reference pictures into packets).
+    #[serde(default)]
+    pub recovery: Option<u32>,
 }
 
 /// Everything the probe learns about an input.
@@ -141,6 +147,10 @@ pub struct ProbeInfo {
     pub audio: Vec<AudioInfo>,
     /// Size of the input in bytes.
     pub size_bytes: u64,
+    /// The streams tessera does not carry into the output, each described in words
+    /// ("stream 3: subtitle subrip (fra)"), so a report can say what was left out.
+    #[serde(default)]
+    pub ignored: Vec<String>,
 }
 
 /// The probe's full answer: stream info plus the packet index the planner needs.
@@ -148,8 +158,11 @@ pub struct ProbeInfo {
 pub struct Probe {
     /// Stream and container facts.
     pub info: ProbeInfo,
-    /// Every video packet in decode order.
+    /// Every video packet in decode order, with dts derived from pts (see `timestamps`).
+    #[serde(with = "crate::index_codec")]
     pub packets: Vec<PacketEntry>,
+    /// How the split derives the same dts while it streams the packets.
+    pub dts_rule: crate::timestamps::DtsRule,
 }
 
 /// One planned segment: a half-open presentation-time range of the video.

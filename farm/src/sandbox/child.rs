@@ -118,11 +118,12 @@ fn execute(op: &MediaOp, out: &mut dyn Write) -> Result<serde_json::Value, Media
             input,
             segments,
             bias,
+            dts_rule,
             dir,
         } => {
             // Each finished chunk is announced at once so its segment can start encoding.
             let mut each = |index: u32| announce(out, u64::from(index));
-            let chunks = tessera_media::split(input, segments, *bias, dir, &mut each)?;
+            let chunks = tessera_media::split(input, segments, *bias, *dts_rule, dir, &mut each)?;
             to_json(serde_json::to_value(chunks))
         }
         MediaOp::Encode(req) => {
