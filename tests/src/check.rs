@@ -150,6 +150,26 @@ fn known(v: &Option<String>) -> Option<&str> {
 /// its stderr). `min_segments` is the least segment count the report must
 /// show.
 pub fn check_transcode(src: &Path, job: Job, run: &Run, min_segments: u32) -> Comparison {
+    let (c, p) = measure_transcode(src, job, min_segments);
+    if !p.is_empty() {
+        let mut msg = format!(
+            "{} invariant(s) violated transcoding {}:\n",
+            p.len(),
+            src.display()
+        );
+        for line in &p {
+            let _ = writeln!(msg, "  - {line}");
+        }
+        panic!("{msg}{}\nreport: {:?}", run.describe(), c.report);
+    }
+    c
+}
+
+/// Measures a finished, successful transcode of `src` by `job` like
+/// [`check_transcode`], but returns the violated invariants (empty when all
+/// hold) instead of panicking on them. It still panics when the oracle
+/// itself cannot run (ffprobe fails, no report).
+pub fn measure_transcode(src: &Path, job: Job, min_segments: u32) -> (Comparison, Vec<String>) {
     let s = Summary::of(src);
     let o = Summary::of(&job.output);
     let report = job.report();
@@ -189,24 +209,14 @@ pub fn check_transcode(src: &Path, job: Job, run: &Run, min_segments: u32) -> Co
     if !work.is_empty() {
         p.push(format!("work dir not cleaned after success: {work:?}"));
     }
-    if !p.is_empty() {
-        let mut msg = format!(
-            "{} invariant(s) violated transcoding {}:\n",
-            p.len(),
-            src.display()
-        );
-        for line in &p {
-            let _ = writeln!(msg, "  - {line}");
-        }
-        panic!("{msg}{}\nreport: {report:?}", run.describe());
-    }
-    Comparison {
+    let c = Comparison {
         job,
         src: s,
         out: o,
         report,
         psnr: db,
-    }
+    };
+    (c, p)
 }
 
 fn check_video(s: &Summary, o: &Summary, tol: f64, p: &mut Vec<String>) {

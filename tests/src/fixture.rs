@@ -83,10 +83,10 @@ const S: &str = "320x240";
 /// How to make one fixture: the file extension and ffmpeg steps, each a
 /// whitespace-separated argument string (no argument contains a space).
 /// In a step `{prev}` is the previous step's output; the step's own output
-/// path is appended.
-struct Recipe {
-    ext: &'static str,
-    steps: Vec<String>,
+/// path is appended. Shared with the generated matrix ([`crate::matrix`]).
+pub(crate) struct Recipe {
+    pub(crate) ext: &'static str,
+    pub(crate) steps: Vec<String>,
 }
 
 fn one(ext: &'static str, parts: &[&str]) -> Recipe {
@@ -203,11 +203,16 @@ pub fn fixture(kind: Fixture) -> PathBuf {
 }
 
 fn build(kind: Fixture) -> PathBuf {
-    let recipe = kind.recipe();
+    build_recipe(&format!("{kind:?}"), &kind.recipe())
+}
+
+/// Builds `recipe` into the fixture dir as `<stem>-<hash of the steps>.<ext>`
+/// unless that file exists already; returns its path.
+pub(crate) fn build_recipe(stem: &str, recipe: &Recipe) -> PathBuf {
     let key = format!("{:?}", recipe.steps);
     let dir = fixture_dir();
     let path = dir.join(format!(
-        "{kind:?}-{:016x}.{}",
+        "{stem}-{:016x}.{}",
         fnv1a(key.as_bytes()),
         recipe.ext
     ));
@@ -227,7 +232,7 @@ fn build(kind: Fixture) -> PathBuf {
         for a in step.split_whitespace() {
             match (a, &prev) {
                 ("{prev}", Some(p)) => full.push(p.to_string_lossy().into_owned()),
-                ("{prev}", None) => panic!("{kind:?}: first step uses {{prev}}"),
+                ("{prev}", None) => panic!("{stem}: first step uses {{prev}}"),
                 _ => full.push(a.to_owned()),
             }
         }

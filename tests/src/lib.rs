@@ -16,6 +16,9 @@
 //!   [`Report`].
 //! - [`check`]: the invariants ([`check_transcode`],
 //!   [`transcode_and_check`]).
+//! - [`matrix`]: a generated matrix of inputs (container x video x audio x
+//!   timing), each checked into a pass/fail row ([`matrix::check`]), and
+//!   generated bad inputs ([`matrix::bad_inputs`]).
 //!
 //! Environment: `TESSERA_BIN` (binary path), `TESSERA_TEST_TIMEOUT_S`
 //! (per-run limit, default 300), `TESSERA_FIXTURE_DIR` (fixture cache,
@@ -28,6 +31,7 @@ mod farm_jobs;
 pub mod fixture;
 pub mod garage;
 pub mod job;
+pub mod matrix;
 pub mod probe;
 pub mod rabbit;
 pub mod run;

@@ -1,0 +1,160 @@
+//! The generated input matrix (`tessera_tests::matrix`): a fixed-seed CI
+//! sample that must pass, generated bad inputs that must be refused, and
+//! (with `TESSERA_FULL_MATRIX=1`, see `scripts/input-matrix.sh`) the whole
+//! matrix as a table.
+
+use std::collections::HashSet;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+
+use tessera_tests::matrix::{
+    bad_inputs, check, markdown_report, matrix, sample, summary_line, Audio, Container, Row,
+    Timing, Video, TABLE_HEADER,
+};
+use tessera_tests::Job;
+
+/// Seed and size of the CI sample: one case per container plus two more,
+/// a few minutes on two cores.
+const SAMPLE_SEED: u64 = 2024;
+const SAMPLE_SIZE: usize = 12;
+
+/// Runs `cases` one by one (the transcodes use both cores), printing each
+/// row as it finishes.
+fn run_rows(cases: &[tessera_tests::matrix::Case]) -> Vec<Row> {
+    println!("{TABLE_HEADER}");
+    cases
+        .iter()
+        .map(|c| {
+            let row = check(c);
+            println!("{}", row.markdown());
+            row
+        })
+        .collect()
+}
+
+/// The generator keeps only valid pairs, stays in size and covers every
+/// value of every axis several times; names are unique.
+#[test]
+fn matrix_shape() {
+    let cases = matrix();
+    for c in &cases {
+        println!("{}: ffmpeg {}", c.name(), c.recipe().join(" ; ffmpeg "));
+    }
+    assert!(
+        (80..=130).contains(&cases.len()),
+        "matrix has {} cases",
+        cases.len()
+    );
+    let names: HashSet<String> = cases.iter().map(|c| c.name()).collect();
+    assert_eq!(names.len(), cases.len(), "case names must be unique");
+    assert!(cases.iter().all(|c| c.is_valid()), "invalid case generated");
+    let count =
+        |f: &dyn Fn(&tessera_tests::matrix::Case) -> bool| cases.iter().filter(|c| f(c)).count();
+    for &c in Container::ALL {
+        let n = count(&|k| k.container == c);
+        assert!(n >= 4, "container {c:?} appears {n} times");
+    }
+    for &v in Video::ALL {
+        let n = count(&|k| k.video == v);
+        assert!(
+            n >= 3 || (v == Video::Av1 && n == 0),
+            "video {v:?} appears {n} times"
+        );
+    }
+    for &a in Audio::ALL {
+        let n = count(&|k| k.audio == a);
+        assert!(n >= 3, "audio {a:?} appears {n} times");
+    }
+    for &t in Timing::ALL {
+        let n = count(&|k| k.timing == t);
+        assert!(n >= 3, "timing {t:?} appears {n} times");
+    }
+    let s = sample(SAMPLE_SEED, SAMPLE_SIZE);
+    assert_eq!(s.len(), SAMPLE_SIZE, "sample size");
+    assert_eq!(
+        s,
+        sample(SAMPLE_SEED, SAMPLE_SIZE),
+        "sample is deterministic"
+    );
+    for &c in Container::ALL {
+        assert!(s.iter().any(|k| k.container == c), "sample misses {c:?}");
+    }
+}
+
+/// The CI sample: every case must transcode and pass the whole oracle.
+#[test]
+fn ci_sample_passes() {
+    let rows = run_rows(&sample(SAMPLE_SEED, SAMPLE_SIZE));
+    println!("{}", summary_line(&rows));
+    let failed: Vec<String> = rows
+        .iter()
+        .filter(|r| !r.passed)
+        .map(|r| format!("{}: {}", r.case.name(), r.problems.join("; ")))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} sample cases failed:\n  {}",
+        failed.len(),
+        rows.len(),
+        failed.join("\n  ")
+    );
+}
+
+/// Generated bad inputs: each must be refused with a non-zero exit, an
+/// error naming the file and a reason, no panic and no output.
+#[test]
+fn bad_inputs_are_rejected() {
+    let dir = tempfile::Builder::new()
+        .prefix("tessera-matrix-bad-")
+        .tempdir()
+        .expect("temp dir");
+    let inputs = bad_inputs(dir.path());
+    assert!(inputs.len() >= 10, "generator made {} inputs", inputs.len());
+    let mut failed = Vec::new();
+    for bad in &inputs {
+        let job = Job::new(&bad.path, "out.mp4");
+        let run = job.run(1, &[]);
+        if let Err(e) = catch_unwind(AssertUnwindSafe(|| job.assert_rejected(&run))) {
+            let msg = e
+                .downcast_ref::<String>()
+                .cloned()
+                .unwrap_or_else(|| "assertion failed".into());
+            failed.push(format!("{} ({}): {msg}", bad.name, bad.what));
+        } else {
+            println!("ok: {} ({}) refused", bad.name, bad.what);
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {} bad inputs not refused cleanly:\n\n{}",
+        failed.len(),
+        inputs.len(),
+        failed.join("\n\n")
+    );
+}
+
+/// The whole matrix, only with `TESSERA_FULL_MATRIX=1` (about ten
+/// minutes on two cores). Prints one row per case and `N passed, M
+/// failed`; writes the markdown report to `$TESSERA_MATRIX_REPORT` if set.
+/// `TESSERA_MATRIX_FILTER=a,b` keeps only cases whose name contains `a`
+/// or `b`. Never fails on failing cases: it is a report, not a gate.
+#[test]
+fn full_matrix() {
+    if std::env::var_os("TESSERA_FULL_MATRIX").is_none_or(|v| v != "1") {
+        println!("skipped: set TESSERA_FULL_MATRIX=1 (scripts/input-matrix.sh)");
+        return;
+    }
+    let filter = std::env::var("TESSERA_MATRIX_FILTER").unwrap_or_default();
+    let cases: Vec<_> = matrix()
+        .into_iter()
+        .filter(|c| filter.split(',').any(|f| c.name().contains(f)))
+        .collect();
+    let rows = run_rows(&cases);
+    println!("{}", summary_line(&rows));
+    if let Some(path) = std::env::var_os("TESSERA_MATRIX_REPORT").filter(|p| !p.is_empty()) {
+        let path = PathBuf::from(path);
+        std::fs::write(&path, markdown_report(&rows))
+            .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+        println!("wrote {}", path.display());
+    }
+}
