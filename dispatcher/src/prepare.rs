@@ -14,8 +14,8 @@ use tessera_media::{
 };
 use tokio::task::JoinHandle;
 
-use crate::job::{DispatchContext, JobRequest, JobStage};
 use crate::patience::patiently;
+use crate::request::{DispatchContext, JobRequest, JobStage};
 
 /// AAC bitrate per channel (128 kb/s stereo).
 const AUDIO_BITRATE_PER_CHANNEL: u64 = 64_000;

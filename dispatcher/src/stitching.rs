@@ -12,9 +12,9 @@ use tessera_farm::sandbox::MediaOp;
 use tessera_farm::FarmError;
 use tessera_media::{AudioTrackResult, ErrorClass, ProbeInfo, QualityReport, SegmentPlan};
 
-use crate::finish::{next_event, task_failed};
-use crate::job::{Destination, DispatchContext, JobRequest};
 use crate::patience::patiently;
+use crate::request::{Destination, DispatchContext, JobRequest};
+use crate::task_events::{next_event, task_failed};
 
 /// The stitch tasks of a job, one per output.
 pub(crate) fn stitch_tasks(
