@@ -14,8 +14,8 @@ use clap::ValueEnum;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use crate::args::{parse_bitrate, CodecArg};
 use crate::client::{put_file, Client, ClientConfig, ServerArgs};
-use crate::config::{parse_bitrate, CodecArg};
 use crate::jobview::{describe, is_final, output_of, table, JobDisplay};
 
 /// `tessera submit` flags.

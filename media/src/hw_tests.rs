@@ -5,10 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::encode::{EncodeRequest, RenditionOutput};
-use crate::hw::HardwareEncode;
 use crate::range::RangeGate;
-use crate::types::{ColorInfo, RateControl, Rational, RenditionSpec, VideoCodec};
+use crate::types::{
+    ColorInfo, EncodeRequest, HardwareEncode, RateControl, Rational, RenditionOutput,
+    RenditionSpec, VideoCodec,
+};
 use crate::{encode_segment, hw_capabilities, nvdec_decode_check, ErrorClass};
 
 /// Whether this machine has an NVIDIA driver (then the "no GPU" checks do not apply).

@@ -6,6 +6,7 @@
 
 mod demux;
 mod encode_hw;
+mod encode_sw;
 mod error;
 mod ffi;
 mod nut;
@@ -28,11 +29,11 @@ pub mod stitch;
 pub mod types;
 
 pub use audio::{transcode_audio, AudioRequest, AudioResult, AudioTrackResult};
-pub use encode::{encode_segment, EncodeRequest, EncodeResult, RenditionOutput, RenditionResult};
+pub use encode::encode_segment;
 pub use error::{ErrorClass, MediaError};
 pub use hw::{
     choose_decode_path, hw_capabilities, release_cuda_devices, warm_cuda_device, DecodePath,
-    DecodePlan, HardwareEncode, HwCapabilities,
+    DecodePlan, HwCapabilities,
 };
 pub use nvdec::{nvdec_decode_check, NvdecReport};
 pub use plan::{plan_segments, timestamp_bias};
