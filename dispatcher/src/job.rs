@@ -27,11 +27,7 @@ pub async fn run_job(
     let staging = ctx.staging_dir.join(&req.id);
     let result = tokio::select! {
         r = run_stages(ctx, req, &staging, events, started) => r,
-        _ = cancel.cancelled() => Err(FarmError::Media {
-            code: "cancelled".into(),
-            class: tessera_media::ErrorClass::Abort,
-            message: format!("job {} cancelled", req.id),
-        }),
+        _ = cancel.cancelled() => Err(FarmError::Cancelled { job: req.id.clone() }),
     };
     // Tell workers the job is over (they drop its queued segments and abort running ones),
     // then the work area and staging go, whatever happened.

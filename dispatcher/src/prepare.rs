@@ -9,8 +9,8 @@ use tessera_farm::model::{
 use tessera_farm::sandbox::{ChildStats, Limits, MediaOp};
 use tessera_farm::FarmError;
 use tessera_media::{
-    plan_segments, timestamp_bias, AudioRequest, AudioResult, ChunkInfo, ErrorClass, Probe,
-    ProbeInfo, SegmentPlan,
+    plan_segments, timestamp_bias, AudioRequest, AudioResult, ChunkInfo, ErrorClass, ErrorCode,
+    Probe, ProbeInfo, SegmentPlan,
 };
 use tokio::task::JoinHandle;
 
@@ -75,7 +75,7 @@ pub(crate) async fn prepare(
     );
     if plans.is_empty() {
         return Err(FarmError::Media {
-            code: "input_no_video".into(),
+            code: ErrorCode::InputNoVideo,
             class: ErrorClass::Abort,
             message: format!("{}: no video frame to encode", req.input.display()),
         });

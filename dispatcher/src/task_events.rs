@@ -6,7 +6,7 @@
 use tessera_farm::model::{decode_message, TaskEvent, TaskRef};
 use tessera_farm::queue::{Consumer, Delivery};
 use tessera_farm::FarmError;
-use tessera_media::ErrorClass;
+use tessera_media::{ErrorClass, ErrorCode};
 
 /// The next event of job `job`; unreadable events are dead-lettered, other jobs' acked away.
 pub(crate) async fn next_event(
@@ -35,7 +35,7 @@ pub(crate) async fn next_event(
 /// The job's error for a task's failure event.
 pub(crate) fn task_failed(
     task: TaskRef,
-    code: String,
+    code: ErrorCode,
     class: ErrorClass,
     message: &str,
 ) -> FarmError {

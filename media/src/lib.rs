@@ -8,6 +8,7 @@ mod demux;
 mod encode_hw;
 mod encode_sw;
 mod error;
+mod error_code;
 mod ffi;
 mod nut;
 mod range;
@@ -30,7 +31,8 @@ pub mod types;
 
 pub use audio::{transcode_audio, AudioRequest, AudioResult, AudioTrackResult};
 pub use encode::encode_segment;
-pub use error::{ErrorClass, MediaError};
+pub use error::MediaError;
+pub use error_code::{ErrorClass, ErrorCode};
 pub use hw::{
     choose_decode_path, hw_capabilities, release_cuda_devices, warm_cuda_device, DecodePath,
     DecodePlan, HwCapabilities,
