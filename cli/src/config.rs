@@ -3,10 +3,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use serde::Deserialize;
 use tessera_media::settings::{default_crf, default_preset, resolve_preset};
 use tessera_media::{Container, RateControl, RenditionSpec, VideoCodec};
+
+use crate::args::{parse_bitrate, CodecArg, GpuChoice, ProgressMode};
 
 /// tessera: split, encode in parallel, stitch. Frame-exact.
 #[derive(Debug, Parser)]
@@ -41,47 +43,6 @@ pub enum Command {
     Gpu(crate::gpu::GpuArgs),
     /// Show what tessera sees in a file: streams, keyframes, the segment plan, what it keeps.
     Probe(crate::probe::ProbeArgs),
-}
-
-/// Whether `tessera transcode` encodes on NVENC.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum GpuChoice {
-    /// NVENC when NVML finds a card with free sessions, else the software encoders.
-    #[default]
-    Auto,
-    /// Software encoders only.
-    Off,
-    /// NVENC only: fail when there is no usable card.
-    Require,
-}
-
-/// Video codecs on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CodecArg {
-    /// H.264 (libx264).
-    H264,
-    /// HEVC (libx265).
-    Hevc,
-    /// AV1 (libsvtav1).
-    Av1,
-}
-
-/// How progress is shown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProgressMode {
-    /// A bar on a terminal, plain lines otherwise.
-    Auto,
-    /// A progress bar.
-    Bar,
-    /// One plain line per second.
-    Plain,
-    /// JSON lines.
-    Json,
-    /// Nothing.
-    None,
 }
 
 /// `tessera transcode` flags. Every value is optional here so the config file can fill gaps.
@@ -200,23 +161,6 @@ pub struct TranscodeConfig {
     pub gpu: GpuChoice,
 }
 
-/// Parses "2500k", "4M", "800000" into bits per second.
-pub fn parse_bitrate(s: &str) -> anyhow::Result<u64> {
-    let t = s.trim();
-    let (num, mult) = match t.chars().last() {
-        Some('k' | 'K') => (&t[..t.len() - 1], 1_000.0),
-        Some('m' | 'M') => (&t[..t.len() - 1], 1_000_000.0),
-        _ => (t, 1.0),
-    };
-    let v: f64 = num
-        .parse()
-        .with_context(|| format!("bitrate '{s}' is not a number"))?;
-    if !(v.is_finite() && v > 0.0) {
-        bail!("bitrate '{s}' must be positive");
-    }
-    Ok((v * mult).round() as u64)
-}
-
 fn read_file(path: Option<&Path>) -> anyhow::Result<FileTranscode> {
     let Some(path) = path else {
         return Ok(FileTranscode::default());
@@ -232,11 +176,7 @@ impl TranscodeConfig {
     /// Merges flags/env (`args`) over the config file over the defaults, and validates.
     pub fn resolve(args: TranscodeArgs, config_file: Option<&Path>) -> anyhow::Result<Self> {
         let file = read_file(config_file)?;
-        let codec = match args.codec.or(file.codec).unwrap_or(CodecArg::H264) {
-            CodecArg::H264 => VideoCodec::H264,
-            CodecArg::Hevc => VideoCodec::Hevc,
-            CodecArg::Av1 => VideoCodec::Av1,
-        };
+        let codec = VideoCodec::from(args.codec.or(file.codec).unwrap_or(CodecArg::H264));
         let bitrate = args.bitrate.or(file.bitrate);
         let crf = args.crf.or(file.crf);
         let rate = match (crf, bitrate) {

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use serde_json::json;
-use tessera_gpu::{BudgetConfig, Inventory, SessionNeed, SessionScheduler};
+use tessera_gpu::{BudgetConfig, SessionNeed, SessionScheduler};
 
 /// `tessera gpu` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -31,7 +31,9 @@ pub fn run(args: &GpuArgs) -> anyhow::Result<()> {
         "cuda_hwaccel": caps.cuda_hwaccel, "scale_cuda": caps.scale_cuda,
         "h264_nvenc": caps.h264_nvenc, "hevc_nvenc": caps.hevc_nvenc, "av1_nvenc": caps.av1_nvenc,
     });
-    let (cards, nvml_error, nvenc_sessions) = match Inventory::probe() {
+    let (cards, nvml_error, nvenc_sessions) = match tessera_gpu::probe(&|pid| {
+        pid == std::process::id()
+    }) {
         Ok(inv) => {
             let scheduler = SessionScheduler::new(&inv, &BudgetConfig::default());
             let snap = scheduler.snapshot();

@@ -3,6 +3,7 @@
 //! Why a library: the command's behaviour (config layering, the one-process farm, progress) is
 //! unit-tested here, and other binaries may embed the one-process farm.
 
+pub mod args;
 pub mod client;
 pub mod config;
 pub mod gpu;

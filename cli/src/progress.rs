@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::config::ProgressMode;
+use crate::args::ProgressMode;
 
 #[derive(Default)]
 struct State {

@@ -12,10 +12,12 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::ValueEnum;
 use serde_json::{json, Value};
+use tessera_farm::model::{ApiJob, ApiOutput, Hardware};
+use tessera_media::VideoCodec;
 use tokio_util::sync::CancellationToken;
 
+use crate::args::{parse_bitrate, CodecArg};
 use crate::client::{put_file, Client, ClientConfig, ServerArgs};
-use crate::config::{parse_bitrate, CodecArg};
 use crate::jobview::{describe, is_final, output_of, table, JobDisplay};
 
 /// `tessera submit` flags.
@@ -169,30 +171,27 @@ fn codec_name(codec: CodecArg) -> &'static str {
     }
 }
 
-/// The job JSON of `POST /v1/jobs` for these flags.
+/// The job JSON of `POST /v1/jobs` for these flags: an [`ApiJob`] with only what the flags
+/// set (the server's defaults apply to the rest).
 pub fn job_body(args: &SubmitArgs, input: &str, output: &str) -> anyhow::Result<Value> {
-    let mut out = json!({"destination": output});
-    let o = out.as_object_mut().context("output is an object")?;
-    if let Some(c) = args.codec {
-        o.insert("codec".into(), json!(codec_name(c)));
-    }
-    if let Some(crf) = args.crf {
-        o.insert("crf".into(), json!(crf));
-    }
-    if let Some(b) = &args.bitrate {
-        o.insert("bitrate".into(), json!(parse_bitrate(b)?));
-    }
-    if let Some(p) = &args.preset {
-        o.insert("preset".into(), json!(p));
-    }
-    if let Some(h) = args.height {
-        o.insert("height".into(), json!(h));
-    }
-    let mut body = json!({"input": input, "outputs": [out], "psnr": args.psnr});
-    if let Some(s) = args.segment_seconds {
-        body["segment_seconds"] = json!(s);
-    }
-    Ok(body)
+    let job = ApiJob {
+        input: input.to_string(),
+        outputs: vec![ApiOutput {
+            codec: args.codec.map(VideoCodec::from),
+            crf: args.crf,
+            bitrate: args.bitrate.as_deref().map(parse_bitrate).transpose()?,
+            preset: args.preset.clone(),
+            height: args.height,
+            container: None,
+            destination: output.to_string(),
+        }],
+        segment_seconds: args.segment_seconds,
+        priority: None,
+        callback_url: None,
+        psnr: args.psnr,
+        hardware: Hardware::default(),
+    };
+    Ok(serde_json::to_value(job)?)
 }
 
 /// Asks the API for an upload URL for `path` and streams the file there; the input's URI.

@@ -16,7 +16,8 @@ use tessera_farm::store::LocalStore;
 use tessera_worker::{GpuSettings, Gpus, WorkerConfig};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{GpuChoice, TranscodeConfig};
+use crate::args::GpuChoice;
+use crate::config::TranscodeConfig;
 use crate::progress::Progress;
 
 /// Delivery limit of the embedded queue: a segment gets three attempts.

@@ -1,208 +1,19 @@
-//! One job from input to output: prepare (probe, plan, split, publish), wait, finish.
+//! One job from input to output, its stages in order: prepare (probe, plan, split, publish)
+//! gives `Prepared`; collect waits for the segments and gives `Collected`; the stitch step
+//! (stitching.rs) stitches, measures and delivers every output; this module writes the
+//! report and cleans up.
 
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::Path;
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
-use tessera_farm::model::Hardware;
-use tessera_farm::queue::{Consumer, Queue};
-use tessera_farm::sandbox::{Limits, Sandbox};
-use tessera_farm::store::Store;
+use tessera_farm::queue::Consumer;
 use tessera_farm::FarmError;
-use tessera_media::{Container, QualityReport, RenditionSpec};
 use tokio_util::sync::CancellationToken;
 
-use crate::{finish, prepare, PublishGate};
-
-/// What to transcode.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct JobRequest {
-    /// Job id (deterministic keys hang off it).
-    pub id: String,
-    /// The source file (local path; staged from S3 by the service).
-    pub input: PathBuf,
-    /// The outputs: each segment is decoded once and encoded once per output.
-    pub outputs: Vec<JobOutput>,
-    /// Target segment length in seconds.
-    pub segment_seconds: f64,
-    /// Segments expected to encode at once (the planner balances the last round for it).
-    pub parallelism: usize,
-    /// Where the segments may be encoded (GPU queue, CPU queue, or either).
-    #[serde(default)]
-    pub hardware: Hardware,
-    /// Scheduling priority 0-9 (with a [`PublishGate`], higher goes first).
-    #[serde(default)]
-    pub priority: u8,
-    /// Keep only the first audio track.
-    pub first_audio_only: bool,
-    /// Also measure PSNR/SSIM of the output against the source.
-    pub measure_quality: bool,
-    /// What an earlier run of this job already did (a dispatcher restart), if anything.
-    #[serde(default)]
-    pub resume: Option<Resume>,
-}
-
-/// One output of a job: a rendition in a container at a destination.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct JobOutput {
-    /// The video rendition (its name keys the encoded segments in the work area).
-    pub rendition: RenditionSpec,
-    /// The output container.
-    pub container: Container,
-    /// Where the finished file goes.
-    pub destination: Destination,
-}
-
-/// Where a finished output is delivered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Destination {
-    /// A local file (the one-process farm), written by temp name and rename.
-    File(PathBuf),
-    /// An object, copied server-side from the work area by the context's [`OutputSink`].
-    Object {
-        /// Bucket.
-        bucket: String,
-        /// Key.
-        key: String,
-    },
-}
-
-impl std::fmt::Display for Destination {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Destination::File(p) => write!(f, "{}", p.display()),
-            Destination::Object { bucket, key } => write!(f, "s3://{bucket}/{key}"),
-        }
-    }
-}
-
-/// Moves stitched outputs from the work area to object destinations.
-///
-/// Why a trait: the dispatcher service copies server-side within its S3 endpoint; the job
-/// logic stays free of S3 specifics and testable over a local store.
-#[async_trait::async_trait]
-pub trait OutputSink: Send + Sync {
-    /// Copies the work-area object `work_key` to `bucket`/`key`; returns the size.
-    async fn deliver(&self, work_key: &str, bucket: &str, key: &str) -> Result<u64, FarmError>;
-    /// Removes a delivered object again (a later output of the job failed).
-    async fn remove(&self, bucket: &str, key: &str);
-}
-
-/// Progress of an interrupted run, so a restarted dispatcher does not redo it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Resume {
-    /// Fingerprint of the earlier run's plan; the rest applies only if the new plan matches.
-    pub plan_fingerprint: u64,
-    /// Whether every segment task was already published (and sits durably on the queue).
-    pub published: bool,
-    /// Segments already reported done, with their frame counts.
-    pub done: Vec<(u32, u64)>,
-}
-
-/// Where the job stands, for progress displays.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "stage", rename_all = "snake_case")]
-pub enum JobStage {
-    /// Probed: the number of frames to encode and the segment count.
-    Planned {
-        /// Frames expected.
-        frames: u64,
-        /// Segments planned.
-        segments: u32,
-        /// Identifies the plan (segment ranges), see [`Resume`].
-        fingerprint: u64,
-    },
-    /// Every segment task is on the queue.
-    Published,
-    /// A segment finished.
-    SegmentDone {
-        /// Which.
-        segment: u32,
-        /// Its frames.
-        frames: u64,
-        /// Seconds the worker's child spent decoding and encoding it.
-        #[serde(default)]
-        media_seconds: f64,
-        /// Seconds the worker spent on it outside decode and encode (staging, upload).
-        #[serde(default)]
-        overhead_seconds: f64,
-    },
-    /// All segments are in; stitching.
-    Stitching,
-}
-
-/// Shared services of the dispatcher.
-#[derive(Clone)]
-pub struct DispatchContext {
-    /// The queue segment tasks go to.
-    pub queue: Arc<dyn Queue>,
-    /// The work area.
-    pub store: Arc<dyn Store>,
-    /// Runs media work in children.
-    pub sandbox: Sandbox,
-    /// Local staging for the dispatcher's own files.
-    pub staging_dir: PathBuf,
-    /// The segment queue name.
-    pub encode_queue: String,
-    /// The GPU segment queue name (jobs needing or allowing NVENC).
-    pub gpu_queue: String,
-    /// The stitch queue name.
-    pub stitch_queue: String,
-    /// Admits segments to the encode queue by priority (none: publish at once).
-    pub gate: Option<Arc<PublishGate>>,
-    /// Delivers outputs whose destination is an object (none in the one-process farm).
-    pub sink: Option<Arc<dyn OutputSink>>,
-    /// Limits of probe/split/audio/stitch children.
-    pub limits: Limits,
-    /// Stage updates.
-    pub on_stage: Arc<dyn Fn(&JobStage) + Send + Sync>,
-}
-
-/// What the job produced, with figures.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct JobReport {
-    /// Job id.
-    pub job_id: String,
-    /// Each output, in request order.
-    pub outputs: Vec<OutputReport>,
-    /// Video frames in each output.
-    pub frames: u64,
-    /// Frames the probe counted in the source.
-    pub source_frames: u64,
-    /// Segments.
-    pub segments: u32,
-    /// Audio tracks in each output.
-    pub audio_tracks: usize,
-    /// Bytes of all outputs.
-    pub bytes: u64,
-    /// Wall time of the whole job.
-    pub wall_s: f64,
-    /// Output frames per wall second.
-    pub encode_fps: f64,
-    /// Largest peak RSS of any media child (a segment encode, usually).
-    pub peak_child_rss_bytes: u64,
-    /// Largest peak RSS of a segment encode child.
-    pub peak_segment_rss_bytes: u64,
-    /// Median seconds a segment spent in the worker outside decode/encode.
-    pub median_segment_overhead_s: f64,
-    /// PSNR/SSIM of the first output, when asked.
-    pub quality: Option<QualityReport>,
-}
-
-/// One delivered output.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OutputReport {
-    /// Where it went (`s3://bucket/key` or a path).
-    pub destination: String,
-    /// Its rendition's name.
-    pub rendition: String,
-    /// Its size.
-    pub bytes: u64,
-    /// PSNR/SSIM against the source, when asked.
-    pub quality: Option<QualityReport>,
-}
+use crate::collect::collect;
+use crate::prepare::prepare;
+use crate::request::{DispatchContext, JobReport, JobRequest, JobStage, OutputReport};
+use crate::stitching;
 
 /// Runs one job to the end. `events` is the consumer of worker events (this job's only).
 /// On failure or cancellation the work area is cleaned and nothing is left at the output.
@@ -215,15 +26,8 @@ pub async fn run_job(
     let started = Instant::now();
     let staging = ctx.staging_dir.join(&req.id);
     let result = tokio::select! {
-        r = async {
-            let prepared = prepare::prepare(ctx, req, &staging).await?;
-            finish::finish(ctx, req, &staging, prepared, events, started).await
-        } => r,
-        _ = cancel.cancelled() => Err(FarmError::Media {
-            code: "cancelled".into(),
-            class: tessera_media::ErrorClass::Abort,
-            message: format!("job {} cancelled", req.id),
-        }),
+        r = run_stages(ctx, req, &staging, events, started) => r,
+        _ = cancel.cancelled() => Err(FarmError::Cancelled { job: req.id.clone() }),
     };
     // Tell workers the job is over (they drop its queued segments and abort running ones),
     // then the work area and staging go, whatever happened.
@@ -239,7 +43,91 @@ pub async fn run_job(
     result
 }
 
-async fn mark_ended(ctx: &DispatchContext, job: &str, staging: &std::path::Path) {
+/// The stages in order, then the report.
+async fn run_stages(
+    ctx: &DispatchContext,
+    req: &JobRequest,
+    staging: &Path,
+    events: &mut dyn Consumer,
+    started: Instant,
+) -> Result<JobReport, FarmError> {
+    let mut prepared = prepare(ctx, req, staging).await?;
+    let collected = match collect(ctx, req, &mut prepared, events).await {
+        Ok(c) => c,
+        Err(e) => {
+            prepared.audio.abort();
+            return Err(e);
+        }
+    };
+    (ctx.on_stage)(&JobStage::Stitching);
+    let audio = prepared.audio.await.map_err(|e| FarmError::ChildCrashed {
+        what: "audio".into(),
+        detail: e.to_string(),
+    })??;
+    let (audio_tracks, audio_rss) = match &audio {
+        Some((result, stats)) => (Some(result.tracks.as_slice()), stats.peak_rss_bytes),
+        None => (None, 0),
+    };
+    let tasks = stitching::stitch_tasks(
+        req,
+        &prepared.info,
+        &prepared.plans,
+        prepared.bias,
+        audio_tracks,
+        collected.frames,
+    );
+    let stitch_rss = stitching::stitch_all(ctx, req, &tasks, events).await?;
+    let mut quality = Vec::with_capacity(tasks.len());
+    for task in &tasks {
+        quality.push(if req.measure_quality {
+            Some(stitching::measure(ctx, req, task, staging).await?)
+        } else {
+            None
+        });
+    }
+    let sizes = stitching::deliver_all(ctx, req, &tasks).await?;
+
+    let wall_s = started.elapsed().as_secs_f64();
+    let mut overheads = collected.overheads;
+    overheads.sort_by(f64::total_cmp);
+    let outputs: Vec<OutputReport> = req
+        .outputs
+        .iter()
+        .zip(sizes)
+        .zip(quality)
+        .map(|((o, bytes), quality)| OutputReport {
+            destination: o.destination.to_string(),
+            rendition: o.rendition.name.clone(),
+            bytes,
+            quality,
+        })
+        .collect();
+    Ok(JobReport {
+        job_id: req.id.clone(),
+        frames: collected.frames,
+        source_frames: prepared.info.video.frames,
+        segments: prepared.plans.len() as u32,
+        audio_tracks: audio_tracks.map_or(0, <[_]>::len),
+        bytes: outputs.iter().map(|o| o.bytes).sum(),
+        wall_s,
+        encode_fps: collected.frames as f64 / wall_s.max(1e-9),
+        peak_child_rss_bytes: [
+            prepared.peak_rss_bytes,
+            collected.peak_segment_rss,
+            audio_rss,
+            stitch_rss,
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0),
+        peak_segment_rss_bytes: collected.peak_segment_rss,
+        median_segment_overhead_s: overheads.get(overheads.len() / 2).copied().unwrap_or(0.0),
+        quality: outputs.first().and_then(|o| o.quality.clone()),
+        outputs,
+    })
+}
+
+async fn mark_ended(ctx: &DispatchContext, job: &str, staging: &Path) {
     let marker = staging.with_extension("ended");
     let written = async {
         tokio::fs::create_dir_all(&ctx.staging_dir)

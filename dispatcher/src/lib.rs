@@ -2,17 +2,29 @@
 //!
 //! Why a library: the one-process farm (`tessera transcode`) and the dispatcher service run
 //! the same job logic over different queue and store implementations.
+//!
+//! Layout, a job's stages in order (job.rs runs them; each imports request.rs and the
+//! previous stage's output, never job.rs or a later stage):
+//! - request.rs: the shared types (`JobRequest`, `DispatchContext`, `JobStage`, `JobReport`).
+//! - prepare.rs: probe, plan, split, publish; gives `Prepared`.
+//! - collect.rs: waits for every segment; gives `Collected`.
+//! - stitching.rs: stitch tasks, frame check, quality, delivery.
+//! - task_events.rs, patience.rs, gate.rs: event reading, store retries, priority admission.
+//! - service/: the HTTP dispatcher service around `run_job`.
 
-mod finish;
+mod collect;
 mod gate;
 mod job;
 mod patience;
 mod prepare;
+mod request;
 pub mod service;
 mod stitching;
+mod task_events;
 
 pub use gate::{GateCounts, PublishGate};
-pub use job::{
-    run_job, Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage,
-    OutputReport, OutputSink, Resume,
+pub use job::run_job;
+pub use request::{
+    Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage, OutputReport,
+    OutputSink, Resume,
 };

@@ -9,13 +9,13 @@ use tessera_farm::model::{
 use tessera_farm::sandbox::{ChildStats, Limits, MediaOp};
 use tessera_farm::FarmError;
 use tessera_media::{
-    plan_segments, timestamp_bias, AudioRequest, AudioResult, ChunkInfo, ErrorClass, Probe,
-    ProbeInfo, SegmentPlan,
+    plan_segments, timestamp_bias, AudioRequest, AudioResult, ChunkInfo, ErrorClass, ErrorCode,
+    Probe, ProbeInfo, SegmentPlan,
 };
 use tokio::task::JoinHandle;
 
-use crate::job::{DispatchContext, JobRequest, JobStage};
 use crate::patience::patiently;
+use crate::request::{DispatchContext, JobRequest, JobStage};
 
 /// AAC bitrate per channel (128 kb/s stereo).
 const AUDIO_BITRATE_PER_CHANNEL: u64 = 64_000;
@@ -75,7 +75,7 @@ pub(crate) async fn prepare(
     );
     if plans.is_empty() {
         return Err(FarmError::Media {
-            code: "input_no_video".into(),
+            code: ErrorCode::InputNoVideo,
             class: ErrorClass::Abort,
             message: format!("{}: no video frame to encode", req.input.display()),
         });

@@ -10,11 +10,11 @@ use tessera_farm::model::{
 use tessera_farm::queue::Consumer;
 use tessera_farm::sandbox::MediaOp;
 use tessera_farm::FarmError;
-use tessera_media::{AudioTrackResult, ErrorClass, ProbeInfo, QualityReport, SegmentPlan};
+use tessera_media::{AudioTrackResult, ProbeInfo, QualityReport, SegmentPlan};
 
-use crate::finish::{next_event, task_failed};
-use crate::job::{Destination, DispatchContext, JobRequest};
 use crate::patience::patiently;
+use crate::request::{Destination, DispatchContext, JobRequest};
+use crate::task_events::{next_event, task_failed};
 
 /// The stitch tasks of a job, one per output.
 pub(crate) fn stitch_tasks(
@@ -85,13 +85,11 @@ pub(crate) async fn stitch_all(
             } => {
                 let expected = tasks[index].expected_frames;
                 if frames != expected {
-                    return Err(FarmError::Media {
-                        code: "frame_count_mismatch".into(),
-                        class: ErrorClass::Retry,
-                        message: format!(
-                            "output {index}: stitched {frames} frames but the segments reported {expected}"
-                        ),
-                    });
+                    return Err(FarmError::frame_count_mismatch(
+                        index as u32,
+                        frames,
+                        expected,
+                    ));
                 }
                 done[index] = true;
                 peak_rss = peak_rss.max(peak_rss_bytes);

@@ -1,6 +1,6 @@
 //! Errors of the farm plumbing: queue, store, sandbox. Each has a stable code and a class.
 
-pub use tessera_media::ErrorClass;
+pub use tessera_media::{ErrorClass, ErrorCode};
 
 /// Every failure of the shared plumbing.
 ///
@@ -11,12 +11,18 @@ pub enum FarmError {
     /// A media operation failed in the child process with a classified error.
     #[error("{message}")]
     Media {
-        /// The media crate's stable code.
-        code: String,
+        /// The stable code from the catalog.
+        code: ErrorCode,
         /// Retry or abort.
         class: ErrorClass,
         /// The child's message (names the input and the reason).
         message: String,
+    },
+    /// The job was cancelled (by request or shutdown); not retried.
+    #[error("job {job} cancelled")]
+    Cancelled {
+        /// The job id.
+        job: String,
     },
     /// The child process crashed, was killed, or broke the protocol.
     #[error("media child process {what}: {detail}")]
@@ -78,27 +84,41 @@ pub enum FarmError {
 
 impl FarmError {
     /// The stable code of the error.
-    pub fn code(&self) -> &str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            FarmError::Media { code, .. } => code,
-            FarmError::ChildCrashed { .. } => "child_crashed",
-            FarmError::ChildTimeout { .. } => "child_timeout",
-            FarmError::Queue { .. } => "queue_error",
-            FarmError::Store { .. } => "store_error",
-            FarmError::StoreUnavailable { .. } => "store_unavailable",
-            FarmError::InvalidKey(_) => "invalid_key",
-            FarmError::BadMessage(_) => "bad_message",
-            FarmError::Io { .. } => "io_error",
+            FarmError::Media { code, .. } => code.clone(),
+            FarmError::Cancelled { .. } => ErrorCode::Cancelled,
+            FarmError::ChildCrashed { .. } => ErrorCode::ChildCrashed,
+            FarmError::ChildTimeout { .. } => ErrorCode::ChildTimeout,
+            FarmError::Queue { .. } => ErrorCode::QueueError,
+            FarmError::Store { .. } => ErrorCode::StoreError,
+            FarmError::StoreUnavailable { .. } => ErrorCode::StoreUnavailable,
+            FarmError::InvalidKey(_) => ErrorCode::InvalidKey,
+            FarmError::BadMessage(_) => ErrorCode::BadMessage,
+            FarmError::Io { .. } => ErrorCode::IoError,
         }
     }
 
-    /// Retry or abort. A crashed or timed-out child is retried (it counts as an attempt, and
-    /// the queue's delivery limit ends the loop for an input that always crashes it).
+    /// Retry or abort: a media failure keeps the class it was raised with, the rest take
+    /// their code's class from the catalog. A crashed or timed-out child is retried (it
+    /// counts as an attempt, and the queue's delivery limit ends the loop for an input that
+    /// always crashes it); a bad key or message and a cancelled job are not.
     pub fn class(&self) -> ErrorClass {
         match self {
             FarmError::Media { class, .. } => *class,
-            FarmError::InvalidKey(_) | FarmError::BadMessage(_) => ErrorClass::Abort,
-            _ => ErrorClass::Retry,
+            other => other.code().class(),
+        }
+    }
+
+    /// A stitched output whose frame count differs from what its segments reported: retried,
+    /// as a stitch that lost frames may succeed on another worker.
+    pub fn frame_count_mismatch(output: u32, stitched: u64, expected: u64) -> Self {
+        FarmError::Media {
+            code: ErrorCode::FrameCountMismatch,
+            class: ErrorClass::Retry,
+            message: format!(
+                "output {output}: stitched {stitched} frames but the segments reported {expected}"
+            ),
         }
     }
 

@@ -13,4 +13,4 @@ pub mod sandbox;
 pub mod signals;
 pub mod store;
 
-pub use error::{ErrorClass, FarmError};
+pub use error::{ErrorClass, ErrorCode, FarmError};

@@ -1,10 +1,14 @@
-//! The job model and the versioned wire messages between dispatcher and workers.
+//! The job model and the versioned wire messages between dispatcher and workers, and the
+//! job body of the dispatcher's API (`ApiJob`), which the server reads and the CLI writes.
 //!
 //! Why versioned: workers and dispatchers of different releases share queues during a rolling
 //! upgrade; a message states its version and a reader refuses what it does not understand.
 
 use serde::{Deserialize, Serialize};
-use tessera_media::{AudioTrackResult, ColorInfo, Container, ErrorClass, Rational, RenditionSpec};
+use tessera_media::{
+    AudioTrackResult, ColorInfo, Container, ErrorClass, ErrorCode, Rational, RenditionSpec,
+    VideoCodec,
+};
 
 use crate::FarmError;
 
@@ -103,8 +107,8 @@ pub enum SegmentOutcome {
     },
     /// Failed for good (input error or delivery limit reached).
     Failed {
-        /// Stable error code.
-        code: String,
+        /// Stable error code (a newer peer's unknown code is kept as sent).
+        code: ErrorCode,
         /// Retry or abort.
         class: ErrorClass,
         /// The reason, naming the input.
@@ -179,6 +183,67 @@ pub struct StitchTask {
     pub result_key: String,
     /// Frames the segments reported: the stitch must write exactly these.
     pub expected_frames: u64,
+}
+
+/// One requested output of an [`ApiJob`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiOutput {
+    /// h264 (default), hevc or av1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub codec: Option<VideoCodec>,
+    /// Constant quality.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crf: Option<f32>,
+    /// Bits per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bitrate: Option<u64>,
+    /// Encoder preset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// Output height.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub height: Option<u32>,
+    /// mp4 or mkv (default: from the destination's extension).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<Container>,
+    /// `s3://bucket/key` of the output.
+    pub destination: String,
+}
+
+/// The body of `POST /v1/jobs`.
+///
+/// Why here: the dispatcher reads it (and validates it into a plan) and the CLI writes it;
+/// one type keeps both sides of the API in step. Fields left unset are not written, so a
+/// body says only what the user asked for and the server's defaults apply.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiJob {
+    /// `s3://bucket/key` of the source.
+    pub input: String,
+    /// The outputs (1 to 8): the source is decoded once per segment and encoded once per output.
+    pub outputs: Vec<ApiOutput>,
+    /// Segment length in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub segment_seconds: Option<f64>,
+    /// Priority 0 (lowest) to 9, default 5: higher-priority jobs' segments are queued first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
+    /// Webhook: the final job view is POSTed here, HMAC-signed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callback_url: Option<String>,
+    /// Measure PSNR/SSIM of the output.
+    #[serde(default)]
+    pub psnr: bool,
+    /// "gpu" (NVENC only), "cpu" (software only) or "any" (default: GPU when GPU workers
+    /// are consuming, else CPU).
+    #[serde(default, skip_serializing_if = "is_any")]
+    pub hardware: Hardware,
+}
+
+/// Whether `hardware` is the default, which a body need not state.
+fn is_any(hardware: &Hardware) -> bool {
+    *hardware == Hardware::Any
 }
 
 /// Store keys of a job's work area, in one place so every component agrees.

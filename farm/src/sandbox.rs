@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use tessera_media::{AudioRequest, EncodeRequest, ErrorClass, SegmentPlan, StitchRequest};
+use tessera_media::{
+    AudioRequest, EncodeRequest, ErrorClass, ErrorCode, SegmentPlan, StitchRequest,
+};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 use crate::FarmError;
@@ -117,7 +119,7 @@ pub struct ChildStats {
 
 #[derive(Debug, Serialize, Deserialize)]
 struct ChildError {
-    code: String,
+    code: ErrorCode,
     class: ErrorClass,
     message: String,
 }

@@ -3,7 +3,6 @@
 //! Everything past [`crate::nvml`] works on these structs, so the budget and scheduler logic
 //! is tested with simulated inventories and never needs a GPU.
 
-use crate::error::GpuError;
 use serde::{Deserialize, Serialize};
 
 /// A card's memory, in bytes.
@@ -120,22 +119,6 @@ pub struct Inventory {
 }
 
 impl Inventory {
-    /// Probe the machine through NVML; sessions opened by this process count as ours.
-    ///
-    /// No NVML library or no driver gives [`GpuError::NvmlUnavailable`] (never a panic);
-    /// a machine with a driver but no cards gives an empty inventory.
-    pub fn probe() -> Result<Inventory, GpuError> {
-        let me = std::process::id();
-        Inventory::probe_with(&|pid| pid == me)
-    }
-
-    /// Probe, with `is_own(pid)` deciding which encoder sessions are ours. The worker
-    /// encodes in sandbox child processes, so it passes a predicate that recognises their
-    /// pids; sessions it does not recognise count against the budget as foreign.
-    pub fn probe_with(is_own: &dyn Fn(u32) -> bool) -> Result<Inventory, GpuError> {
-        crate::nvml::probe(is_own)
-    }
-
     /// A simulated inventory of `cards` (no driver version), for tests and dry runs.
     pub fn simulated(cards: Vec<CardInfo>) -> Inventory {
         Inventory {
@@ -153,23 +136,6 @@ impl Inventory {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// This machine has no NVIDIA driver: probing must say so as an error, not panic.
-    /// (On a machine with a driver, it must list the cards with their indices in order.)
-    #[test]
-    fn probe_without_driver_is_an_error_not_a_panic() {
-        match Inventory::probe() {
-            Err(e) => {
-                assert_eq!(e.code(), "gpu_nvml_unavailable", "{e}");
-                assert!(!e.to_string().is_empty());
-            }
-            Ok(inv) => {
-                for (i, card) in inv.cards.iter().enumerate() {
-                    assert_eq!(card.index as usize, i);
-                }
-            }
-        }
-    }
 
     #[test]
     fn simulated_cards_round_trip_through_toml() {

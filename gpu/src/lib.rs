@@ -4,7 +4,7 @@
 //! *can one of them open every session this segment needs right now*. This crate answers
 //! both, with plain std synchronisation (the worker wraps it in its async runtime):
 //!
-//! - [`Inventory::probe`] reads every card through NVML (name, UUID, PCI bus id, memory,
+//! - [`probe`] reads every card through NVML (name, UUID, PCI bus id, memory,
 //!   encoder/decoder utilization, encoder sessions ours and foreign, H.264/HEVC encoder
 //!   capacity). NVML is loaded at run time: no driver gives
 //!   [`GpuError::NvmlUnavailable`], which the worker logs once before running CPU-only.
@@ -51,5 +51,6 @@ pub use inventory::{CardInfo, EncoderSessions, Inventory, MemoryUsage, QueryFail
 pub use lease::SessionLease;
 pub use models::{CardClass, ModelSpec};
 pub use need::SessionNeed;
+pub use nvml::probe;
 pub use scheduler::SessionScheduler;
 pub use snapshot::{CardSnapshot, SchedulerSnapshot};

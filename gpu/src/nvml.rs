@@ -11,8 +11,14 @@ use nvml_wrapper::enum_wrappers::device::EncoderType;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
-/// Probe every card; `is_own(pid)` says which encoder sessions belong to this worker.
-pub(crate) fn probe(is_own: &dyn Fn(u32) -> bool) -> Result<Inventory, GpuError> {
+/// Probes every card through NVML, with `is_own(pid)` deciding which encoder sessions are
+/// ours. The worker encodes in sandbox child processes, so it passes a predicate that
+/// recognises their pids; sessions it does not recognise count against the budget as
+/// foreign (a one-process caller passes `|pid| pid == std::process::id()`).
+///
+/// No NVML library or no driver gives [`GpuError::NvmlUnavailable`] (never a panic); a
+/// machine with a driver but no cards gives an empty inventory.
+pub fn probe(is_own: &dyn Fn(u32) -> bool) -> Result<Inventory, GpuError> {
     let nvml = Nvml::init().map_err(|e| GpuError::NvmlUnavailable {
         reason: describe(&e),
     })?;
@@ -149,6 +155,23 @@ fn describe(err: &NvmlError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// This machine has no NVIDIA driver: probing must say so as an error, not panic.
+    /// (On a machine with a driver, it must list the cards with their indices in order.)
+    #[test]
+    fn probe_without_driver_is_an_error_not_a_panic() {
+        match probe(&|pid| pid == std::process::id()) {
+            Err(e) => {
+                assert_eq!(e.code(), "gpu_nvml_unavailable", "{e}");
+                assert!(!e.to_string().is_empty());
+            }
+            Ok(inv) => {
+                for (i, card) in inv.cards.iter().enumerate() {
+                    assert_eq!(card.index as usize, i);
+                }
+            }
+        }
+    }
 
     #[test]
     fn faults_are_told_apart_from_unsupported_queries() {

@@ -18,14 +18,14 @@ use rendition::HwRendition;
 use upload::Uploader;
 
 use crate::demux::{open_input, open_video_decoder_with};
-use crate::encode::{EncodeRequest, EncodeResult};
 use crate::ffi::cuda::{self, AvFailure, LogCapture};
 use crate::hw::{
     choose_decode_path, classify_gpu_failure, gpu_error, gpu_unavailable, hw_capabilities,
-    DecodePath, GpuFailure, GpuStage, HardwareEncode,
+    DecodePath, GpuFailure, GpuStage,
 };
 use crate::nvenc::{nvenc_encoder_name, nvenc_settings};
 use crate::range::{decode_all, RangeGate};
+use crate::types::{EncodeRequest, EncodeResult, HardwareEncode};
 use crate::{ffi, MediaError};
 
 /// Maps a failed call while frames flow: GPU conditions get their codes, the rest `other`.
@@ -43,7 +43,9 @@ pub(super) fn is_again(e: &ff::Error) -> bool {
         || matches!(e, ff::Error::Other { errno } if *errno == ff::util::error::EAGAIN)
 }
 
-pub(crate) fn encode_segment_hw(
+/// Encodes the frames of `[start_pts, end_pts)` from the chunk on card `hw.device`;
+/// `progress` gets the running count of frames encoded. The request is already checked.
+pub(crate) fn encode_hw(
     req: &EncodeRequest,
     hw: &HardwareEncode,
     progress: &mut dyn FnMut(u64),

@@ -2,18 +2,7 @@
 
 use std::path::Path;
 
-/// Whether retrying the same operation can succeed.
-///
-/// Why: the farm requeues `Retry` failures with backoff and fails the job at once on `Abort`,
-/// so a bad upload does not burn twenty redeliveries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorClass {
-    /// A transient condition (I/O hiccup, resource pressure): try again later.
-    Retry,
-    /// The input or request itself is bad: trying again gives the same answer.
-    Abort,
-}
+use crate::error_code::{ErrorClass, ErrorCode};
 
 /// Every way a media operation can fail.
 ///
@@ -119,32 +108,27 @@ pub enum MediaError {
 
 impl MediaError {
     /// The stable code of this error, for APIs, events and logs.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            MediaError::InputUnreadable { .. } => "input_unreadable",
-            MediaError::InputEmpty { .. } => "input_empty",
-            MediaError::InputInvalid { .. } => "input_invalid",
-            MediaError::NoVideo { .. } => "input_no_video",
-            MediaError::Unsupported { .. } => "input_unsupported",
-            MediaError::Decode { .. } => "decode_failed",
-            MediaError::Encode { .. } => "encode_failed",
-            MediaError::InvalidRequest(_) => "invalid_request",
-            MediaError::Write { .. } => "write_failed",
-            MediaError::GpuUnavailable { .. } => "gpu_unavailable",
-            MediaError::GpuSessionUnavailable { .. } => "gpu_session_unavailable",
-            MediaError::GpuDeviceFault { .. } => "gpu_device_fault",
+            MediaError::InputUnreadable { .. } => ErrorCode::InputUnreadable,
+            MediaError::InputEmpty { .. } => ErrorCode::InputEmpty,
+            MediaError::InputInvalid { .. } => ErrorCode::InputInvalid,
+            MediaError::NoVideo { .. } => ErrorCode::InputNoVideo,
+            MediaError::Unsupported { .. } => ErrorCode::InputUnsupported,
+            MediaError::Decode { .. } => ErrorCode::DecodeFailed,
+            MediaError::Encode { .. } => ErrorCode::EncodeFailed,
+            MediaError::InvalidRequest(_) => ErrorCode::InvalidRequest,
+            MediaError::Write { .. } => ErrorCode::WriteFailed,
+            MediaError::GpuUnavailable { .. } => ErrorCode::GpuUnavailable,
+            MediaError::GpuSessionUnavailable { .. } => ErrorCode::GpuSessionUnavailable,
+            MediaError::GpuDeviceFault { .. } => ErrorCode::GpuDeviceFault,
         }
     }
 
-    /// Whether a retry can help.
+    /// Whether a retry can help: the catalog's class of the code (writes and GPU conditions
+    /// retry, bad inputs and requests abort).
     pub fn class(&self) -> ErrorClass {
-        match self {
-            MediaError::Write { .. }
-            | MediaError::GpuUnavailable { .. }
-            | MediaError::GpuSessionUnavailable { .. }
-            | MediaError::GpuDeviceFault { .. } => ErrorClass::Retry,
-            _ => ErrorClass::Abort,
-        }
+        self.code().class()
     }
 
     /// The card a GPU error is about, so the worker can release it, lower its budget or mark

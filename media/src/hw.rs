@@ -1,6 +1,7 @@
-//! The GPU path's public face: what a hardware encode asks for, what this FFmpeg build offers,
-//! which decode path a source takes, and how GPU failures are told apart. Pure except
-//! `hw_capabilities` and the device-cache calls.
+//! The GPU path's public face: what this FFmpeg build offers, which decode path a source
+//! takes, and how GPU failures are told apart (what a hardware encode asks for,
+//! `HardwareEncode`, is request data in types.rs). Pure except `hw_capabilities` and the
+//! device-cache calls.
 //!
 //! Why: the worker decides per segment whether to run on a card and must react differently to
 //! "no session free" (back off, requeue), "driver fault" (mark the card unhealthy) and "this
@@ -9,50 +10,6 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{ffi, MediaError};
-
-/// How to run a segment on an NVIDIA card (NVDEC -> scale_cuda -> NVENC).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HardwareEncode {
-    /// CUDA ordinal of the card (decode and encode both run on it).
-    pub device: u32,
-    /// Decode on the card's NVDEC; when false (or the source is one NVDEC cannot decode),
-    /// decode in software and upload each frame once.
-    #[serde(default = "yes")]
-    pub nvdec: bool,
-    /// NVENC spatial adaptive quantisation.
-    #[serde(default)]
-    pub spatial_aq: bool,
-    /// NVENC temporal adaptive quantisation (turns on look-ahead).
-    #[serde(default)]
-    pub temporal_aq: bool,
-    /// Spatial AQ strength, 1 (low) ..= 15 (aggressive); NVENC's default is 8.
-    #[serde(default)]
-    pub aq_strength: Option<u8>,
-    /// Constant bitrate instead of VBR for bitrate renditions.
-    #[serde(default)]
-    pub cbr: bool,
-    /// Rate-control look-ahead in frames (NVENC's `rc-lookahead`).
-    #[serde(default)]
-    pub lookahead: Option<u16>,
-}
-
-fn yes() -> bool {
-    true
-}
-
-impl Default for HardwareEncode {
-    fn default() -> Self {
-        HardwareEncode {
-            device: 0,
-            nvdec: true,
-            spatial_aq: false,
-            temporal_aq: false,
-            aq_strength: None,
-            cbr: false,
-            lookahead: None,
-        }
-    }
-}
 
 /// What the linked FFmpeg build offers for the GPU path (not whether a card is present).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -310,6 +267,7 @@ pub(crate) fn gpu_unavailable(device: u32, reason: impl Into<String>) -> MediaEr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::HardwareEncode;
 
     #[test]
     fn nvdec_for_420_sources_it_knows() {

@@ -5,10 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::encode::{EncodeRequest, RenditionOutput};
-use crate::hw::HardwareEncode;
 use crate::range::RangeGate;
-use crate::types::{ColorInfo, RateControl, Rational, RenditionSpec, VideoCodec};
+use crate::types::{
+    ColorInfo, EncodeRequest, HardwareEncode, RateControl, Rational, RenditionOutput,
+    RenditionSpec, VideoCodec,
+};
 use crate::{encode_segment, hw_capabilities, nvdec_decode_check, ErrorClass};
 
 /// Whether this machine has an NVIDIA driver (then the "no GPU" checks do not apply).
@@ -92,7 +93,10 @@ fn hardware_encode_without_a_gpu_is_a_clean_gpu_unavailable() {
     let again = encode_segment(&req, &mut |_| {}).unwrap_err();
     assert_eq!(again.code(), "gpu_unavailable");
     let err = crate::warm_cuda_device(3).unwrap_err();
-    assert_eq!((err.code(), err.gpu_device()), ("gpu_unavailable", Some(3)));
+    assert_eq!(
+        (err.code().as_str(), err.gpu_device()),
+        ("gpu_unavailable", Some(3))
+    );
 }
 
 #[test]

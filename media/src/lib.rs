@@ -7,7 +7,9 @@
 mod bitstream;
 mod demux;
 mod encode_hw;
+mod encode_sw;
 mod error;
+mod error_code;
 mod ffi;
 mod index_codec;
 mod nut;
@@ -31,11 +33,12 @@ pub mod timestamps;
 pub mod types;
 
 pub use audio::{transcode_audio, AudioRequest, AudioResult, AudioTrackResult};
-pub use encode::{encode_segment, EncodeRequest, EncodeResult, RenditionOutput, RenditionResult};
-pub use error::{ErrorClass, MediaError};
+pub use encode::encode_segment;
+pub use error::MediaError;
+pub use error_code::{ErrorClass, ErrorCode};
 pub use hw::{
     choose_decode_path, hw_capabilities, release_cuda_devices, warm_cuda_device, DecodePath,
-    DecodePlan, HardwareEncode, HwCapabilities,
+    DecodePlan, HwCapabilities,
 };
 pub use nvdec::{nvdec_decode_check, NvdecReport};
 pub use plan::{plan_segments, timestamp_bias};

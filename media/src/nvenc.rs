@@ -17,7 +17,7 @@
 //!   first frame is sent as a forced I frame, which becomes an IDR), `no-scenecut=1` (no
 //!   extra non-IDR I frames from look-ahead), `bf=3`: every GOP is closed.
 
-use crate::hw::HardwareEncode;
+use crate::types::HardwareEncode;
 use crate::types::{RateControl, RenditionSpec, VideoCodec};
 
 /// The GOP length NVENC is given (frames between IDRs), x264's default keyint.

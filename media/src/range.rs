@@ -9,7 +9,7 @@ use ff::Rescale as _;
 use ffmpeg_next as ff;
 
 use crate::demux::read_packet;
-use crate::encode::EncodeRequest;
+use crate::types::EncodeRequest;
 use crate::MediaError;
 
 /// Checks what both paths require of a request.

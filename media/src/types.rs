@@ -1,7 +1,10 @@
-//! Plain data types of the media API: what probe finds, what a segment is, what to encode.
+//! Plain data types of the media API: what probe finds, what a segment is, what to encode,
+//! and what an encode request and its result are (the same for the software and GPU paths).
 //!
 //! Why: these cross process boundaries (child processes, queue messages) as JSON, so they are
 //! serde types with no FFmpeg types inside.
+
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -251,4 +254,121 @@ impl Container {
             Container::Mkv => "mkv",
         }
     }
+}
+
+/// How to run a segment on an NVIDIA card (NVDEC -> scale_cuda -> NVENC).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HardwareEncode {
+    /// CUDA ordinal of the card (decode and encode both run on it).
+    pub device: u32,
+    /// Decode on the card's NVDEC; when false (or the source is one NVDEC cannot decode),
+    /// decode in software and upload each frame once.
+    #[serde(default = "yes")]
+    pub nvdec: bool,
+    /// NVENC spatial adaptive quantisation.
+    #[serde(default)]
+    pub spatial_aq: bool,
+    /// NVENC temporal adaptive quantisation (turns on look-ahead).
+    #[serde(default)]
+    pub temporal_aq: bool,
+    /// Spatial AQ strength, 1 (low) ..= 15 (aggressive); NVENC's default is 8.
+    #[serde(default)]
+    pub aq_strength: Option<u8>,
+    /// Constant bitrate instead of VBR for bitrate renditions.
+    #[serde(default)]
+    pub cbr: bool,
+    /// Rate-control look-ahead in frames (NVENC's `rc-lookahead`).
+    #[serde(default)]
+    pub lookahead: Option<u16>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for HardwareEncode {
+    fn default() -> Self {
+        HardwareEncode {
+            device: 0,
+            nvdec: true,
+            spatial_aq: false,
+            temporal_aq: false,
+            aq_strength: None,
+            cbr: false,
+            lookahead: None,
+        }
+    }
+}
+
+/// One rendition to produce from a segment, and where to write it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RenditionOutput {
+    /// What to encode.
+    pub spec: RenditionSpec,
+    /// The NUT file to write.
+    pub path: PathBuf,
+}
+
+/// Everything a worker needs to encode a segment; travels as JSON to the child process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EncodeRequest {
+    /// The chunk file (NUT) holding the segment's packets and its pre-roll.
+    pub chunk: PathBuf,
+    /// First source pts to encode (inclusive), in `time_base`.
+    pub start_pts: i64,
+    /// First source pts not to encode (exclusive).
+    pub end_pts: i64,
+    /// The source video time base: all pts here are in it, and the encoder keeps it.
+    pub time_base: Rational,
+    /// The bias added to timestamps in the chunk (and added again in the output).
+    pub bias: i64,
+    /// The source's frame rate, a hint for rate control.
+    pub frame_rate: Rational,
+    /// The source's sample aspect ratio.
+    pub sample_aspect_ratio: Rational,
+    /// Colour tags to carry to the output.
+    pub color: ColorInfo,
+    /// Source bits per component (picks 10-bit output for HEVC/AV1).
+    pub source_bit_depth: u8,
+    /// Renditions to produce.
+    pub outputs: Vec<RenditionOutput>,
+    /// Threads for the decoder and each encoder.
+    pub threads: usize,
+    /// Run on an NVIDIA card (NVDEC/scale_cuda/NVENC) instead of the software encoders.
+    #[serde(default)]
+    pub hardware: Option<HardwareEncode>,
+}
+
+/// What one rendition of a segment came out as.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RenditionResult {
+    /// Rendition name.
+    pub name: String,
+    /// Frames encoded.
+    pub frames: u64,
+    /// First encoded pts (source time base, unbiased).
+    pub first_pts: Option<i64>,
+    /// Last encoded pts.
+    pub last_pts: Option<i64>,
+    /// Output width.
+    pub width: u32,
+    /// Output height.
+    pub height: u32,
+    /// Output size in bytes.
+    pub bytes: u64,
+    /// Whether the first packet is a keyframe (IDR), as stitching needs.
+    pub starts_with_keyframe: bool,
+}
+
+/// The result of encoding a segment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EncodeResult {
+    /// Frames the decoder produced (pre-roll included).
+    pub decoded_frames: u64,
+    /// Frames inside the range (what every rendition encoded).
+    pub frames_in_range: u64,
+    /// Per rendition.
+    pub renditions: Vec<RenditionResult>,
+    /// Seconds spent decoding, scaling and encoding.
+    pub media_seconds: f64,
 }

@@ -100,7 +100,7 @@ impl Gpus {
             tracing::info!("GPU use is off: CPU-only worker");
             return None;
         }
-        let inventory = match Inventory::probe_with(&is_own) {
+        let inventory = match tessera_gpu::probe(&is_own) {
             Ok(inv) => inv,
             Err(e) => {
                 tracing::info!(reason = %e, "no NVIDIA GPU usable: CPU-only worker");
@@ -214,7 +214,7 @@ impl Gpus {
                     _ = stop.cancelled() => return,
                     _ = tokio::time::sleep(every) => {}
                 }
-                let probed = tokio::task::spawn_blocking(|| Inventory::probe_with(&is_own)).await;
+                let probed = tokio::task::spawn_blocking(|| tessera_gpu::probe(&is_own)).await;
                 match probed {
                     Ok(Ok(inv)) => {
                         gpus.scheduler.update_inventory(&inv);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tessera_farm::model::TaskRef;
 use tessera_farm::queue::Delivery;
-use tessera_farm::{ErrorClass, FarmError};
+use tessera_farm::{ErrorClass, ErrorCode, FarmError};
 
 use crate::gpu::Gpus;
 use crate::segment::{decode_task, SegmentRunner};
@@ -21,7 +21,7 @@ const SESSION_WAIT: Duration = Duration::from_secs(30);
 pub(crate) fn is_gpu_busy(err: &FarmError) -> bool {
     matches!(
         err.code(),
-        "gpu_session_unavailable" | "gpu_device_fault" | "gpu_no_session"
+        ErrorCode::GpuSessionUnavailable | ErrorCode::GpuDeviceFault | ErrorCode::GpuNoSession
     )
 }
 
@@ -37,7 +37,7 @@ impl SegmentRunner {
             let need = gpus.need_for(&task);
             let Some(lease) = gpus.acquire(&need, SESSION_WAIT).await else {
                 return Err(FarmError::Media {
-                    code: "gpu_no_session".into(),
+                    code: ErrorCode::GpuNoSession,
                     class: ErrorClass::Retry,
                     message: format!(
                         "no card had {} free NVENC session(s) within {:?}",
@@ -54,8 +54,8 @@ impl SegmentRunner {
             let result = self.execute(&task, &staging, Some(hardware)).await;
             if let Err(e) = &result {
                 match e.code() {
-                    "gpu_session_unavailable" => lease.lease.penalize(),
-                    "gpu_device_fault" => lease.lease.mark_unhealthy(&e.to_string()),
+                    ErrorCode::GpuSessionUnavailable => lease.lease.penalize(),
+                    ErrorCode::GpuDeviceFault => lease.lease.mark_unhealthy(&e.to_string()),
                     _ => {}
                 }
             }

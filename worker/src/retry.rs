@@ -26,7 +26,7 @@ impl SegmentRunner {
         let attempt = delivery.redeliveries + 1;
         let last = attempt >= self.config.delivery_limit;
         tracing::warn!(
-            job, %task, attempt, code = err.code(), error = %err, "task attempt failed"
+            job, %task, attempt, code = %err.code(), error = %err, "task attempt failed"
         );
         if matches!(err, FarmError::StoreUnavailable { .. }) {
             // S3 is down or overloaded: not the task's fault. Wait until it answers again,
@@ -57,7 +57,7 @@ impl SegmentRunner {
             job,
             task,
             SegmentOutcome::Failed {
-                code: err.code().to_string(),
+                code: err.code(),
                 class: err.class(),
                 message: err.to_string(),
             },

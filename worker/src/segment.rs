@@ -11,7 +11,7 @@ use tessera_farm::model::{
 use tessera_farm::queue::{Delivery, Queue};
 use tessera_farm::sandbox::{MediaOp, Sandbox, SlotPool, WarmPolicy};
 use tessera_farm::store::Store;
-use tessera_farm::{ErrorClass, FarmError};
+use tessera_farm::{ErrorClass, ErrorCode, FarmError};
 use tessera_media::{EncodeRequest, EncodeResult, RenditionOutput};
 
 use crate::WorkerConfig;
@@ -283,7 +283,7 @@ impl SegmentRunner {
             .find(|r| r.frames > 0 && !r.starts_with_keyframe)
         {
             return Err(FarmError::Media {
-                code: "encode_failed".into(),
+                code: ErrorCode::EncodeFailed,
                 class: ErrorClass::Retry,
                 message: format!("rendition {} did not start with a keyframe", r.name),
             });

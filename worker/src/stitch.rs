@@ -9,7 +9,7 @@ use std::path::Path;
 use tessera_farm::model::{decode_message, StitchTask, TaskRef};
 use tessera_farm::queue::Delivery;
 use tessera_farm::sandbox::MediaOp;
-use tessera_farm::{ErrorClass, FarmError};
+use tessera_farm::FarmError;
 use tessera_media::{StitchRequest, StitchResult};
 
 use crate::segment::{Done, SegmentRunner};
@@ -103,14 +103,11 @@ impl SegmentRunner {
             .await?;
         let media_seconds = started.elapsed().as_secs_f64();
         if stitched.frames != task.expected_frames {
-            return Err(FarmError::Media {
-                code: "frame_count_mismatch".into(),
-                class: ErrorClass::Retry,
-                message: format!(
-                    "output {}: stitched {} frames but the segments reported {}",
-                    task.output, stitched.frames, task.expected_frames
-                ),
-            });
+            return Err(FarmError::frame_count_mismatch(
+                task.output,
+                stitched.frames,
+                task.expected_frames,
+            ));
         }
         let bytes = self.store.put_file(&task.result_key, &output).await?;
         Ok(Done {

@@ -13,8 +13,11 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use tessera_farm::model::ApiJob;
+use tessera_farm::ErrorCode;
+
 use super::db::{Db, JobRow, JobState};
-use super::jobspec::{validate, ApiJob};
+use super::jobspec::{validate, Invalid};
 use super::runner::{Runner, S3Uri};
 
 /// State shared by the handlers.
@@ -55,10 +58,15 @@ impl AppState {
     }
 }
 
-/// A JSON error with a stable code.
-pub fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+/// The HTTP status of an error code (the catalog's, as axum's type).
+pub fn status(code: &ErrorCode) -> StatusCode {
+    StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+/// A JSON error with a stable code, answered with the code's HTTP status.
+pub fn error(code: ErrorCode, message: impl Into<String>) -> Response {
     (
-        status,
+        status(&code),
         Json(json!({"error": {"code": code, "message": message.into()}})),
     )
         .into_response()
@@ -86,11 +94,7 @@ async fn auth(State(state): State<Arc<AppState>>, req: Request, next: Next) -> R
     if ok {
         next.run(req).await
     } else {
-        error(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "a valid bearer token is required",
-        )
+        error(ErrorCode::Unauthorized, "a valid bearer token is required")
     }
 }
 
@@ -121,37 +125,29 @@ async fn create_job(
 ) -> Response {
     let job: ApiJob = match serde_json::from_slice(&body) {
         Ok(j) => j,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "bad_request",
-                format!("invalid job JSON: {e}"),
-            )
-        }
+        Err(e) => return error(ErrorCode::BadRequest, format!("invalid job JSON: {e}")),
     };
     let plan = match validate(&job, &state.buckets, state.segment_seconds) {
         Ok(p) => p,
-        Err((status, code, msg)) => return error(status, code, msg),
+        Err((code, msg)) => return error(code, msg),
     };
     if plan.callback_url.is_some() && state.runner.webhook_secret.is_none() {
         return error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "webhooks_disabled",
+            ErrorCode::WebhooksDisabled,
             "callback_url needs a webhook secret on the dispatcher (TESSERA_WEBHOOK_SECRET)",
         );
     }
     let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok());
     if key.is_some_and(|k| k.is_empty() || k.len() > 200) {
         return error(
-            StatusCode::BAD_REQUEST,
-            "bad_request",
+            ErrorCode::BadRequest,
             "Idempotency-Key must be 1-200 characters",
         );
     }
     let id = uuid::Uuid::new_v4().simple().to_string();
     let stored = match serde_json::to_value(&plan) {
         Ok(v) => v,
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
+        Err(e) => return error(ErrorCode::Internal, e.to_string()),
     };
     match state.db.insert(&id, key, &stored) {
         Ok((id, true)) => {
@@ -164,17 +160,9 @@ async fn create_job(
         }
         Ok((id, false)) => match state.db.get(&id) {
             Ok(Some(row)) => (StatusCode::ACCEPTED, Json(view(&row))).into_response(),
-            _ => error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                "job vanished",
-            ),
+            _ => error(ErrorCode::Internal, "job vanished"),
         },
-        Err(e) => error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "db_unavailable",
-            e.to_string(),
-        ),
+        Err(e) => error(ErrorCode::DbUnavailable, e.to_string()),
     }
 }
 
@@ -208,15 +196,12 @@ fn sanitise_filename(name: &str) -> String {
     }
 }
 
-/// Where an upload goes (bucket allowed, key valid), or (status, code, message).
-fn upload_target(
-    state: &AppState,
-    body: &[u8],
-) -> Result<S3Uri, (StatusCode, &'static str, String)> {
-    let invalid = |m: String| (StatusCode::UNPROCESSABLE_ENTITY, "invalid_upload", m);
+/// Where an upload goes (bucket allowed, key valid), or (code, message).
+fn upload_target(state: &AppState, body: &[u8]) -> Result<S3Uri, Invalid> {
+    let invalid = |m: String| (ErrorCode::InvalidUpload, m);
     let req: UploadRequest = serde_json::from_slice(body).map_err(|e| {
         let msg = format!("invalid upload JSON: {e}");
-        (StatusCode::BAD_REQUEST, "bad_request", msg)
+        (ErrorCode::BadRequest, msg)
     })?;
     let (bucket, key) = match (req.bucket, req.key, req.filename) {
         (Some(b), Some(k), None) => (b, k),
@@ -233,7 +218,7 @@ fn upload_target(
     };
     if !state.buckets.contains(&bucket) {
         let msg = format!("upload bucket '{bucket}' is not one this farm may use");
-        return Err((StatusCode::FORBIDDEN, "bucket_not_allowed", msg));
+        return Err((ErrorCode::BucketNotAllowed, msg));
     }
     S3Uri::parse(&format!("s3://{bucket}/{key}")).map_err(|e| invalid(format!("upload: {e}")))
 }
@@ -242,7 +227,7 @@ fn upload_target(
 async fn create_upload(State(state): State<Arc<AppState>>, body: axum::body::Bytes) -> Response {
     let uri = match upload_target(&state, &body) {
         Ok(u) => u,
-        Err((status, code, msg)) => return error(status, code, msg),
+        Err((code, msg)) => return error(code, msg),
     };
     let store = state.runner.s3.store(&uri.bucket);
     match store.presign_put(&uri.key, UPLOAD_EXPIRES).await {
@@ -255,7 +240,7 @@ async fn create_upload(State(state): State<Arc<AppState>>, body: axum::body::Byt
         }
         Err(e) => {
             let msg = format!("{uri}: {e}");
-            error(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", msg)
+            error(ErrorCode::StoreUnavailable, msg)
         }
     }
 }
@@ -316,12 +301,8 @@ pub fn view(row: &JobRow) -> serde_json::Value {
 async fn get_job(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
     match state.db.get(&id) {
         Ok(Some(row)) => Json(view(&row)).into_response(),
-        Ok(None) => error(StatusCode::NOT_FOUND, "not_found", format!("no job {id}")),
-        Err(e) => error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "db_unavailable",
-            e.to_string(),
-        ),
+        Ok(None) => error(ErrorCode::NotFound, format!("no job {id}")),
+        Err(e) => error(ErrorCode::DbUnavailable, e.to_string()),
     }
 }
 
@@ -334,13 +315,7 @@ struct ListQuery {
 
 async fn list_jobs(State(state): State<Arc<AppState>>, Query(q): Query<ListQuery>) -> Response {
     let filter = match q.state.as_deref().map(JobState::parse) {
-        Some(None) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "bad_request",
-                "unknown state filter",
-            )
-        }
+        Some(None) => return error(ErrorCode::BadRequest, "unknown state filter"),
         Some(s) => s,
         None => None,
     };
@@ -350,30 +325,19 @@ async fn list_jobs(State(state): State<Arc<AppState>>, Query(q): Query<ListQuery
             Json(json!({"jobs": rows.iter().map(view).collect::<Vec<_>>(), "limit": limit}))
                 .into_response()
         }
-        Err(e) => error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "db_unavailable",
-            e.to_string(),
-        ),
+        Err(e) => error(ErrorCode::DbUnavailable, e.to_string()),
     }
 }
 
 async fn cancel_job(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
     let row = match state.db.get(&id) {
         Ok(Some(r)) => r,
-        Ok(None) => return error(StatusCode::NOT_FOUND, "not_found", format!("no job {id}")),
-        Err(e) => {
-            return error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "db_unavailable",
-                e.to_string(),
-            )
-        }
+        Ok(None) => return error(ErrorCode::NotFound, format!("no job {id}")),
+        Err(e) => return error(ErrorCode::DbUnavailable, e.to_string()),
     };
     if row.state.is_final() {
         return error(
-            StatusCode::CONFLICT,
-            "job_finished",
+            ErrorCode::JobFinished,
             format!("job {id} is already {}", row.state.as_str()),
         );
     }
@@ -388,7 +352,7 @@ async fn cancel_job(State(state): State<Arc<AppState>>, Path(id): Path<String>) 
     let _ = state.db.fail(
         &id,
         JobState::Cancelled,
-        "cancelled",
+        ErrorCode::Cancelled.as_str(),
         "cancelled by request",
     );
     (
@@ -401,7 +365,7 @@ async fn cancel_job(State(state): State<Arc<AppState>>, Path(id): Path<String>) 
 async fn ready(State(state): State<Arc<AppState>>) -> Response {
     match state.db.list(None, 1, 0) {
         Ok(_) => "ready".into_response(),
-        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, "not_ready", e.to_string()),
+        Err(e) => error(ErrorCode::NotReady, e.to_string()),
     }
 }
 

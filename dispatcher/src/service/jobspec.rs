@@ -1,60 +1,18 @@
-//! The job JSON of `POST /v1/jobs` and its validation into a runnable plan.
+//! Validating the job JSON of `POST /v1/jobs` (`ApiJob`, in tessera_farm::model) into a
+//! runnable plan.
 
-use axum::http::StatusCode;
-use serde::Deserialize;
+use tessera_farm::model::{ApiJob, ApiOutput, Hardware};
+use tessera_farm::ErrorCode;
 use tessera_media::settings::{default_crf, default_preset, resolve_preset};
 use tessera_media::{Container, RateControl, RenditionSpec, VideoCodec};
 
 use super::runner::{default_priority, JobPlan, PlannedOutput, S3Uri};
-use tessera_farm::model::Hardware;
 
-/// One requested output.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ApiOutput {
-    /// h264 (default), hevc or av1.
-    pub codec: Option<VideoCodec>,
-    /// Constant quality.
-    pub crf: Option<f32>,
-    /// Bits per second.
-    pub bitrate: Option<u64>,
-    /// Encoder preset.
-    pub preset: Option<String>,
-    /// Output height.
-    pub height: Option<u32>,
-    /// mp4 or mkv (default: from the destination's extension).
-    pub container: Option<Container>,
-    /// `s3://bucket/key` of the output.
-    pub destination: String,
-}
-
-/// The body of `POST /v1/jobs`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ApiJob {
-    /// `s3://bucket/key` of the source.
-    pub input: String,
-    /// The outputs (1 to 8): the source is decoded once per segment and encoded once per output.
-    pub outputs: Vec<ApiOutput>,
-    /// Segment length in seconds.
-    pub segment_seconds: Option<f64>,
-    /// Priority 0 (lowest) to 9, default 5: higher-priority jobs' segments are queued first.
-    pub priority: Option<u8>,
-    /// Webhook: the final job view is POSTed here, HMAC-signed.
-    pub callback_url: Option<String>,
-    /// Measure PSNR/SSIM of the output.
-    #[serde(default)]
-    pub psnr: bool,
-    /// "gpu" (NVENC only), "cpu" (software only) or "any" (default: GPU when GPU workers
-    /// are consuming, else CPU).
-    #[serde(default)]
-    pub hardware: Hardware,
-}
-
-type Invalid = (StatusCode, &'static str, String);
+/// Why a job is refused: its code (which carries the HTTP status) and the reason.
+pub type Invalid = (ErrorCode, String);
 
 fn bad(msg: impl Into<String>) -> Invalid {
-    (StatusCode::UNPROCESSABLE_ENTITY, "invalid_job", msg.into())
+    (ErrorCode::InvalidJob, msg.into())
 }
 
 fn allowed(uri: &S3Uri, buckets: &[String], what: &str) -> Result<(), Invalid> {
@@ -62,8 +20,7 @@ fn allowed(uri: &S3Uri, buckets: &[String], what: &str) -> Result<(), Invalid> {
         Ok(())
     } else {
         Err((
-            StatusCode::FORBIDDEN,
-            "bucket_not_allowed",
+            ErrorCode::BucketNotAllowed,
             format!(
                 "{what} bucket '{}' is not one this farm may use",
                 uri.bucket
@@ -126,7 +83,7 @@ fn validate_output(
     })
 }
 
-/// Checks a job against the farm's rules; returns the plan or (status, code, message).
+/// Checks a job against the farm's rules; returns the plan or (code, message).
 pub fn validate(
     job: &ApiJob,
     buckets: &[String],
@@ -143,7 +100,7 @@ pub fn validate(
     let mut outputs: Vec<PlannedOutput> = Vec::with_capacity(job.outputs.len());
     for (i, out) in job.outputs.iter().enumerate() {
         let planned = validate_output(out, i, buckets, job.hardware)
-            .map_err(|(s, c, m)| (s, c, format!("outputs[{i}]: {m}")))?;
+            .map_err(|(c, m)| (c, format!("outputs[{i}]: {m}")))?;
         if outputs.iter().any(|o| o.destination == planned.destination) {
             return Err(bad(format!(
                 "outputs[{i}]: destination {} is given twice",
@@ -196,6 +153,8 @@ pub fn validate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::service::api::status;
+    use axum::http::StatusCode;
 
     fn job(body: serde_json::Value) -> ApiJob {
         serde_json::from_value(body).unwrap()
@@ -215,7 +174,7 @@ mod tests {
             serde_json::json!({"input": "s3://secret/a.mp4", "outputs": [{"destination": "s3://output/b.mp4"}]}),
         );
         assert_eq!(
-            validate(&forbidden, &buckets, 10.0).unwrap_err().0,
+            status(&validate(&forbidden, &buckets, 10.0).unwrap_err().0),
             StatusCode::FORBIDDEN
         );
         let two = job(
@@ -233,12 +192,12 @@ mod tests {
         );
         let err = validate(&same, &buckets, 10.0).unwrap_err();
         assert!(
-            err.2.contains("outputs[1]") && err.2.contains("twice"),
+            err.1.contains("outputs[1]") && err.1.contains("twice"),
             "{err:?}"
         );
         let none = job(serde_json::json!({"input": "s3://input/a.mp4", "outputs": []}));
         assert_eq!(
-            validate(&none, &buckets, 10.0).unwrap_err().1,
+            validate(&none, &buckets, 10.0).unwrap_err().0,
             "invalid_job"
         );
         let urgent = job(

@@ -28,7 +28,7 @@ use tessera_farm::model::{QUEUE_ENCODE_CPU, QUEUE_EVENTS, QUEUE_STITCH};
 use tessera_farm::queue::{Queue, RabbitQueue};
 use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::S3Client;
-use tessera_farm::FarmError;
+use tessera_farm::{ErrorCode, FarmError};
 use tokio_util::sync::CancellationToken;
 
 /// `tessera-dispatcher` flags; each has a `TESSERA_*` variable and a key in the config file.
@@ -269,7 +269,7 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
             Err(e) => db.fail(
                 &row.id,
                 JobState::Failed,
-                "bad_request",
+                ErrorCode::BadRequest.as_str(),
                 &format!("stored request unreadable: {e}"),
             )?,
         }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use tessera_farm::queue::Queue;
 use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::{S3Client, S3Store, Store};
-use tessera_farm::{ErrorClass, FarmError};
+use tessera_farm::{ErrorClass, ErrorCode, FarmError};
 use tessera_media::{Container, RenditionSpec};
 use tokio_util::sync::CancellationToken;
 
@@ -168,14 +168,19 @@ impl Runner {
             }
             Err(e) if cancel.is_cancelled() => {
                 self.metrics.job_cancelled();
-                self.db
-                    .fail(&id, JobState::Cancelled, "cancelled", &e.to_string())
+                self.db.fail(
+                    &id,
+                    JobState::Cancelled,
+                    ErrorCode::Cancelled.as_str(),
+                    &e.to_string(),
+                )
             }
             Err(e) => {
-                tracing::warn!(job = %id, code = e.code(), error = %e, "job failed");
-                self.metrics.job_failed(e.code());
+                let code = e.code();
+                tracing::warn!(job = %id, %code, error = %e, "job failed");
+                self.metrics.job_failed(code.as_str());
                 self.db
-                    .fail(&id, JobState::Failed, e.code(), &e.to_string())
+                    .fail(&id, JobState::Failed, code.as_str(), &e.to_string())
             }
         };
         if let Err(e) = outcome {
@@ -210,7 +215,7 @@ impl Runner {
         crate::patience::patiently("fetch input", || source.get_file(&plan.input.key, &input))
             .await
             .map_err(|e| FarmError::Media {
-                code: "input_unreadable".into(),
+                code: ErrorCode::InputUnreadable,
                 class: ErrorClass::Abort,
                 message: format!("{}: cannot read input: {e}", plan.input),
             })?;

@@ -16,12 +16,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
+use tessera_farm::model::{ApiJob, ApiOutput};
 use tessera_farm::queue::Queue;
 use tessera_media::{Container, VideoCodec};
 use tokio_util::sync::CancellationToken;
 
 use super::api::AppState;
-use super::jobspec::{validate, ApiJob, ApiOutput};
+use super::jobspec::validate;
 use super::runner::S3Uri;
 
 /// One watched prefix and the output its uploads get unless a sidecar says otherwise.
@@ -194,7 +195,7 @@ impl Watch {
             psnr: false,
             hardware: Default::default(),
         };
-        validate(&job, buckets, 10.0).map_err(|(_, _, msg)| format!("{me}: {msg}"))?;
+        validate(&job, buckets, 10.0).map_err(|(_, msg)| format!("{me}: {msg}"))?;
         Ok(())
     }
 }

@@ -90,7 +90,7 @@ fn write_result(
         Err(e) => ChildResponse {
             ok: None,
             error: Some(ChildError {
-                code: e.code().into(),
+                code: e.code(),
                 class: e.class(),
                 message: e.to_string(),
             }),

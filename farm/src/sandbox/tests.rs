@@ -53,7 +53,7 @@ async fn media_errors_keep_code_and_class() {
         .await
         .unwrap_err();
     assert_eq!(
-        (err.code(), err.class()),
+        (err.code().as_str(), err.class()),
         ("input_invalid", ErrorClass::Abort)
     );
     assert_eq!(err.to_string(), "x.mp4: bad");
@@ -68,7 +68,7 @@ async fn a_crash_is_a_retryable_attempt_with_its_stderr() {
         .await
         .unwrap_err();
     assert_eq!(
-        (err.code(), err.class()),
+        (err.code().as_str(), err.class()),
         ("child_crashed", ErrorClass::Retry)
     );
     let text = err.to_string();
@@ -192,7 +192,7 @@ async fn a_crash_does_not_poison_the_next_operation() {
     let (pid, _) = ok_op(&mut slot).await;
     let err = failing_op(&mut slot, "crash", 10).await;
     assert_eq!(
-        (err.code(), err.class()),
+        (err.code().as_str(), err.class()),
         ("child_crashed", ErrorClass::Retry)
     );
     let text = err.to_string();

@@ -7,11 +7,11 @@ use std::str::FromStr;
 use ffmpeg_next as ff;
 
 use super::{is_again, running};
-use crate::encode::{EncodeRequest, RenditionOutput, RenditionResult};
 use crate::ffi::cuda::{self, AvFailure, HwRef};
 use crate::hw::{gpu_error, gpu_unavailable, GpuStage};
 use crate::nvenc::NvencSettings;
 use crate::settings::output_size;
+use crate::types::{EncodeRequest, RenditionOutput, RenditionResult};
 use crate::{ffi, nut, MediaError};
 
 /// What a filter graph was built for: input size and the input pool's format and size.

@@ -6,15 +6,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use tessera_farm::model::{ApiJob, ApiOutput};
 use tessera_farm::store::{validate_key, ObjectInfo, S3Store, Store};
-use tessera_farm::FarmError;
+use tessera_farm::{ErrorCode, FarmError};
 use tessera_media::Container;
 use tokio_util::sync::CancellationToken;
 
 use super::Watch;
 use crate::service::api::AppState;
 use crate::service::db::JobState;
-use crate::service::jobspec::{validate, ApiJob, ApiOutput};
+use crate::service::jobspec::validate;
 
 /// Limit for one S3 call of the watcher (listing a page, HEAD, fetching a sidecar).
 const S3_TIMEOUT: Duration = Duration::from_secs(120);
@@ -121,7 +122,9 @@ impl Ingest {
         let output = match self.sidecar(w, bucket, key).await? {
             Ok(Some(out)) => out,
             Ok(None) => w.output(key),
-            Err(why) => return self.reject(&id, &idem, bucket, key, "invalid_sidecar", &why),
+            Err(why) => {
+                return self.reject(&id, &idem, bucket, key, ErrorCode::InvalidSidecar, &why)
+            }
         };
         let job = ApiJob {
             input: input.clone(),
@@ -134,7 +137,7 @@ impl Ingest {
         };
         let plan = match validate(&job, &self.state.buckets, self.state.segment_seconds) {
             Ok(plan) => plan,
-            Err((_, code, msg)) => {
+            Err((code, msg)) => {
                 return self.reject(&id, &idem, bucket, key, code, &format!("{input}: {msg}"))
             }
         };
@@ -146,7 +149,7 @@ impl Ingest {
                 "{input}: destination {} lies in a watched prefix and would be transcoded again",
                 out.destination
             );
-            return self.reject(&id, &idem, bucket, key, "invalid_job", &why);
+            return self.reject(&id, &idem, bucket, key, ErrorCode::InvalidJob, &why);
         }
         let stored =
             serde_json::to_value(&plan).map_err(|e| FarmError::BadMessage(e.to_string()))?;
@@ -166,7 +169,7 @@ impl Ingest {
         idem: &str,
         bucket: &str,
         key: &str,
-        code: &str,
+        code: ErrorCode,
         message: &str,
     ) -> Result<Outcome, FarmError> {
         let request = json!({"input": {"bucket": bucket, "key": key}, "source": "watch"});
@@ -174,8 +177,10 @@ impl Ingest {
         if !created {
             return Ok(Outcome::Seen);
         }
-        self.state.db.fail(&id, JobState::Failed, code, message)?;
-        tracing::warn!(job = %id, code, error = message, "upload rejected");
+        self.state
+            .db
+            .fail(&id, JobState::Failed, code.as_str(), message)?;
+        tracing::warn!(job = %id, %code, error = message, "upload rejected");
         Ok(Outcome::Rejected(id))
     }
 

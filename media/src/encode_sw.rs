@@ -1,0 +1,231 @@
+//! The software path of a segment encode: decode its chunk, keep exactly the frames of its
+//! range, encode them for every rendition from one decode (libx264, libx265, libsvtav1).
+//!
+//! Why one decode for all renditions: decoding is a large share of the work; a ladder of three
+//! renditions from one decode costs one decode, not three.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Instant;
+
+use ffmpeg_next as ff;
+
+use crate::demux::{open_input, open_video_decoder};
+use crate::range::{decode_all, RangeGate};
+use crate::settings::{encoder_name, encoder_options, output_pix_fmt, output_size};
+use crate::types::{EncodeRequest, EncodeResult, RenditionOutput, RenditionResult};
+use crate::{ffi, nut, MediaError};
+
+struct Rendition {
+    name: String,
+    path: PathBuf,
+    width: u32,
+    height: u32,
+    format: ff::format::Pixel,
+    scaler: Option<(ff::software::scaling::Context, ff::format::Pixel, u32, u32)>,
+    encoder: ff::encoder::Video,
+    octx: ff::format::context::Output,
+    enc_tb: ff::Rational,
+    out_tb: ff::Rational,
+    frames: u64,
+    first_pts: Option<i64>,
+    last_pts: Option<i64>,
+    first_key: Option<bool>,
+}
+
+/// Encodes the frames of `[start_pts, end_pts)` from the chunk with the software encoders;
+/// `progress` gets the running count of frames encoded. The request is already checked.
+pub(crate) fn encode_sw(
+    req: &EncodeRequest,
+    progress: &mut dyn FnMut(u64),
+) -> Result<EncodeResult, MediaError> {
+    let started = Instant::now();
+    let chunk = req.chunk.as_path();
+    let mut ictx = open_input(chunk)?;
+    let stream = ictx
+        .stream(0)
+        .ok_or_else(|| MediaError::invalid(chunk, "chunk has no stream"))?;
+    let chunk_tb = stream.time_base();
+    let mut decoder = open_video_decoder(&stream, chunk, req.threads)?;
+
+    let (sw, sh) = (decoder.width(), decoder.height());
+    let mut renditions = req
+        .outputs
+        .iter()
+        .map(|o| open_rendition(req, o, sw, sh))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let mut gate = RangeGate::new(req, chunk_tb);
+    let mut on_frame = |frame: &mut ff::frame::Video| -> Result<(), MediaError> {
+        let Some(pts) = gate.admit(frame.timestamp()) else {
+            return Ok(());
+        };
+        frame.set_kind(ff::picture::Type::None);
+        for r in renditions.iter_mut() {
+            encode_frame(r, frame, pts)?;
+        }
+        progress(gate.in_range);
+        Ok(())
+    };
+    decode_all(&mut ictx, &mut decoder, chunk, &mut on_frame, None)?;
+    let (decoded, in_range) = (gate.decoded, gate.in_range);
+    if decoded == 0 {
+        return Err(MediaError::decode(chunk, "no frame could be decoded"));
+    }
+
+    let mut results = Vec::with_capacity(renditions.len());
+    for mut r in renditions {
+        r.encoder
+            .send_eof()
+            .map_err(|e| MediaError::encode(&r.name, e))?;
+        drain(&mut r)?;
+        nut::finish(&mut r.octx, &r.path)?;
+        results.push(RenditionResult {
+            name: r.name,
+            frames: r.frames,
+            first_pts: r.first_pts.map(|p| p - req.bias),
+            last_pts: r.last_pts.map(|p| p - req.bias),
+            width: r.width,
+            height: r.height,
+            bytes: nut::file_size(&r.path),
+            starts_with_keyframe: r.first_key.unwrap_or(false),
+        });
+    }
+    Ok(EncodeResult {
+        decoded_frames: decoded,
+        frames_in_range: in_range,
+        renditions: results,
+        media_seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+fn open_rendition(
+    req: &EncodeRequest,
+    out: &RenditionOutput,
+    src_w: u32,
+    src_h: u32,
+) -> Result<Rendition, MediaError> {
+    let spec = &out.spec;
+    let name = encoder_name(spec.codec);
+    let codec = ff::encoder::find_by_name(name)
+        .ok_or_else(|| MediaError::encode(name, "encoder not in this FFmpeg build"))?;
+    let (width, height) = output_size(src_w, src_h, spec.height);
+    let format = ff::format::Pixel::from_str(output_pix_fmt(spec.codec, req.source_bit_depth))
+        .map_err(|e| MediaError::encode(name, e))?;
+    let tb = ff::Rational::new(req.time_base.num, req.time_base.den);
+
+    let mut enc = ff::codec::Context::new_with_codec(codec)
+        .encoder()
+        .video()
+        .map_err(|e| MediaError::encode(name, e))?;
+    enc.set_width(width);
+    enc.set_height(height);
+    enc.set_format(format);
+    enc.set_time_base(tb);
+    if req.frame_rate.num > 0 && req.frame_rate.den > 0 {
+        enc.set_frame_rate(Some(ff::Rational::new(
+            req.frame_rate.num,
+            req.frame_rate.den,
+        )));
+    }
+    if req.sample_aspect_ratio.num > 0 {
+        enc.set_aspect_ratio(ff::Rational::new(
+            req.sample_aspect_ratio.num,
+            req.sample_aspect_ratio.den,
+        ));
+    }
+    // NUT (and MP4/MKV later) carry parameter sets out of band.
+    enc.set_flags(ff::codec::Flags::GLOBAL_HEADER);
+    ffi::set_encoder_color(&mut enc, &req.color);
+    let mut dict = ff::Dictionary::new();
+    for (k, v) in encoder_options(spec, req.threads).map_err(MediaError::InvalidRequest)? {
+        dict.set(&k, &v);
+    }
+    let encoder = enc
+        .open_as_with(codec, dict)
+        .map_err(|e| MediaError::encode(name, format!("cannot open: {e}")))?;
+
+    let mut octx = nut::create(&out.path)?;
+    let mut ost = octx
+        .add_stream(codec)
+        .map_err(|e| MediaError::write(&out.path, e))?;
+    ost.set_parameters(&encoder);
+    ost.set_time_base(tb);
+    let enc_tb = encoder.time_base();
+    let out_tb = nut::write_header(&mut octx, &out.path)?[0];
+    Ok(Rendition {
+        name: spec.name.clone(),
+        path: out.path.clone(),
+        width,
+        height,
+        format,
+        scaler: None,
+        encoder,
+        octx,
+        enc_tb,
+        out_tb,
+        frames: 0,
+        first_pts: None,
+        last_pts: None,
+        first_key: None,
+    })
+}
+
+fn encode_frame(r: &mut Rendition, frame: &ff::frame::Video, pts: i64) -> Result<(), MediaError> {
+    let direct =
+        frame.format() == r.format && frame.width() == r.width && frame.height() == r.height;
+    // A clone is a new reference to the same buffers (av_frame_clone), not a pixel copy.
+    let mut out = if direct {
+        frame.clone()
+    } else {
+        scale(r, frame)?
+    };
+    out.set_pts(Some(pts));
+    out.set_kind(ff::picture::Type::None);
+    r.encoder
+        .send_frame(&out)
+        .map_err(|e| MediaError::encode(&r.name, e))?;
+    r.frames += 1;
+    r.first_pts.get_or_insert(pts);
+    r.last_pts = Some(pts);
+    drain(r)
+}
+
+fn scale(r: &mut Rendition, frame: &ff::frame::Video) -> Result<ff::frame::Video, MediaError> {
+    let key = (frame.format(), frame.width(), frame.height());
+    let stale = !matches!(&r.scaler, Some((_, f, w, h)) if (*f, *w, *h) == key);
+    if stale {
+        let ctx = ff::software::scaling::Context::get(
+            key.0,
+            key.1,
+            key.2,
+            r.format,
+            r.width,
+            r.height,
+            ff::software::scaling::Flags::BICUBIC,
+        )
+        .map_err(|e| MediaError::encode("swscale", e))?;
+        r.scaler = Some((ctx, key.0, key.1, key.2));
+    }
+    let mut scaled = ff::frame::Video::empty();
+    if let Some((ctx, ..)) = r.scaler.as_mut() {
+        ctx.run(frame, &mut scaled)
+            .map_err(|e| MediaError::encode("swscale", e))?;
+    }
+    scaled.set_color_range(frame.color_range());
+    scaled.set_color_space(frame.color_space());
+    scaled.set_color_primaries(frame.color_primaries());
+    scaled.set_color_transfer_characteristic(frame.color_transfer_characteristic());
+    Ok(scaled)
+}
+
+fn drain(r: &mut Rendition) -> Result<(), MediaError> {
+    let mut packet = ff::Packet::empty();
+    while r.encoder.receive_packet(&mut packet).is_ok() {
+        r.first_key.get_or_insert(packet.is_key());
+        packet.set_stream(0);
+        packet.rescale_ts(r.enc_tb, r.out_tb);
+        nut::write(&mut r.octx, &packet, &r.path)?;
+    }
+    Ok(())
+}
