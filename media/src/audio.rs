@@ -281,25 +281,40 @@ fn pump(
             let samples = ts.rescale(in_tb, ff::Rational::new(1, t.rate as i32));
             t.next_pts = Some(samples + bias);
         }
-        let resampler = match &mut t.resampler {
-            Some(r) => r,
-            None => {
-                let src_layout = if decoded.channel_layout().is_empty() {
-                    ff::ChannelLayout::default(i32::from(decoded.channels()))
-                } else {
-                    decoded.channel_layout()
-                };
-                let r = ff::software::resampling::Context::get(
-                    decoded.format(),
-                    src_layout,
-                    decoded.rate(),
-                    ff::format::Sample::F32(ff::format::sample::Type::Planar),
-                    t.layout,
-                    t.rate,
-                )
-                .map_err(|e| MediaError::encode("swresample", e))?;
-                t.resampler.insert(r)
+        // A decoder may leave the layout unset (PCM in AVI/MXF, mono guessed): name the
+        // default one on the frame itself, since the resampler compares every frame with
+        // what it was built for and refuses a difference ("Input changed").
+        if decoded.channel_layout().is_empty() {
+            decoded.set_channel_layout(ff::ChannelLayout::default(i32::from(decoded.channels())));
+        }
+        let same_input = t.resampler.as_ref().is_some_and(|r| {
+            let input = r.input();
+            input.format == decoded.format()
+                && input.channel_layout == decoded.channel_layout()
+                && input.rate == decoded.rate()
+        });
+        if !same_input {
+            // First frame, or the stream changed format mid-way: keep what the old resampler
+            // still holds, then build one for what comes now.
+            if let Some(old) = t.resampler.as_mut() {
+                let mut rest = ff::frame::Audio::empty();
+                if old.flush(&mut rest).is_ok() && rest.samples() > 0 {
+                    push_samples(&mut t.fifo, &rest);
+                }
             }
+            let r = ff::software::resampling::Context::get(
+                decoded.format(),
+                decoded.channel_layout(),
+                decoded.rate(),
+                ff::format::Sample::F32(ff::format::sample::Type::Planar),
+                t.layout,
+                t.rate,
+            )
+            .map_err(|e| MediaError::encode("swresample", e))?;
+            t.resampler = Some(r);
+        }
+        let Some(resampler) = t.resampler.as_mut() else {
+            continue;
         };
         let mut out = ff::frame::Audio::empty();
         resampler

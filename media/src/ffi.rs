@@ -109,6 +109,47 @@ pub(crate) fn adapt_codec_tag(stream: &mut ff::format::stream::StreamMut, muxer_
     }
 }
 
+/// Gives a stream of a NUT intermediate the fourcc NUT's own tag tables have for its codec,
+/// else the source's (ProRes), else the RIFF or QuickTime tag the NUT demuxer reads back.
+///
+/// Why not clear it as [`adapt_codec_tag`] does: NUT writes its native tag for the codecs it
+/// knows and otherwise the stream's, and refuses a stream with neither ("No codec tag
+/// defined"). MXF carries no fourcc for DNxHD, whose tag NUT finds only in the RIFF table it
+/// also accepts; setting the table's tag works for every codec the tables know.
+pub(crate) fn set_nut_codec_tag(
+    octx: &mut ff::format::context::Output,
+    stream_index: usize,
+    id: ff::codec::Id,
+) {
+    let mut tag: libc::c_uint = 0;
+    // SAFETY: the output format and the RIFF/QuickTime tables are static libavformat data:
+    // null or null-terminated lists of tables that av_codec_get_tag2 only reads. The stream's
+    // codecpar is owned by the output context, whose header is not written yet.
+    unsafe {
+        let ctx = octx.as_mut_ptr();
+        if stream_index >= (*ctx).nb_streams as usize {
+            return;
+        }
+        let par = (*(*(*ctx).streams.add(stream_index))).codecpar;
+        let own = (*(*ctx).oformat).codec_tag;
+        if !own.is_null() && ffi::av_codec_get_tag2(own, id.into(), &mut tag) != 0 {
+            (*par).codec_tag = tag;
+            return;
+        }
+        if (*par).codec_tag != 0 {
+            return;
+        }
+        let tables = [
+            ffi::avformat_get_riff_video_tags(),
+            ffi::avformat_get_mov_video_tags(),
+            std::ptr::null(),
+        ];
+        if ffi::av_codec_get_tag2(tables.as_ptr(), id.into(), &mut tag) != 0 {
+            (*par).codec_tag = tag;
+        }
+    }
+}
+
 /// The codec extradata (SPS/PPS, sequence header) of a stream, to check segments agree.
 pub(crate) fn stream_extradata(stream: &ff::format::stream::Stream) -> Vec<u8> {
     // SAFETY: codecpar lives as long as the input context; extradata is either null or

@@ -91,13 +91,14 @@ fn split_chunks(
         while next_segment < segments.len() && segments[next_segment].first_packet == i {
             let path = &chunks[next_segment].path;
             let mut octx = nut::create(path)?;
-            let known = ffi::muxer_has_tag(&octx, params.id());
-            let mut ost = octx
-                .add_stream(ff::encoder::find(ff::codec::Id::None))
-                .map_err(|e| MediaError::write(path, e))?;
-            ost.set_parameters(params.clone());
-            ost.set_time_base(in_tb);
-            ffi::adapt_codec_tag(&mut ost, known);
+            {
+                let mut ost = octx
+                    .add_stream(ff::encoder::find(ff::codec::Id::None))
+                    .map_err(|e| MediaError::write(path, e))?;
+                ost.set_parameters(params.clone());
+                ost.set_time_base(in_tb);
+            }
+            ffi::set_nut_codec_tag(&mut octx, 0, params.id());
             let tbs = nut::write_header(&mut octx, path)?;
             open.push((next_segment, octx, tbs[0]));
             next_segment += 1;
