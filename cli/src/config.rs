@@ -98,6 +98,10 @@ pub struct TranscodeArgs {
     /// NVIDIA GPU use [default: auto].
     #[arg(long, env = "TESSERA_GPU")]
     pub gpu: Option<GpuChoice>,
+    /// Largest share (0-1) of the source's frames the decoder may reject or conceal before
+    /// the job fails as `source_corrupt`; fewer are a warning [default: 0.01].
+    #[arg(long, env = "TESSERA_MAX_DECODE_ERROR_SHARE")]
+    pub max_decode_error_share: Option<f64>,
 }
 
 /// The `[transcode]` table of the config file.
@@ -116,6 +120,7 @@ pub struct FileTranscode {
     segment_timeout: Option<u64>,
     child_memory_mib: Option<u64>,
     gpu: Option<GpuChoice>,
+    max_decode_error_share: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -159,6 +164,8 @@ pub struct TranscodeConfig {
     pub child_memory_bytes: u64,
     /// NVENC use.
     pub gpu: GpuChoice,
+    /// Share of damaged source frames tolerated (with a warning).
+    pub max_decode_error_share: f64,
 }
 
 fn read_file(path: Option<&Path>) -> anyhow::Result<FileTranscode> {
@@ -221,6 +228,13 @@ impl TranscodeConfig {
                 bail!("height {h} must be within 2..=16384");
             }
         }
+        let max_decode_error_share = args
+            .max_decode_error_share
+            .or(file.max_decode_error_share)
+            .unwrap_or(tessera_dispatcher::DEFAULT_MAX_DECODE_ERROR_SHARE);
+        if !(0.0..=1.0).contains(&max_decode_error_share) {
+            bail!("max decode error share {max_decode_error_share} must be between 0 and 1");
+        }
         Ok(TranscodeConfig {
             input: args.input,
             output: args.output,
@@ -252,6 +266,7 @@ impl TranscodeConfig {
                 .unwrap_or(8192)
                 << 20,
             gpu,
+            max_decode_error_share,
         })
     }
 }

@@ -96,6 +96,9 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> anyhow::Result<()> {
                     .map(|q| format!(", PSNR {:.2} dB, SSIM {:.4}", q.psnr, q.ssim))
                     .unwrap_or_default()
             );
+            for warning in &report.warnings {
+                eprintln!("warning: {warning}");
+            }
             Ok(())
         }
     }

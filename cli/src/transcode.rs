@@ -163,6 +163,7 @@ async fn run_farm(
             timeout: Duration::from_secs(6 * 3600),
             ..limits
         },
+        max_decode_error_share: cfg.max_decode_error_share,
         on_stage: Arc::new(move |stage: &JobStage| match stage {
             JobStage::Planned {
                 frames, segments, ..

@@ -20,6 +20,8 @@ pub(crate) struct Collected {
     pub overheads: Vec<f64>,
     /// Largest peak RSS of a segment encode child.
     pub peak_segment_rss: u64,
+    /// Decoder errors the segments reported (segments an earlier run finished count 0).
+    pub decode_errors: u64,
 }
 
 /// Waits for every segment's event; the first failure fails the job with its reason.
@@ -40,6 +42,7 @@ pub(crate) async fn collect(
         frames: 0,
         overheads: Vec::new(),
         peak_segment_rss: 0,
+        decode_errors: 0,
     };
     // Segments an earlier run of this job already collected.
     for &(seg, frames) in reused {
@@ -69,6 +72,7 @@ pub(crate) async fn collect(
                 media_seconds,
                 overhead_seconds,
                 peak_rss_bytes,
+                decode_errors,
                 ..
             } => {
                 let i = segment as usize;
@@ -79,6 +83,7 @@ pub(crate) async fn collect(
                     c.frames += frames;
                     c.overheads.push(overhead_seconds);
                     c.peak_segment_rss = c.peak_segment_rss.max(peak_rss_bytes);
+                    c.decode_errors += decode_errors;
                     if let Some(gate) = &ctx.gate {
                         gate.release(&req.id);
                     }
@@ -103,4 +108,66 @@ pub(crate) async fn collect(
         }
     }
     Ok(c)
+}
+
+/// Judges the source's decoder errors: more than `max_share` of its frames fails the job as
+/// `source_corrupt` (nothing is stitched or delivered); fewer come back as a warning for the
+/// report (`None` when there were none).
+pub(crate) fn judge_decode_errors(
+    input: &std::path::Path,
+    errors: u64,
+    frames: u64,
+    max_share: f64,
+) -> Result<Option<String>, FarmError> {
+    if errors == 0 {
+        return Ok(None);
+    }
+    let share = errors as f64 / frames.max(1) as f64;
+    let what = format!(
+        "{errors} of {frames} source frames could not be decoded cleanly ({:.2}%)",
+        share * 100.0
+    );
+    if share > max_share {
+        return Err(FarmError::Media {
+            code: tessera_farm::ErrorCode::SourceCorrupt,
+            class: tessera_farm::ErrorClass::Abort,
+            message: format!(
+                "{}: source is corrupt: {what}, more than the {:.2}% allowed",
+                input.display(),
+                max_share * 100.0
+            ),
+        });
+    }
+    Ok(Some(format!(
+        "{}: {what}; delivered with the decoder's concealment",
+        input.display()
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::judge_decode_errors;
+    use std::path::Path;
+    use tessera_farm::ErrorCode;
+
+    #[test]
+    fn decode_errors_are_judged_against_the_share() {
+        let input = Path::new("upload.mkv");
+        assert_eq!(judge_decode_errors(input, 0, 1000, 0.01).unwrap(), None);
+        let warning = judge_decode_errors(input, 10, 1000, 0.01).unwrap().unwrap();
+        assert!(
+            warning.contains("upload.mkv") && warning.contains("10 of 1000"),
+            "{warning}"
+        );
+        let err = judge_decode_errors(input, 11, 1000, 0.01).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::SourceCorrupt);
+        let text = err.to_string();
+        assert!(
+            text.contains("upload.mkv") && text.contains("1.10%"),
+            "{text}"
+        );
+        // A zero share refuses any damage; frames 0 does not divide by zero.
+        assert!(judge_decode_errors(input, 1, 1000, 0.0).is_err());
+        assert!(judge_decode_errors(input, 1, 0, 0.5).is_err());
+    }
 }

@@ -10,7 +10,7 @@ use tessera_farm::queue::Consumer;
 use tessera_farm::FarmError;
 use tokio_util::sync::CancellationToken;
 
-use crate::collect::collect;
+use crate::collect::{collect, judge_decode_errors};
 use crate::prepare::prepare;
 use crate::request::{DispatchContext, JobReport, JobRequest, JobStage, OutputReport};
 use crate::stitching;
@@ -59,6 +59,21 @@ async fn run_stages(
             return Err(e);
         }
     };
+    let mut warnings: Vec<String> = (prepared.info.ignored.iter())
+        .map(|s| format!("{s}: left out of the outputs"))
+        .collect();
+    match judge_decode_errors(
+        &req.input,
+        collected.decode_errors,
+        collected.frames,
+        ctx.max_decode_error_share,
+    ) {
+        Ok(warning) => warnings.extend(warning),
+        Err(e) => {
+            prepared.audio.abort();
+            return Err(e);
+        }
+    }
     (ctx.on_stage)(&JobStage::Stitching);
     let audio = prepared.audio.await.map_err(|e| FarmError::ChildCrashed {
         what: "audio".into(),
@@ -124,6 +139,8 @@ async fn run_stages(
         median_segment_overhead_s: overheads.get(overheads.len() / 2).copied().unwrap_or(0.0),
         quality: outputs.first().and_then(|o| o.quality.clone()),
         outputs,
+        decode_errors: collected.decode_errors,
+        warnings,
     })
 }
 

@@ -26,5 +26,5 @@ pub use gate::{GateCounts, PublishGate};
 pub use job::run_job;
 pub use request::{
     Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage, OutputReport,
-    OutputSink, Resume,
+    OutputSink, Resume, DEFAULT_MAX_DECODE_ERROR_SHARE,
 };

@@ -280,6 +280,7 @@ fn segment_task(req: &JobRequest, plan: &SegmentPlan, info: &ProbeInfo, bias: i6
             color: video.color.clone(),
             source_bit_depth: video.bit_depth,
             expected_frames: plan.frames,
+            expected_pts: plan.first_frame_pts.zip(plan.last_frame_pts),
             source_codec: video.codec.clone(),
             source_pix_fmt: video.pix_fmt.clone(),
         },

@@ -159,9 +159,15 @@ pub struct DispatchContext {
     pub sink: Option<Arc<dyn OutputSink>>,
     /// Limits of probe/split/audio/stitch children.
     pub limits: Limits,
+    /// Largest share of a source's frames the decoder may reject or conceal before the job
+    /// fails as `source_corrupt` (fewer are reported as a warning).
+    pub max_decode_error_share: f64,
     /// Stage updates.
     pub on_stage: Arc<dyn Fn(&JobStage) + Send + Sync>,
 }
+
+/// The default of [`DispatchContext::max_decode_error_share`]: one frame in a hundred.
+pub const DEFAULT_MAX_DECODE_ERROR_SHARE: f64 = 0.01;
 
 /// What the job produced, with figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -192,6 +198,13 @@ pub struct JobReport {
     pub median_segment_overhead_s: f64,
     /// PSNR/SSIM of the first output, when asked.
     pub quality: Option<QualityReport>,
+    /// Source packets the decoder rejected plus frames it concealed or flagged corrupt.
+    #[serde(default)]
+    pub decode_errors: u64,
+    /// What the user should know about an output that was delivered anyway (a few damaged
+    /// source frames, streams left out).
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// One delivered output.

@@ -10,7 +10,7 @@ use tessera_farm::model::{
 use tessera_farm::queue::Consumer;
 use tessera_farm::sandbox::MediaOp;
 use tessera_farm::FarmError;
-use tessera_media::{AudioTrackResult, ProbeInfo, QualityReport, SegmentPlan};
+use tessera_media::{AudioTrackResult, OutputExpectation, ProbeInfo, QualityReport, SegmentPlan};
 
 use crate::patience::patiently;
 use crate::request::{Destination, DispatchContext, JobRequest};
@@ -47,8 +47,43 @@ pub(crate) fn stitch_tasks(
             container: out.container,
             result_key: keys::output(&req.id, i as u32, out.container.extension()),
             expected_frames: frames,
+            expect: Some(expectation(
+                format!("output {i} ({})", out.destination),
+                info,
+                plans,
+                audio.map_or(0, <[_]>::len),
+            )),
         })
         .collect()
+}
+
+/// What the QC gate checks the stitched output against: the plan's frames and the first and
+/// last shown frame, moved to the output's zero, within one source frame.
+fn expectation(
+    label: String,
+    info: &ProbeInfo,
+    plans: &[SegmentPlan],
+    audio_tracks: usize,
+) -> OutputExpectation {
+    let video = &info.video;
+    let start = video.time_base.ticks(info.start_seconds);
+    let rate = [video.avg_frame_rate, video.frame_rate]
+        .into_iter()
+        .find(|r| r.num > 0 && r.den > 0);
+    OutputExpectation {
+        label,
+        frames: plans.iter().map(|p| p.frames).sum(),
+        first_pts: plans.iter().find_map(|p| p.first_frame_pts).unwrap_or(0) - start,
+        last_pts: plans
+            .iter()
+            .rev()
+            .find_map(|p| p.last_frame_pts)
+            .unwrap_or(0)
+            - start,
+        time_base: video.time_base,
+        tolerance_seconds: rate.map_or(0.05, |r| f64::from(r.den) / f64::from(r.num)),
+        audio_tracks,
+    }
 }
 
 /// Publishes the stitch tasks and waits until every output is stitched; returns the largest

@@ -46,6 +46,11 @@ pub struct SegmentEncode {
     pub source_bit_depth: u8,
     /// Frames expected in the range (for progress and checks).
     pub expected_frames: u64,
+    /// Pts of the first and last frame shown in the range (source time base): the worker's
+    /// QC gate checks every encoded rendition against them before reporting the segment done.
+    /// `None` from an older dispatcher: only the frame count is checked.
+    #[serde(default)]
+    pub expected_pts: Option<(i64, i64)>,
     /// Source codec name (FFmpeg's, e.g. "h264"): GPU workers pick NVDEC or software decode.
     #[serde(default)]
     pub source_codec: String,
@@ -104,6 +109,10 @@ pub enum SegmentOutcome {
         overhead_seconds: f64,
         /// Peak RSS of the child process.
         peak_rss_bytes: u64,
+        /// Source packets rejected and frames flagged damaged by the decoder in the segment's
+        /// range: the dispatcher sums them against the job's `source_corrupt` limit.
+        #[serde(default)]
+        decode_errors: u64,
     },
     /// Failed for good (input error or delivery limit reached).
     Failed {
@@ -183,6 +192,10 @@ pub struct StitchTask {
     pub result_key: String,
     /// Frames the segments reported: the stitch must write exactly these.
     pub expected_frames: u64,
+    /// The QC gate's expectations of the stitched file (decoded end to end before it is
+    /// stored); `None` from an older dispatcher: only the frame count is checked.
+    #[serde(default)]
+    pub expect: Option<tessera_media::OutputExpectation>,
 }
 
 /// One requested output of an [`ApiJob`].

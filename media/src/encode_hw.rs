@@ -117,7 +117,7 @@ pub(crate) fn encode_hw(
 
     let mut gate = RangeGate::new(req, chunk_tb);
     let mut on_frame = |frame: &mut ff::frame::Video| -> Result<(), MediaError> {
-        let Some(pts) = gate.admit(frame.timestamp()) else {
+        let Some(pts) = gate.admit_frame(frame) else {
             return Ok(());
         };
         let mut uploaded;
@@ -144,7 +144,7 @@ pub(crate) fn encode_hw(
             })),
         }
     };
-    decode_all(&mut ictx, &mut decoder, chunk, &mut on_frame, Some(&reject))?;
+    let rejected = decode_all(&mut ictx, &mut decoder, chunk, &mut on_frame, Some(&reject))?;
     if gate.decoded == 0 {
         return Err(MediaError::decode(chunk, "no frame could be decoded"));
     }
@@ -157,5 +157,6 @@ pub(crate) fn encode_hw(
         frames_in_range: gate.in_range,
         renditions: results,
         media_seconds: started.elapsed().as_secs_f64(),
+        decode_errors: rejected + gate.damaged,
     })
 }

@@ -57,7 +57,7 @@ pub(crate) fn encode_sw(
 
     let mut gate = RangeGate::new(req, chunk_tb);
     let mut on_frame = |frame: &mut ff::frame::Video| -> Result<(), MediaError> {
-        let Some(pts) = gate.admit(frame.timestamp()) else {
+        let Some(pts) = gate.admit_frame(frame) else {
             return Ok(());
         };
         frame.set_kind(ff::picture::Type::None);
@@ -67,7 +67,7 @@ pub(crate) fn encode_sw(
         progress(gate.in_range);
         Ok(())
     };
-    decode_all(&mut ictx, &mut decoder, chunk, &mut on_frame, None)?;
+    let rejected = decode_all(&mut ictx, &mut decoder, chunk, &mut on_frame, None)?;
     let (decoded, in_range) = (gate.decoded, gate.in_range);
     if decoded == 0 {
         return Err(MediaError::decode(chunk, "no frame could be decoded"));
@@ -96,6 +96,7 @@ pub(crate) fn encode_sw(
         frames_in_range: in_range,
         renditions: results,
         media_seconds: started.elapsed().as_secs_f64(),
+        decode_errors: rejected + gate.damaged,
     })
 }
 

@@ -56,6 +56,25 @@ pub enum MediaError {
         /// FFmpeg's reason.
         reason: String,
     },
+    /// The source is damaged beyond what a transcode should paper over: truncated (its header
+    /// promises more than its packets hold) or with more undecodable packets than the job
+    /// allows. Retrying cannot help; the user must upload the file again.
+    #[error("{path}: source is corrupt: {reason}")]
+    SourceCorrupt {
+        /// The input as the user named it.
+        path: String,
+        /// What is missing or broken, with figures.
+        reason: String,
+    },
+    /// An output failed the quality-control gate (wrong frame count, timestamps out of order,
+    /// a track missing): it is not published.
+    #[error("{what}: quality control failed: {reason}")]
+    QcFailed {
+        /// Which output or segment.
+        what: String,
+        /// What was expected and what was found.
+        reason: String,
+    },
     /// The encoder could not be opened or failed while encoding.
     #[error("encoder {codec}: {reason}")]
     Encode {
@@ -116,6 +135,8 @@ impl MediaError {
             MediaError::NoVideo { .. } => ErrorCode::InputNoVideo,
             MediaError::Unsupported { .. } => ErrorCode::InputUnsupported,
             MediaError::Decode { .. } => ErrorCode::DecodeFailed,
+            MediaError::SourceCorrupt { .. } => ErrorCode::SourceCorrupt,
+            MediaError::QcFailed { .. } => ErrorCode::QcFailed,
             MediaError::Encode { .. } => ErrorCode::EncodeFailed,
             MediaError::InvalidRequest(_) => ErrorCode::InvalidRequest,
             MediaError::Write { .. } => ErrorCode::WriteFailed,

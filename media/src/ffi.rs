@@ -200,3 +200,24 @@ pub(crate) fn set_encoder_color(enc: &mut ff::encoder::video::Video, color: &cra
         }
     }
 }
+
+/// True when the demuxer's duration is an estimate from the bit rate (no header duration and
+/// no timestamps read at the end), so it cannot tell a truncated file from a whole one.
+pub(crate) fn duration_is_bitrate_guess(ictx: &ff::format::context::Input) -> bool {
+    // SAFETY: `as_ptr` points at the live AVFormatContext owned by `ictx`; reading an enum
+    // field set by avformat_find_stream_info does not alias any mutable access.
+    let method = unsafe { (*ictx.as_ptr()).duration_estimation_method };
+    method == ffi::AVDurationEstimationMethod::AVFMT_DURATION_FROM_BITRATE
+}
+
+/// True when the decoder says a frame is damaged: flagged corrupt, or rebuilt by error
+/// concealment (`decode_error_flags`). Counted against the job's `source_corrupt` limit.
+pub(crate) fn frame_is_damaged(frame: &ff::frame::Video) -> bool {
+    // SAFETY: `as_ptr` points at the live AVFrame owned by `frame` for this borrow; reading
+    // two int fields does not alias any mutable access.
+    let (flags, errors) = unsafe {
+        let f = frame.as_ptr();
+        ((*f).flags, (*f).decode_error_flags)
+    };
+    flags & ffi::AV_FRAME_FLAG_CORRUPT != 0 || errors != 0
+}

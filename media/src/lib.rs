@@ -31,6 +31,7 @@ pub mod split;
 pub mod stitch;
 pub mod timestamps;
 pub mod types;
+pub mod verify;
 
 pub use audio::{transcode_audio, AudioRequest, AudioResult, AudioTrackResult};
 pub use encode::encode_segment;
@@ -47,6 +48,7 @@ pub use quality::{measure_quality, QualityReport};
 pub use split::{split, ChunkInfo};
 pub use stitch::{stitch, StitchRequest, StitchResult};
 pub use types::*;
+pub use verify::{verify_output, OutputCheck, OutputExpectation};
 
 use std::sync::Once;
 

@@ -71,6 +71,8 @@ pub fn plan_segments(
             last_packet: max_idx,
             frames: in_range.len() as u64,
             starts_on_keyframe,
+            first_frame_pts: frames.pts[lo..hi].first().copied(),
+            last_frame_pts: frames.pts[lo..hi].last().copied(),
         });
     }
     plans

@@ -143,7 +143,10 @@ pub fn probe(path: &Path) -> Result<Probe, MediaError> {
     };
     let duration_seconds = checked_duration(
         path,
-        container_duration,
+        Header {
+            seconds: container_duration,
+            measured: !ffi::duration_is_bitrate_guess(&ictx),
+        },
         video_end - video_start,
         shown.len(),
         &audio,
@@ -188,16 +191,36 @@ fn recovery_in_packets(packets: &mut [PacketEntry], references: &[bool], depth: 
     }
 }
 
-/// The input's duration, judged by its packets rather than its header alone: a header that
-/// claims far more (or far less) than the packets hold is not believed, and the limits on
-/// duration and frame rate apply to what the packets say.
+/// The duration a container's header states, and whether it was measured (written by the
+/// muxer, or read from the last timestamps) rather than guessed from the bit rate.
+#[derive(Debug, Clone, Copy)]
+struct Header {
+    seconds: f64,
+    measured: bool,
+}
+
+/// Share of the header's duration the packets may fall short of before the file counts as
+/// truncated (plus [`TRUNCATION_SLACK_SECONDS`]): muxers round, and a stream may end a little
+/// before the longest one.
+const TRUNCATION_SHARE: f64 = 0.02;
+/// Seconds the packets may fall short of the header's duration, whatever its length.
+const TRUNCATION_SLACK_SECONDS: f64 = 0.5;
+
+/// The input's duration, judged by its packets rather than its header alone, and the limits on
+/// duration and frame rate applied to what the packets say.
+///
+/// A measured header that promises clearly more than the packets hold means a truncated
+/// upload (Matroska, WebM and AVI demuxers end quietly where the bytes stop): that is refused
+/// as `source_corrupt`, never transcoded into a short output. A header that claims less is
+/// not believed.
 fn checked_duration(
     path: &Path,
-    container: f64,
+    header: Header,
     video_span: f64,
     frames: usize,
     audio: &[AudioInfo],
 ) -> Result<f64, MediaError> {
+    let container = header.seconds;
     let unsupported = |reason: String| MediaError::Unsupported {
         path: path.display().to_string(),
         reason,
@@ -222,7 +245,18 @@ fn checked_duration(
             (frames - 1) as f64 / video_span
         )));
     }
-    let believable = container > 0.0 && container <= media_span * 1.5 + 2.0;
+    let slack = TRUNCATION_SLACK_SECONDS.max(2.0 * frame) + TRUNCATION_SHARE * container;
+    let missing = container - media_span;
+    if header.measured && missing > slack {
+        return Err(MediaError::SourceCorrupt {
+            path: path.display().to_string(),
+            reason: format!(
+                "truncated: its header promises {container:.2} s but its packets end after \
+                 {media_span:.2} s"
+            ),
+        });
+    }
+    let believable = header.measured && container > 0.0 && missing.abs() <= slack;
     if container > 0.0 && !believable {
         tracing::warn!(
             input = %path.display(), header = container, packets = media_span,
@@ -416,5 +450,54 @@ mod tests {
         assert!((rotation_of(&matrix(0, -one, one, 0)) - 90.0).abs() < 1e-9);
         assert!((rotation_of(&matrix(0, one, -one, 0)) + 90.0).abs() < 1e-9);
         assert_eq!(rotation_of(&[1, 2, 3]), 0.0);
+    }
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::*;
+    use crate::ErrorCode;
+
+    fn check(header: f64, measured: bool, span: f64) -> Result<f64, MediaError> {
+        let frames = (span * 25.0) as usize + 1;
+        checked_duration(
+            Path::new("in.mkv"),
+            Header {
+                seconds: header,
+                measured,
+            },
+            span,
+            frames,
+            &[],
+        )
+    }
+
+    #[test]
+    fn a_header_promising_more_than_the_packets_is_a_truncated_source() {
+        let e = check(4.0, true, 1.96).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::SourceCorrupt);
+        let text = e.to_string();
+        assert!(
+            text.starts_with("in.mkv: source is corrupt: truncated"),
+            "{text}"
+        );
+        assert!(text.contains("4.00 s") && text.contains("2.00 s"), "{text}");
+        // A lie of hours is the same finding, not a long job.
+        assert_eq!(
+            check(36_000.0, true, 3.96).unwrap_err().code(),
+            ErrorCode::SourceCorrupt
+        );
+    }
+
+    #[test]
+    fn small_shortfalls_and_bitrate_guesses_are_accepted() {
+        // Rounding and a stream that ends a frame early.
+        assert_eq!(check(4.04, true, 3.96).unwrap(), 4.04);
+        // Two per cent of a long file.
+        assert!(check(3600.0, true, 3560.0).is_ok());
+        // A guess from the bit rate says nothing about truncation, and is not believed.
+        assert_eq!(check(8.0, false, 3.96).unwrap(), 4.0);
+        // Nor is a header that claims less than the packets hold.
+        assert_eq!(check(1.0, true, 3.96).unwrap(), 4.0);
     }
 }

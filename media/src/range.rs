@@ -39,6 +39,8 @@ pub(crate) struct RangeGate {
     pub(crate) decoded: u64,
     /// Frames admitted.
     pub(crate) in_range: u64,
+    /// Admitted frames the decoder flagged as damaged (concealed errors, corrupt flag).
+    pub(crate) damaged: u64,
 }
 
 impl RangeGate {
@@ -52,7 +54,19 @@ impl RangeGate {
             last_sent: None,
             decoded: 0,
             in_range: 0,
+            damaged: 0,
         }
+    }
+
+    /// [`RangeGate::admit`] for a decoded frame, also counting it when it lies in the range
+    /// and the decoder flagged it damaged (pre-roll damage, e.g. open-GOP leading pictures
+    /// decoded without their references, is expected and not counted).
+    pub(crate) fn admit_frame(&mut self, frame: &ff::frame::Video) -> Option<i64> {
+        let pts = self.admit(frame.timestamp())?;
+        if crate::ffi::frame_is_damaged(frame) {
+            self.damaged += 1;
+        }
+        Some(pts)
     }
 
     /// Counts a decoded frame; returns its biased output pts when it lies in the range.
@@ -84,14 +98,19 @@ pub(crate) type RejectPolicy<'a> = Option<&'a dyn Fn(ff::Error) -> Option<MediaE
 
 /// Feeds every packet of stream 0 to the decoder and hands each frame to `on_frame`, then
 /// drains the decoder. Rejected packets are skipped (logged) unless `reject` says otherwise.
+///
+/// Returns how many packets the decoder rejected: with the gate's count of damaged frames,
+/// the job compares their share with its limit (`source_corrupt`), so a broken upload is
+/// refused instead of delivered garbled.
 pub(crate) fn decode_all(
     ictx: &mut ff::format::context::Input,
     decoder: &mut ff::decoder::Video,
     chunk: &std::path::Path,
     on_frame: &mut dyn FnMut(&mut ff::frame::Video) -> Result<(), MediaError>,
     reject: RejectPolicy<'_>,
-) -> Result<(), MediaError> {
+) -> Result<u64, MediaError> {
     let mut frame = ff::frame::Video::empty();
+    let mut rejected = 0u64;
     while let Some(packet) = read_packet(ictx, chunk)? {
         if packet.stream() != 0 {
             continue;
@@ -100,6 +119,7 @@ pub(crate) fn decode_all(
             if let Some(err) = reject.and_then(|f| f(e)) {
                 return Err(err);
             }
+            rejected += 1;
             tracing::debug!(error = %e, "decoder rejected a packet");
         }
         while decoder.receive_frame(&mut frame).is_ok() {
@@ -110,5 +130,5 @@ pub(crate) fn decode_all(
     while decoder.receive_frame(&mut frame).is_ok() {
         on_frame(&mut frame)?;
     }
-    Ok(())
+    Ok(rejected)
 }

@@ -14,6 +14,7 @@ use crate::audio::AudioTrackResult;
 use crate::demux::{open_input, read_packet};
 use crate::timestamps::decode_timestamps;
 use crate::types::{Container, Rational};
+use crate::verify::{verify_output, OutputCheck, OutputExpectation};
 use crate::{ffi, nut, MediaError};
 
 /// Everything the stitch needs.
@@ -39,6 +40,10 @@ pub struct StitchRequest {
     pub container: Container,
     /// The destination file.
     pub output: PathBuf,
+    /// What the output must hold: when given, the file is decoded end to end and checked
+    /// before it is renamed into place (the QC gate); a failure leaves nothing behind.
+    #[serde(default)]
+    pub expect: Option<OutputExpectation>,
 }
 
 /// What the stitch wrote.
@@ -52,6 +57,9 @@ pub struct StitchResult {
     pub bytes: u64,
     /// Timestamps the stitch had to nudge to keep decode order monotonic (0 when all is well).
     pub adjusted_timestamps: u64,
+    /// What the QC gate decoded, when the request asked for it.
+    #[serde(default)]
+    pub check: Option<OutputCheck>,
 }
 
 /// The temporary name an output is written under before the rename.
@@ -70,7 +78,17 @@ pub fn stitch(req: &StitchRequest) -> Result<StitchResult, MediaError> {
         return Err(MediaError::InvalidRequest("no segments to stitch".into()));
     }
     let tmp = temp_path(&req.output);
-    let result = write_output(req, &tmp);
+    let result = write_output(req, &tmp).and_then(|r| match &req.expect {
+        Some(expect) => {
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let check = verify_output(&tmp, expect, threads)?;
+            Ok(StitchResult {
+                check: Some(check),
+                ..r
+            })
+        }
+        None => Ok(r),
+    });
     match result {
         Ok(r) => {
             std::fs::rename(&tmp, &req.output).map_err(|e| {
@@ -170,6 +188,7 @@ fn write_output(req: &StitchRequest, tmp: &Path) -> Result<StitchResult, MediaEr
         audio_packets: 0,
         bytes: 0,
         adjusted_timestamps: 0,
+        check: None,
     };
     let mut last_dts: Option<i64> = None;
     let mut pending_audio: Option<ff::Packet> = None;

@@ -188,6 +188,13 @@ pub struct SegmentPlan {
     pub frames: u64,
     /// True when the range starts on a keyframe (no pre-roll to decode and drop).
     pub starts_on_keyframe: bool,
+    /// Pts of the first frame shown in the range: the QC gate checks the encoded segment
+    /// against it, so a decoder that lost the range's first frames cannot go unnoticed.
+    #[serde(default)]
+    pub first_frame_pts: Option<i64>,
+    /// Pts of the last frame shown in the range (checked the same way).
+    #[serde(default)]
+    pub last_frame_pts: Option<i64>,
 }
 
 /// Video codec of an output rendition.
@@ -371,4 +378,8 @@ pub struct EncodeResult {
     pub renditions: Vec<RenditionResult>,
     /// Seconds spent decoding, scaling and encoding.
     pub media_seconds: f64,
+    /// Packets of the range the decoder rejected plus frames it flagged damaged: summed over
+    /// the job and compared with its `source_corrupt` limit.
+    #[serde(default)]
+    pub decode_errors: u64,
 }

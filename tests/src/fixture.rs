@@ -271,3 +271,49 @@ pub fn random_file(dir: &Path, name: &str, len: usize, seed: u64) -> PathBuf {
     fs::write(&dest, &bytes).unwrap_or_else(|e| panic!("write {}: {e}", dest.display()));
     dest
 }
+
+/// Writes a copy of `src` into `dir` as `name` with every `every`-th video packet that is not
+/// a keyframe (counting from `first`) damaged: 16 bytes a third of the way into its payload
+/// are overwritten, as a bad disk or a broken upload would. Returns the copy and how many
+/// packets were damaged. Packet positions come from ffprobe.
+pub fn damaged_copy(
+    src: &Path,
+    dir: &Path,
+    name: &str,
+    first: usize,
+    every: usize,
+) -> (PathBuf, usize) {
+    let out = std::process::Command::new("ffprobe")
+        .args(["-v", "error", "-select_streams", "v:0", "-show_entries"])
+        .args(["packet=pos,size,flags", "-of", "csv=p=0"])
+        .arg(src)
+        .output()
+        .unwrap_or_else(|e| panic!("ffprobe {}: {e}", src.display()));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut bytes = fs::read(src).unwrap_or_else(|e| panic!("read {}: {e}", src.display()));
+    let mut damaged = 0;
+    for (i, line) in text.lines().enumerate() {
+        let f: Vec<&str> = line.split(',').collect();
+        let (Some(size), Some(pos), Some(flags)) = (f.first(), f.get(1), f.get(2)) else {
+            continue;
+        };
+        let (Ok(size), Ok(pos)) = (size.parse::<usize>(), pos.parse::<usize>()) else {
+            continue;
+        };
+        if i < first
+            || !(i - first).is_multiple_of(every.max(1))
+            || flags.contains('K')
+            || size < 64
+        {
+            continue;
+        }
+        let at = pos + size / 3;
+        for (k, b) in bytes[at..at + 16].iter_mut().enumerate() {
+            *b ^= 0xa5 ^ (k as u8);
+        }
+        damaged += 1;
+    }
+    let dest = dir.join(name);
+    fs::write(&dest, &bytes).unwrap_or_else(|e| panic!("write {}: {e}", dest.display()));
+    (dest, damaged)
+}

@@ -25,6 +25,12 @@ pub struct Report {
     /// Present with `--quality`.
     #[serde(default)]
     pub quality: Option<Quality>,
+    /// Source packets rejected and frames concealed by the decoder.
+    #[serde(default)]
+    pub decode_errors: u64,
+    /// What the user is told about an output delivered anyway.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// Quality figures in the report (with `--quality`).

@@ -87,10 +87,10 @@ fn matrix_shape() {
 /// does. Remove a name the moment its case passes.
 const KNOWN_OPEN: &[&str] = &["mxf-h264open-2trk-plain"];
 
-/// Bad inputs still accepted (issue 8, open): half-length Matroska/WebM/AVI files end
-/// without an error from the demuxer, so tessera encodes the half that is there. They need
-/// the source-corruption count of the QC gate.
-const KNOWN_OPEN_BAD: &[&str] = &["truncated-mkv-", "truncated-webm-", "truncated-avi-"];
+/// Bad inputs still accepted: none now (truncated Matroska/WebM/AVI files are refused since the
+/// probe compares the header's duration with the packets'). Add a name prefix here only with
+/// the issue that will fix it.
+const KNOWN_OPEN_BAD: &[&str] = &[];
 
 /// The CI sample: every case must transcode and pass the whole oracle.
 #[test]

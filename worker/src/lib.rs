@@ -7,6 +7,7 @@ mod disk;
 pub mod gpu;
 mod gpu_task;
 pub mod metrics;
+mod qc;
 mod retry;
 mod segment;
 pub mod service;

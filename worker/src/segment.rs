@@ -11,7 +11,7 @@ use tessera_farm::model::{
 use tessera_farm::queue::{Delivery, Queue};
 use tessera_farm::sandbox::{MediaOp, Sandbox, SlotPool, WarmPolicy};
 use tessera_farm::store::Store;
-use tessera_farm::{ErrorClass, ErrorCode, FarmError};
+use tessera_farm::FarmError;
 use tessera_media::{EncodeRequest, EncodeResult, RenditionOutput};
 
 use crate::WorkerConfig;
@@ -49,6 +49,8 @@ pub(crate) struct Done {
     pub(crate) bytes: u64,
     pub(crate) media_seconds: f64,
     pub(crate) peak_rss_bytes: u64,
+    /// Decoder errors in the source range (segments; 0 for stitches).
+    pub(crate) decode_errors: u64,
 }
 
 impl SegmentRunner {
@@ -163,6 +165,7 @@ impl SegmentRunner {
                         media_seconds: done.media_seconds,
                         overhead_seconds: overhead,
                         peak_rss_bytes: done.peak_rss_bytes,
+                        decode_errors: done.decode_errors,
                     },
                 );
                 // Ack only once the event is published: a lost event would stall the job.
@@ -277,17 +280,7 @@ impl SegmentRunner {
         let (op, limits) = (MediaOp::Encode(request), self.config.limits);
         let run = self.encoders.run(card, &op, limits, &mut report).await;
         let ((result, stats), t_encoded): ((EncodeResult, _), _) = (run?, Instant::now());
-        if let Some(r) = result
-            .renditions
-            .iter()
-            .find(|r| r.frames > 0 && !r.starts_with_keyframe)
-        {
-            return Err(FarmError::Media {
-                code: ErrorCode::EncodeFailed,
-                class: ErrorClass::Retry,
-                message: format!("rendition {} did not start with a keyframe", r.name),
-            });
-        }
+        crate::qc::check_segment(task.segment, e, &result)?;
         let mut bytes = 0;
         for (out, (_, key)) in outputs.iter().zip(&task.renditions) {
             bytes += self.store.put_file(key, &out.path).await?;
@@ -301,6 +294,7 @@ impl SegmentRunner {
             bytes,
             media_seconds: result.media_seconds,
             peak_rss_bytes: stats.peak_rss_bytes,
+            decode_errors: result.decode_errors,
         })
     }
 }

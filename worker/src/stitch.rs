@@ -95,6 +95,7 @@ impl SegmentRunner {
             frame_rate: task.frame_rate,
             container: task.container,
             output: output.clone(),
+            expect: task.expect.clone(),
         };
         let started = std::time::Instant::now();
         let (stitched, stats): (StitchResult, _) = self
@@ -115,6 +116,7 @@ impl SegmentRunner {
             bytes,
             media_seconds,
             peak_rss_bytes: stats.peak_rss_bytes,
+            decode_errors: 0,
         })
     }
 }

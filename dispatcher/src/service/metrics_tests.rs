@@ -145,6 +145,8 @@ fn done_jobs_and_webhooks_are_counted() {
         peak_segment_rss_bytes: 0,
         median_segment_overhead_s: 0.1,
         quality: None,
+        decode_errors: 0,
+        warnings: Vec::new(),
     };
     m.job_done(&report);
     m.job_cancelled();

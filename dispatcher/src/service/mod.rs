@@ -84,6 +84,10 @@ pub struct DispatcherArgs {
     /// RabbitMQ queue of S3 event notifications to consume (off when unset).
     #[arg(long, env = "TESSERA_S3_EVENTS_QUEUE")]
     pub s3_events_queue: Option<String>,
+    /// Largest share (0-1) of a source's frames the decoder may reject or conceal before the
+    /// job fails as `source_corrupt` [default: 0.01].
+    #[arg(long, env = "TESSERA_MAX_DECODE_ERROR_SHARE")]
+    pub max_decode_error_share: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -102,6 +106,7 @@ struct DispatcherFile {
     watch: Option<Vec<watch::WatchFile>>,
     watch_interval_seconds: Option<u64>,
     s3_events_queue: Option<String>,
+    max_decode_error_share: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -144,6 +149,8 @@ pub struct Settings {
     pub watch_interval: Duration,
     /// RabbitMQ queue of S3 event notifications, if consumed.
     pub s3_events_queue: Option<String>,
+    /// See [`crate::DispatchContext::max_decode_error_share`].
+    pub max_decode_error_share: f64,
 }
 
 impl Settings {
@@ -219,7 +226,21 @@ impl Settings {
             s3_events_queue: watch::events_queue(
                 args.s3_events_queue.clone().or(d.s3_events_queue),
             )?,
+            max_decode_error_share: decode_error_share(
+                args.max_decode_error_share.or(d.max_decode_error_share),
+            )?,
         })
+    }
+}
+
+/// The decode-error share from flag or file, checked to lie in 0..=1.
+fn decode_error_share(value: Option<f64>) -> Result<f64, String> {
+    match value {
+        None => Ok(crate::request::DEFAULT_MAX_DECODE_ERROR_SHARE),
+        Some(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        Some(v) => Err(format!(
+            "max_decode_error_share {v}: must be a share between 0 and 1"
+        )),
     }
 }
 
@@ -249,6 +270,7 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
         gate: crate::PublishGate::new(settings.queue_window),
         webhook_secret: settings.webhook_secret.clone(),
         metrics: Default::default(),
+        max_decode_error_share: settings.max_decode_error_share,
     });
     let state = Arc::new(AppState {
         db: db.clone(),

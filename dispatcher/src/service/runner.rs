@@ -147,6 +147,8 @@ pub struct Runner {
     pub webhook_secret: Option<String>,
     /// Counters and histograms served at `/metrics`.
     pub metrics: Arc<Metrics>,
+    /// See [`DispatchContext::max_decode_error_share`].
+    pub max_decode_error_share: f64,
 }
 
 impl Runner {
@@ -237,6 +239,7 @@ impl Runner {
                 work_bucket: self.work.bucket().to_string(),
             })),
             limits: self.limits,
+            max_decode_error_share: self.max_decode_error_share,
             on_stage: Arc::new(move |stage: &JobStage| {
                 let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
                 let r = match stage {

@@ -1,0 +1,169 @@
+//! The QC gate on real damaged inputs: a source whose decoder errors pass the job's share
+//! fails as `source_corrupt` with nothing delivered; one below it is delivered whole (every
+//! frame, the source's count) with a warning that names the input and the figures.
+
+use tessera_tests::fixture::damaged_copy;
+use tessera_tests::{fixture, frame_count, Fixture, Job};
+
+fn input_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("tessera-qc-")
+        .tempdir()
+        .expect("temp dir")
+}
+
+/// One damaged packet in seven: far over the 1% default.
+#[test]
+fn a_badly_damaged_source_fails_as_corrupt_and_nothing_is_delivered() {
+    let dir = input_dir();
+    let (input, damaged) = damaged_copy(
+        &fixture(Fixture::ClosedGopH264),
+        dir.path(),
+        "damaged.mp4",
+        3,
+        7,
+    );
+    assert!(damaged >= 8, "only {damaged} packets damaged");
+    let job = Job::new(&input, "out.mp4");
+    let run = job.run(1, &[]);
+    job.assert_rejected(&run);
+    assert!(
+        run.stderr.contains("source is corrupt") && run.stderr.contains("allowed"),
+        "{}",
+        run.describe()
+    );
+}
+
+/// The same damage with the share raised: delivered, every frame there, and warned about.
+/// One damaged packet under the default share: delivered with a warning too.
+#[test]
+fn light_damage_is_delivered_with_a_warning() {
+    let dir = input_dir();
+    let src = fixture(Fixture::ClosedGopH264);
+    let source_frames = frame_count(&src);
+    for (name, first, every, extra) in [
+        ("heavy.mp4", 3, 7, vec!["--max-decode-error-share", "0.5"]),
+        ("light.mp4", 40, 1000, vec![]),
+    ] {
+        let (input, damaged) = damaged_copy(&src, dir.path(), name, first, every);
+        assert!(damaged >= 1, "{name}: nothing damaged");
+        let job = Job::new(&input, "out.mp4");
+        let run = job.run_ok(1, &extra);
+        let report = job.report();
+        assert_eq!(report.frames, source_frames, "{name}");
+        assert_eq!(frame_count(&job.output), source_frames, "{name}");
+        assert!(
+            (1..=damaged as u64).contains(&report.decode_errors),
+            "{name}: {} decode errors for {damaged} damaged packets",
+            report.decode_errors
+        );
+        let warning = report
+            .warnings
+            .iter()
+            .find(|w| w.contains("could not be decoded cleanly"))
+            .unwrap_or_else(|| panic!("{name}: no warning in {:?}", report.warnings));
+        assert!(warning.contains(name), "{warning}");
+        assert!(run.stderr.contains("warning:"), "{}", run.describe());
+    }
+}
+
+/// A clean source reports no decode errors and no such warning.
+#[test]
+fn a_clean_source_has_no_decode_errors() {
+    let job = Job::new(&fixture(Fixture::ClosedGopH264), "out.mp4");
+    job.run_ok(1, &[]);
+    let report = job.report();
+    assert_eq!(report.decode_errors, 0);
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+}
+
+/// The stitch's gate on a real encoded segment: an output as planned is renamed into place
+/// with what was decoded; one that does not match the plan (a frame more planned, an audio
+/// track asked for that is not there, a start a second late) is refused as `qc_failed` with
+/// the output named, and nothing is left in the output directory.
+#[test]
+fn the_stitch_gate_refuses_an_output_that_differs_from_the_plan() {
+    use tessera_media::{stitch, Container, ErrorCode, OutputExpectation, Rational, StitchRequest};
+    let dir = input_dir();
+    let segment = dir.path().join("seg.nut");
+    let made = std::process::Command::new("ffmpeg")
+        .args(["-v", "error", "-f", "lavfi", "-i"])
+        .arg("testsrc2=size=320x240:rate=25:duration=2")
+        .args([
+            "-c:v", "libx264", "-preset", "veryfast", "-bf", "2", "-f", "nut",
+        ])
+        .arg(&segment)
+        .status()
+        .expect("run ffmpeg");
+    assert!(made.success(), "ffmpeg could not make the segment");
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).expect("out dir");
+    let good = OutputExpectation {
+        label: "output 0 (out.mp4)".into(),
+        frames: 50,
+        // ffmpeg shifts B-frame streams so that dts starts at 0: the first frame shows at
+        // pts 2, as the stitch keeps it (tessera's own segments carry the job's bias instead).
+        first_pts: 2,
+        last_pts: 51,
+        time_base: Rational { num: 1, den: 25 },
+        tolerance_seconds: 0.04,
+        audio_tracks: 0,
+    };
+    let request = |expect: OutputExpectation| StitchRequest {
+        segments: vec![segment.clone()],
+        video_bias: 0,
+        video_time_base: Rational { num: 1, den: 25 },
+        audio: None,
+        audio_tracks: Vec::new(),
+        start_seconds: 0.0,
+        display_matrix: None,
+        frame_rate: Rational { num: 25, den: 1 },
+        container: Container::Mp4,
+        output: out_dir.join("out.mp4"),
+        expect: Some(expect),
+    };
+    let bad = [
+        (
+            OutputExpectation {
+                frames: 51,
+                ..good.clone()
+            },
+            "50 video frames decoded, 51 planned",
+        ),
+        (
+            OutputExpectation {
+                audio_tracks: 1,
+                ..good.clone()
+            },
+            "0 audio tracks, 1 asked for",
+        ),
+        (
+            OutputExpectation {
+                first_pts: 27,
+                last_pts: 76,
+                ..good.clone()
+            },
+            "video starts at 0.080 s, the plan says 1.080 s",
+        ),
+    ];
+    for (expect, reason) in bad {
+        let err = stitch(&request(expect)).expect_err("a mismatch must be refused");
+        assert_eq!(err.code(), ErrorCode::QcFailed, "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("output 0 (out.mp4)") && text.contains(reason),
+            "{text}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&out_dir).expect("read out dir").collect();
+        assert!(
+            left.is_empty(),
+            "left behind after a refused stitch: {left:?}"
+        );
+    }
+    let done = stitch(&request(good)).expect("an output as planned passes");
+    let check = done.check.expect("the gate ran");
+    assert_eq!((done.frames, check.frames), (50, 50));
+    assert!((check.video_start_seconds - 0.08).abs() < 1e-6, "{check:?}");
+    assert!((check.video_end_seconds - 2.04).abs() < 1e-6, "{check:?}");
+    assert_eq!(frame_count(&out_dir.join("out.mp4")), 50);
+}
