@@ -17,6 +17,13 @@ use tokio::task::JoinHandle;
 use crate::patience::patiently;
 use crate::request::{DispatchContext, JobRequest, JobStage};
 
+/// Longest the planner may take; it is O(n log n) in the frame count, so a 2-hour 60 fps
+/// source plans in well under a second and only a hostile index comes near this.
+const PLAN_TIMEOUT: Duration = Duration::from_secs(60);
+/// Most segments one job may have (each is a queue message, a chunk and an encoded object):
+/// 10 s segments of the longest input allowed (48 h) are 17,280.
+pub const MAX_SEGMENTS: usize = 20_000;
+
 /// AAC bitrate per channel (128 kb/s stereo).
 const AUDIO_BITRATE_PER_CHANNEL: u64 = 64_000;
 
@@ -66,21 +73,8 @@ pub(crate) async fn prepare(
             &mut |_| {},
         )
         .await?;
+    let (probe, plans, bias) = plan(req, probe).await?;
     let video = &probe.info.video;
-    let plans = plan_segments(
-        &probe.packets,
-        video.time_base,
-        req.segment_seconds,
-        req.parallelism,
-    );
-    if plans.is_empty() {
-        return Err(FarmError::Media {
-            code: ErrorCode::InputNoVideo,
-            class: ErrorClass::Abort,
-            message: format!("{}: no video frame to encode", req.input.display()),
-        });
-    }
-    let bias = timestamp_bias(&probe.packets, video.time_base);
     let fingerprint = plan_fingerprint(&plans);
     // A restarted dispatcher keeps what the earlier run did, if it planned the same segments.
     let resume = req
@@ -129,6 +123,55 @@ pub(crate) async fn prepare(
     })
 }
 
+/// Plans the segments on a blocking thread under [`PLAN_TIMEOUT`] (a source of millions of
+/// frames must not stall the dispatcher's runtime: its API and other jobs go on), and holds
+/// the plan to [`MAX_SEGMENTS`]. Hands the probe back with the plan and the bias.
+async fn plan(req: &JobRequest, probe: Probe) -> Result<(Probe, Vec<SegmentPlan>, i64), FarmError> {
+    let (seconds, parallelism) = (req.segment_seconds, req.parallelism);
+    let planning = tokio::task::spawn_blocking(move || {
+        let video = &probe.info.video;
+        let plans = plan_segments(&probe.packets, video.time_base, seconds, parallelism);
+        let bias = timestamp_bias(&probe.packets, video.time_base);
+        (probe, plans, bias)
+    });
+    let input = req.input.display();
+    let refused = |message: String| FarmError::Media {
+        code: ErrorCode::InputUnsupported,
+        class: ErrorClass::Abort,
+        message,
+    };
+    let (probe, plans, bias) = match tokio::time::timeout(PLAN_TIMEOUT, planning).await {
+        Ok(Ok(planned)) => planned,
+        Ok(Err(e)) => {
+            return Err(FarmError::ChildCrashed {
+                what: "planner".into(),
+                detail: e.to_string(),
+            })
+        }
+        Err(_) => {
+            return Err(refused(format!(
+                "{input}: planning took longer than {} s",
+                PLAN_TIMEOUT.as_secs()
+            )))
+        }
+    };
+    if plans.is_empty() {
+        return Err(FarmError::Media {
+            code: ErrorCode::InputNoVideo,
+            class: ErrorClass::Abort,
+            message: format!("{input}: no video frame to encode"),
+        });
+    }
+    if plans.len() > MAX_SEGMENTS {
+        return Err(refused(format!(
+            "{input}: {} segments of {seconds} s, over the limit of {MAX_SEGMENTS} \
+             (ask for longer segments)",
+            plans.len()
+        )));
+    }
+    Ok((probe, plans, bias))
+}
+
 /// Splits the input and publishes each segment as its chunk appears (encoding overlaps the
 /// split); returns the split child's peak RSS and the task still publishing.
 async fn split_and_publish(
@@ -149,6 +192,7 @@ async fn split_and_publish(
         segments: plans.to_vec(),
         bias,
         dts_rule: probe.dts_rule,
+        derived_pts: probe.derived_pts.clone(),
         dir: chunk_dir.clone(),
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u64>();

@@ -52,6 +52,9 @@ pub enum MediaOp {
         bias: i64,
         /// How to derive dts from pts (from the probe).
         dts_rule: tessera_media::timestamps::DtsRule,
+        /// The probe's pts for a container that stores none.
+        #[serde(default)]
+        derived_pts: Option<tessera_media::reorder::DerivedPts>,
         /// Where to write chunks.
         dir: PathBuf,
     },

@@ -52,7 +52,7 @@ pub(crate) fn encode_sw(
     let mut renditions = req
         .outputs
         .iter()
-        .map(|o| open_rendition(req, o, sw, sh))
+        .map(|o| open_rendition(req, o, (sw, sh), decoder.format()))
         .collect::<Result<Vec<_>, _>>()?;
 
     let mut gate = RangeGate::new(req, chunk_tb);
@@ -103,8 +103,8 @@ pub(crate) fn encode_sw(
 fn open_rendition(
     req: &EncodeRequest,
     out: &RenditionOutput,
-    src_w: u32,
-    src_h: u32,
+    (src_w, src_h): (u32, u32),
+    src_format: ff::format::Pixel,
 ) -> Result<Rendition, MediaError> {
     let spec = &out.spec;
     let name = encoder_name(spec.codec);
@@ -137,7 +137,18 @@ fn open_rendition(
     }
     // NUT (and MP4/MKV later) carry parameter sets out of band.
     enc.set_flags(ff::codec::Flags::GLOBAL_HEADER);
-    ffi::set_encoder_color(&mut enc, &req.color);
+    // swscale turns the full-range "J" formats (MJPEG) into limited range on the way to the
+    // encoder's format: the output is then limited range and must say so, or players stretch
+    // it a second time (washed-out blacks, clipped whites).
+    let color = if crate::settings::is_full_range_format(src_format) {
+        crate::ColorInfo {
+            range: Some("tv".into()),
+            ..req.color.clone()
+        }
+    } else {
+        req.color.clone()
+    };
+    ffi::set_encoder_color(&mut enc, &color);
     let mut dict = ff::Dictionary::new();
     for (k, v) in encoder_options(spec, req.threads).map_err(MediaError::InvalidRequest)? {
         dict.set(&k, &v);
@@ -213,7 +224,11 @@ fn scale(r: &mut Rendition, frame: &ff::frame::Video) -> Result<ff::frame::Video
         ctx.run(frame, &mut scaled)
             .map_err(|e| MediaError::encode("swscale", e))?;
     }
-    scaled.set_color_range(frame.color_range());
+    scaled.set_color_range(if crate::settings::is_full_range_format(frame.format()) {
+        ff::util::color::Range::MPEG
+    } else {
+        frame.color_range()
+    });
     scaled.set_color_space(frame.color_space());
     scaled.set_color_primaries(frame.color_primaries());
     scaled.set_color_transfer_characteristic(frame.color_transfer_characteristic());

@@ -221,3 +221,12 @@ pub(crate) fn frame_is_damaged(frame: &ff::frame::Video) -> bool {
     };
     flags & ffi::AV_FRAME_FLAG_CORRUPT != 0 || errors != 0
 }
+
+/// The codec's reorder delay in frames as the stream's parameters state it (`video_delay`,
+/// filled from the decoder during stream-info probing): non-zero when pictures are decoded
+/// ahead of their display (B-frames).
+pub(crate) fn stream_video_delay(stream: &ff::format::stream::Stream) -> i32 {
+    // SAFETY: `parameters().as_ptr()` points at the stream's live AVCodecParameters for this
+    // borrow; reading an int field does not alias any mutable access.
+    unsafe { (*stream.parameters().as_ptr()).video_delay }
+}

@@ -87,6 +87,48 @@ fn decode(bytes: &[u8]) -> Result<Vec<PacketEntry>, String> {
     Ok(packets)
 }
 
+/// The same compact form for a plain list of timestamps (deltas as zigzag varints, base64):
+/// the presentation timestamps the probe derived for a container that stores none.
+pub mod timestamps {
+    use base64::Engine;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Serializes the list as one base64 string (serde `with` target).
+    pub fn serialize<S: Serializer>(values: &[i64], s: S) -> Result<S::Ok, S::Error> {
+        let mut out = Vec::with_capacity(values.len() * 2);
+        super::put(&mut out, values.len() as u64);
+        let mut prev = 0i64;
+        for &v in values {
+            super::put(&mut out, super::zigzag(v.wrapping_sub(prev)));
+            prev = v;
+        }
+        s.serialize_str(&base64::engine::general_purpose::STANDARD_NO_PAD.encode(out))
+    }
+
+    /// Reads what [`serialize`] wrote.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<i64>, D::Error> {
+        let text = String::deserialize(d)?;
+        let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
+            .decode(text.as_bytes())
+            .map_err(serde::de::Error::custom)?;
+        let mut pos = 0usize;
+        let n = super::get(&bytes, &mut pos).map_err(serde::de::Error::custom)?;
+        let mut values = Vec::with_capacity((n as usize).min(bytes.len()));
+        let mut prev = 0i64;
+        for _ in 0..n {
+            let delta = super::get(&bytes, &mut pos).map_err(serde::de::Error::custom)?;
+            prev = prev.wrapping_add(super::unzigzag(delta));
+            values.push(prev);
+        }
+        if pos != bytes.len() {
+            return Err(serde::de::Error::custom(
+                "timestamp list has trailing bytes",
+            ));
+        }
+        Ok(values)
+    }
+}
+
 fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }

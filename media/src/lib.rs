@@ -14,6 +14,7 @@ mod ffi;
 mod index_codec;
 mod nut;
 mod range;
+pub mod reorder;
 
 #[cfg(test)]
 mod hw_tests;

@@ -11,6 +11,7 @@ use ffmpeg_next as ff;
 use crate::bitstream::{self, Access, Framing, NalCodec};
 use crate::demux::{open_audio_decoder, open_input, open_video_decoder, read_packet};
 use crate::ffi;
+use crate::reorder;
 use crate::timestamps::DtsRule;
 use crate::types::{AudioInfo, ColorInfo, PacketEntry, Probe, ProbeInfo, Rational, VideoInfo};
 use crate::MediaError;
@@ -49,6 +50,11 @@ pub fn probe(path: &Path) -> Result<Probe, MediaError> {
     // Per audio track: (first shown pts, end of last shown packet), in the track's time base.
     let mut audio_span: Vec<Option<(i64, i64)>> = vec![None; audio.len()];
     let mut audio_skip_until: Vec<Option<i64>> = vec![None; audio.len()];
+    // Whether the container stores presentation times at all (see `reorder`).
+    let (mut pts_missing, mut pts_differ) = (false, false);
+    let video_delay = ictx
+        .stream(video_index)
+        .map_or(0, |s| ffi::stream_video_delay(&s));
     while let Some(packet) = read_packet(&mut ictx, path)? {
         let idx = packet.stream();
         let discard = ffi::packet_is_discard(&packet);
@@ -56,6 +62,8 @@ pub fn probe(path: &Path) -> Result<Probe, MediaError> {
             let Some((pts, dts)) = packet_times(&packet) else {
                 continue;
             };
+            pts_missing |= packet.pts().is_none();
+            pts_differ |= packet.pts() != packet.dts();
             let (key, recovery) = match (packet.is_key(), nal) {
                 (true, Some((codec, framing))) => {
                     match bitstream::classify(codec, framing, packet.data().unwrap_or(&[])) {
@@ -106,6 +114,20 @@ pub fn probe(path: &Path) -> Result<Probe, MediaError> {
             span.1 = span.1.max(end);
         }
     }
+    let derived_pts = if reorder::needs_derived_pts(pts_missing, pts_differ, video_delay) {
+        let ranks = reorder::display_ranks(path, video_index, packets.len())?;
+        let dts: Vec<i64> = packets.iter().map(|p| p.dts).collect();
+        let derived = reorder::derive_pts(&dts, &ranks);
+        for (p, &pts) in packets.iter_mut().zip(&derived.pts) {
+            p.pts = pts;
+        }
+        for &h in &derived.hidden {
+            packets[h as usize].discard = true;
+        }
+        Some(derived)
+    } else {
+        None
+    };
     // Demuxers' dts are missing (Matroska), guessed (NUT) or absent (AVI) too often to copy:
     // every intermediate uses dts derived from the pts by one rule.
     let pts_in_decode_order: Vec<i64> = packets.iter().map(|p| p.pts).collect();
@@ -150,6 +172,7 @@ pub fn probe(path: &Path) -> Result<Probe, MediaError> {
         video_end - video_start,
         shown.len(),
         &audio,
+        covered_until(video_start, video_end, shown.len(), &audio, start_seconds),
     )?;
     Ok(Probe {
         info: ProbeInfo {
@@ -163,6 +186,7 @@ pub fn probe(path: &Path) -> Result<Probe, MediaError> {
         },
         packets,
         dts_rule,
+        derived_pts,
     })
 }
 
@@ -189,6 +213,29 @@ fn recovery_in_packets(packets: &mut [PacketEntry], references: &[bool], depth: 
                 .saturating_add(depth)
         });
     }
+}
+
+/// How far the packets reach, in seconds from zero or from the earliest packet, whichever is
+/// more: muxers state a duration either way (Matroska counts from zero, so a file whose
+/// timestamps start at 10 s says 13 s for 3 s of media), and a truncation check must not
+/// mistake one convention for missing media.
+fn covered_until(
+    video_start: f64,
+    video_end: f64,
+    frames: usize,
+    audio: &[AudioInfo],
+    start_seconds: f64,
+) -> f64 {
+    let frame = if frames > 1 {
+        (video_end - video_start) / (frames - 1) as f64
+    } else {
+        0.0
+    };
+    let end = audio
+        .iter()
+        .filter_map(|a| a.start_seconds.map(|s| s + a.duration_seconds))
+        .fold(video_end + frame, f64::max);
+    end - start_seconds.min(0.0)
 }
 
 /// The duration a container's header states, and whether it was measured (written by the
@@ -219,6 +266,7 @@ fn checked_duration(
     video_span: f64,
     frames: usize,
     audio: &[AudioInfo],
+    covered: f64,
 ) -> Result<f64, MediaError> {
     let container = header.seconds;
     let unsupported = |reason: String| MediaError::Unsupported {
@@ -246,13 +294,14 @@ fn checked_duration(
         )));
     }
     let slack = TRUNCATION_SLACK_SECONDS.max(2.0 * frame) + TRUNCATION_SHARE * container;
-    let missing = container - media_span;
+    let reached = media_span.max(covered);
+    let missing = container - reached;
     if header.measured && missing > slack {
         return Err(MediaError::SourceCorrupt {
             path: path.display().to_string(),
             reason: format!(
                 "truncated: its header promises {container:.2} s but its packets end after \
-                 {media_span:.2} s"
+                 {reached:.2} s"
             ),
         });
     }
@@ -459,6 +508,11 @@ mod duration_tests {
     use crate::ErrorCode;
 
     fn check(header: f64, measured: bool, span: f64) -> Result<f64, MediaError> {
+        check_from(header, measured, span, 0.0)
+    }
+
+    /// `span` seconds of 25 fps video whose first frame is at `start`.
+    fn check_from(header: f64, measured: bool, span: f64, start: f64) -> Result<f64, MediaError> {
         let frames = (span * 25.0) as usize + 1;
         checked_duration(
             Path::new("in.mkv"),
@@ -469,7 +523,17 @@ mod duration_tests {
             span,
             frames,
             &[],
+            covered_until(start, start + span, frames, &[], start),
         )
+    }
+
+    #[test]
+    fn a_header_counting_from_zero_is_not_a_truncation() {
+        // Matroska: timestamps from 10 s, 3 s of media, the header says 13 s.
+        assert!(check_from(13.0, true, 2.96, 10.0).is_ok());
+        // The same header over 1 s of media from 10 s is short by 2 s.
+        let e = check_from(13.0, true, 0.96, 10.0).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::SourceCorrupt);
     }
 
     #[test]

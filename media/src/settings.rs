@@ -138,6 +138,16 @@ pub fn output_pix_fmt(codec: VideoCodec, source_depth: u8) -> &'static str {
     }
 }
 
+/// Whether `format` is one of FFmpeg's full-range "J" formats (MJPEG's yuvj420p and kin),
+/// which swscale converts to limited range when it writes an encoder's format.
+pub fn is_full_range_format(format: ffmpeg_next::format::Pixel) -> bool {
+    use ffmpeg_next::format::Pixel;
+    matches!(
+        format,
+        Pixel::YUVJ420P | Pixel::YUVJ422P | Pixel::YUVJ444P | Pixel::YUVJ440P | Pixel::YUVJ411P
+    )
+}
+
 /// Output frame size: the source size, or `height` keeping the aspect ratio; both even, since
 /// 4:2:0 needs even dimensions (an odd source loses its last row/column to scaling).
 pub fn output_size(width: u32, height: u32, target_height: Option<u32>) -> (u32, u32) {

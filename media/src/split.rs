@@ -9,6 +9,7 @@ use ff::media::Type;
 use ffmpeg_next as ff;
 
 use crate::demux::{open_input, read_packet};
+use crate::reorder::DerivedPts;
 use crate::timestamps::DtsRule;
 use crate::{ffi, nut, MediaError, SegmentPlan};
 
@@ -39,10 +40,11 @@ pub fn split(
     segments: &[SegmentPlan],
     bias: i64,
     dts_rule: DtsRule,
+    derived_pts: Option<&DerivedPts>,
     dir: &Path,
     on_chunk: &mut dyn FnMut(u32),
 ) -> Result<Vec<ChunkInfo>, MediaError> {
-    split_chunks(input, segments, bias, dts_rule, dir, on_chunk)
+    split_chunks(input, segments, bias, dts_rule, derived_pts, dir, on_chunk)
         .map_err(|e| e.for_input(input, "split"))
 }
 
@@ -51,6 +53,7 @@ fn split_chunks(
     segments: &[SegmentPlan],
     bias: i64,
     dts_rule: DtsRule,
+    derived_pts: Option<&DerivedPts>,
     dir: &Path,
     on_chunk: &mut dyn FnMut(u32),
 ) -> Result<Vec<ChunkInfo>, MediaError> {
@@ -103,7 +106,11 @@ fn split_chunks(
             open.push((next_segment, octx, tbs[0]));
             next_segment += 1;
         }
-        let (pts, _) = crate::probe::packet_times(&packet).unwrap_or_default();
+        let (stored, _) = crate::probe::packet_times(&packet).unwrap_or_default();
+        // The probe's derived pts where the container stores none (see `reorder`).
+        let pts = derived_pts
+            .and_then(|d| d.pts.get(i).copied())
+            .unwrap_or(stored);
         let dts = deriver.next(pts);
         packet.set_pts(Some(pts + bias));
         packet.set_dts(Some(dts + bias));

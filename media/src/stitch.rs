@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::audio::AudioTrackResult;
 use crate::demux::{open_input, read_packet};
-use crate::timestamps::decode_timestamps;
+use crate::timestamps::{decode_timestamps_with, DtsRule};
 use crate::types::{Container, Rational};
 use crate::verify::{verify_output, OutputCheck, OutputExpectation};
 use crate::{ffi, nut, MediaError};
@@ -102,7 +102,11 @@ pub fn stitch(req: &StitchRequest) -> Result<StitchResult, MediaError> {
         }
         Err(e) => {
             let _ = std::fs::remove_file(&tmp);
-            Err(e)
+            // Name the output the user asked for, never the temporary file in staging.
+            Err(match &req.expect {
+                Some(expect) => e.for_input(Path::new(&expect.label), "stitch"),
+                None => e,
+            })
         }
     }
 }
@@ -190,6 +194,7 @@ fn write_output(req: &StitchRequest, tmp: &Path) -> Result<StitchResult, MediaEr
         adjusted_timestamps: 0,
         check: None,
     };
+    let joint = joint_reorder(&req.segments, seg_tb, vtb)?;
     let mut last_dts: Option<i64> = None;
     let mut pending_audio: Option<ff::Packet> = None;
     let mut audio_done = audio_src.is_none();
@@ -213,7 +218,7 @@ fn write_output(req: &StitchRequest, tmp: &Path) -> Result<StitchResult, MediaEr
             packets.push(packet);
         }
         let pts_list: Vec<Option<i64>> = packets.iter().map(|p| p.pts()).collect();
-        let dts_list = decode_timestamps(&pts_list);
+        let dts_list = decode_timestamps_with(&pts_list, joint.depth, joint.step);
         for (mut packet, seg_dts) in packets.into_iter().zip(dts_list) {
             let pts = packet.pts().map(|p| p - req.video_bias - start_v);
             let mut dts = seg_dts.map(|d| d - req.video_bias - start_v);
@@ -268,6 +273,36 @@ fn write_output(req: &StitchRequest, tmp: &Path) -> Result<StitchResult, MediaEr
     octx.write_trailer()
         .map_err(|e| MediaError::write(tmp, format!("trailer: {e}")))?;
     Ok(result)
+}
+
+/// The deepest reorder and the smallest frame step over all segments (in the video time
+/// base): every segment's dts are derived with them, so they rise across the joins (see
+/// [`decode_timestamps_with`]). Reads only the segments' timestamps.
+fn joint_reorder(
+    segments: &[PathBuf],
+    seg_tb: ff::Rational,
+    vtb: ff::Rational,
+) -> Result<DtsRule, MediaError> {
+    let mut joint = DtsRule {
+        depth: 0,
+        step: i64::MAX,
+        first_pts: 0,
+    };
+    for path in segments {
+        let mut seg = open_input(path)?;
+        let mut pts = Vec::new();
+        while let Some(packet) = read_packet(&mut seg, path)? {
+            if let Some(p) = packet.pts() {
+                pts.push(ff::Rescale::rescale(&p, seg_tb, vtb));
+            }
+        }
+        let rule = DtsRule::of(&pts);
+        joint.depth = joint.depth.max(rule.depth);
+        if pts.len() > 1 {
+            joint.step = joint.step.min(rule.step);
+        }
+    }
+    Ok(joint)
 }
 
 /// Reads the next audio packet with bias and start removed (in its input time base), tagged

@@ -99,11 +99,30 @@ impl DtsDeriver {
 /// Why a batch form: the stitcher reads one encoded segment at a time and derives its dts
 /// from that segment alone. Unknown pts leave the list unchanged.
 pub fn decode_timestamps(pts: &[Option<i64>]) -> Vec<Option<i64>> {
+    decode_timestamps_with(pts, 0, i64::MAX)
+}
+
+/// [`decode_timestamps`] with a reorder depth of at least `depth` and a step of at most
+/// `step`.
+///
+/// Why: a stitched stream is one stream. When segments are concatenated, one whose encoder
+/// reordered deeper than the one before (a short last segment, a scene the encoder chose
+/// B-frames for) would start its dts inside the previous segment's. With the largest depth
+/// and smallest step of all segments every segment leaves the same room before its first
+/// pts, so dts rise across the joins. A larger depth is always valid: each dts is still an
+/// earlier-or-equal pts, in order.
+pub fn decode_timestamps_with(pts: &[Option<i64>], depth: u32, step: i64) -> Vec<Option<i64>> {
     let known: Vec<i64> = pts.iter().flatten().copied().collect();
     if known.len() != pts.len() || known.is_empty() {
         return pts.to_vec();
     }
-    let mut deriver = DtsRule::of(&known).deriver();
+    let own = DtsRule::of(&known);
+    let rule = DtsRule {
+        depth: own.depth.max(depth),
+        step: own.step.min(step).max(1),
+        first_pts: own.first_pts,
+    };
+    let mut deriver = rule.deriver();
     known.iter().map(|&p| Some(deriver.next(p))).collect()
 }
 
@@ -133,6 +152,36 @@ mod tests {
         let mut d = rule.deriver();
         let dts: Vec<i64> = pts.iter().map(|&p| d.next(p)).collect();
         assert_eq!(dts, vec![-57, -17, 23, 63, 103, 143, 183, 223]);
+    }
+
+    #[test]
+    fn segments_joined_with_the_deepest_reorder_keep_dts_rising() {
+        // Segment A has no reordering, segment B reorders by two: alone, B's first dts would
+        // fall on A's last one.
+        let a = [0, 1, 2, 3].map(Some);
+        let b = [4, 7, 6, 5].map(Some);
+        let alone: Vec<i64> = [decode_timestamps(&a), decode_timestamps(&b)]
+            .concat()
+            .into_iter()
+            .flatten()
+            .collect();
+        assert!(alone.windows(2).any(|w| w[1] <= w[0]), "{alone:?}");
+        let depth = [&a[..], &b[..]]
+            .iter()
+            .map(|s| DtsRule::of(&s.iter().flatten().copied().collect::<Vec<_>>()).depth)
+            .max()
+            .unwrap();
+        let joined: Vec<i64> = [
+            decode_timestamps_with(&a, depth, 1),
+            decode_timestamps_with(&b, depth, 1),
+        ]
+        .concat()
+        .into_iter()
+        .flatten()
+        .collect();
+        assert_eq!(joined, vec![-2, -1, 0, 1, 2, 3, 4, 5]);
+        let pts: Vec<i64> = [a, b].concat().into_iter().flatten().collect();
+        assert!(joined.iter().zip(&pts).all(|(d, p)| d <= p));
     }
 
     /// Builds a decode order from a presentation order by moving random frames ahead.

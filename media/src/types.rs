@@ -166,6 +166,10 @@ pub struct Probe {
     pub packets: Vec<PacketEntry>,
     /// How the split derives the same dts while it streams the packets.
     pub dts_rule: crate::timestamps::DtsRule,
+    /// The pts the probe derived for a container that stores none (AVI, MXF without
+    /// temporal offsets, B-frames): the split writes these into the chunks.
+    #[serde(default)]
+    pub derived_pts: Option<crate::reorder::DerivedPts>,
 }
 
 /// One planned segment: a half-open presentation-time range of the video.

@@ -70,20 +70,47 @@ pub fn probe_stream_frames(path: &Path, selector: &str) -> Vec<Frame> {
             "-select_streams",
             selector,
             "-show_entries",
-            "frame=best_effort_timestamp_time,pts_time,pkt_duration_time,duration_time,nb_samples",
+            "frame=best_effort_timestamp_time,pts_time,pkt_dts_time,pkt_duration_time,duration_time,nb_samples",
         ],
     );
     let frames = v["frames"].as_array().cloned().unwrap_or_default();
-    frames
+    // A container that stores decode times as pts (MXF without temporal offsets, B-frames)
+    // gives frames whose pts go backwards in presentation order. FFmpeg's best-effort
+    // timestamp notices only after the first frame and then falls back to the packet dts; the
+    // oracle applies that fallback to every frame of such a stream, so frame 0 is not read
+    // under one rule and the rest under another.
+    let pts: Vec<Option<f64>> = frames.iter().map(|f| num(&f["pts_time"])).collect();
+    let faulty_pts = pts
         .iter()
-        .map(|f| Frame {
-            ts: num(&f["best_effort_timestamp_time"])
+        .flatten()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .any(|w| w[1] < w[0]);
+    let use_dts = faulty_pts;
+    let mut out: Vec<Frame> = Vec::with_capacity(frames.len());
+    for f in &frames {
+        let duration = num(&f["duration_time"]).or_else(|| num(&f["pkt_duration_time"]));
+        // A container without pts (AVI with B-frames) leaves the frames flushed from the
+        // decoder's reorder buffer at the end unstamped: they follow the previous frame by its
+        // duration, as FFmpeg's own tools place them.
+        let follows = out
+            .last()
+            .and_then(|p| p.duration.or(duration).map(|d| p.ts + d));
+        let ts = if use_dts {
+            num(&f["pkt_dts_time"]).or(follows)
+        } else {
+            num(&f["best_effort_timestamp_time"])
                 .or_else(|| num(&f["pts_time"]))
-                .unwrap_or_else(|| panic!("frame without timestamp in {}: {f}", path.display())),
-            duration: num(&f["duration_time"]).or_else(|| num(&f["pkt_duration_time"])),
+                .or(follows)
+        }
+        .unwrap_or_else(|| panic!("frame without timestamp in {}: {f}", path.display()));
+        out.push(Frame {
+            ts,
+            duration,
             samples: num(&f["nb_samples"]).unwrap_or(0.0) as u64,
-        })
-        .collect()
+        });
+    }
+    out
 }
 
 /// Timestamps (seconds, in the file's own time line) of every decoded frame

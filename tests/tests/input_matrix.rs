@@ -81,11 +81,10 @@ fn matrix_shape() {
     }
 }
 
-/// Cases with a failure cause still open in issue 8 (the stitch refuses a video packet of
-/// MXF/AVI sources with several or FLAC audio tracks: "write failed: video packet"). They are
-/// run and their result printed, but do not fail CI until that fix lands; any other failure
-/// does. Remove a name the moment its case passes.
-const KNOWN_OPEN: &[&str] = &["mxf-h264open-2trk-plain"];
+/// Cases with a failure cause still open. They are run and their result printed, but do not
+/// fail CI until their fix lands; any other failure does. Empty: add a name only with the
+/// issue that will fix it, and remove it the moment its case passes.
+const KNOWN_OPEN: &[&str] = &[];
 
 /// Bad inputs still accepted: none now (truncated Matroska/WebM/AVI files are refused since the
 /// probe compares the header's duration with the packets'). Add a name prefix here only with

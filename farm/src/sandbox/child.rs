@@ -119,11 +119,20 @@ fn execute(op: &MediaOp, out: &mut dyn Write) -> Result<serde_json::Value, Media
             segments,
             bias,
             dts_rule,
+            derived_pts,
             dir,
         } => {
             // Each finished chunk is announced at once so its segment can start encoding.
             let mut each = |index: u32| announce(out, u64::from(index));
-            let chunks = tessera_media::split(input, segments, *bias, *dts_rule, dir, &mut each)?;
+            let chunks = tessera_media::split(
+                input,
+                segments,
+                *bias,
+                *dts_rule,
+                derived_pts.as_ref(),
+                dir,
+                &mut each,
+            )?;
             to_json(serde_json::to_value(chunks))
         }
         MediaOp::Encode(req) => {
