@@ -40,6 +40,7 @@ pub async fn run(args: &ProbeArgs) -> anyhow::Result<()> {
     };
     let op = MediaOp::Probe {
         input: args.input.clone(),
+        max_frames: None,
     };
     let (probe, _): (Probe, _) = sandbox.run(&op, limits, &mut |_| {}).await?;
     let workers = args.workers.unwrap_or_else(|| {
@@ -56,12 +57,17 @@ pub async fn run(args: &ProbeArgs) -> anyhow::Result<()> {
         )
     });
     let facts = describe(&probe, plans.as_deref());
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&facts)?);
+    let text = if args.json {
+        serde_json::to_string_pretty(&facts)? + "\n"
     } else {
-        print_text(&args.input, &facts);
+        render_text(&args.input, &facts)
+    };
+    // A reader that stops early (`tessera probe x | head`) is not an error.
+    use std::io::Write as _;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// Everything `tessera probe` reports, as one JSON value (the text form prints the same).
@@ -132,17 +138,21 @@ fn describe(probe: &Probe, plans: Option<&[SegmentPlan]>) -> serde_json::Value {
     })
 }
 
-fn print_text(input: &std::path::Path, f: &serde_json::Value) {
+fn render_text(input: &std::path::Path, f: &serde_json::Value) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
     let v = &f["video"];
-    println!("{}", input.display());
-    println!(
+    let _ = writeln!(out, "{}", input.display());
+    let _ = writeln!(
+        out,
         "  container {}, {} bytes, duration {:.3} s, starts at {:.3} s",
         f["container"].as_str().unwrap_or("?"),
         f["size_bytes"],
         f["duration_s"].as_f64().unwrap_or(0.0),
         f["start_s"].as_f64().unwrap_or(0.0)
     );
-    println!(
+    let _ = writeln!(
+        out,
         "  video: {} {}x{} {} ({}-bit), {} frames, time base {}/{}, rotation {}",
         v["codec"].as_str().unwrap_or("?"),
         v["width"],
@@ -154,9 +164,10 @@ fn print_text(input: &std::path::Path, f: &serde_json::Value) {
         v["time_base"]["den"],
         v["rotation"]
     );
-    println!("  colour: {}", v["color"]);
+    let _ = writeln!(out, "  colour: {}", v["color"]);
     let k = &f["keyframes"];
-    println!(
+    let _ = writeln!(
+        out,
         "  keyframes: {} clean, {} recovery points, longest gap {:.2} s, reorder depth {}",
         k["clean"],
         k["recovery_points"],
@@ -164,15 +175,16 @@ fn print_text(input: &std::path::Path, f: &serde_json::Value) {
         k["reorder_depth"]
     );
     for line in f["keeps"].as_array().into_iter().flatten() {
-        println!("  keeps {}", line.as_str().unwrap_or(""));
+        let _ = writeln!(out, "  keeps {}", line.as_str().unwrap_or(""));
     }
     for line in f["leaves_out"].as_array().into_iter().flatten() {
-        println!("  leaves out {}", line.as_str().unwrap_or(""));
+        let _ = writeln!(out, "  leaves out {}", line.as_str().unwrap_or(""));
     }
     if let Some(plan) = f["plan"].as_array() {
-        println!("  plan: {} segments", plan.len());
+        let _ = writeln!(out, "  plan: {} segments", plan.len());
         for s in plan {
-            println!(
+            let _ = writeln!(
+                out,
                 "    #{:<4} {:>10.3} - {:>10.3} s  {:>6} frames  {:>6} packets  {}",
                 s["index"],
                 s["start_s"].as_f64().unwrap_or(0.0),
@@ -187,4 +199,5 @@ fn print_text(input: &std::path::Path, f: &serde_json::Value) {
             );
         }
     }
+    out
 }

@@ -164,6 +164,7 @@ async fn run_farm(
             ..limits
         },
         max_decode_error_share: cfg.max_decode_error_share,
+        max_input_frames: None,
         on_stage: Arc::new(move |stage: &JobStage| match stage {
             JobStage::Planned {
                 frames, segments, ..

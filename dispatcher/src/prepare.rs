@@ -68,6 +68,7 @@ pub(crate) async fn prepare(
         .run(
             &MediaOp::Probe {
                 input: req.input.clone(),
+                max_frames: ctx.max_input_frames,
             },
             probe_limits,
             &mut |_| {},

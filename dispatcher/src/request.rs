@@ -162,6 +162,9 @@ pub struct DispatchContext {
     /// Largest share of a source's frames the decoder may reject or conceal before the job
     /// fails as `source_corrupt` (fewer are reported as a warning).
     pub max_decode_error_share: f64,
+    /// Most video frames an input may have (admission control; none: the media crate's
+    /// limit of 24 hours at 60 fps).
+    pub max_input_frames: Option<u64>,
     /// Stage updates.
     pub on_stage: Arc<dyn Fn(&JobStage) + Send + Sync>,
 }

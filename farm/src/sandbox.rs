@@ -41,6 +41,9 @@ pub enum MediaOp {
     Probe {
         /// The input file.
         input: PathBuf,
+        /// Most video frames accepted (the farm's admission limit; none: the media crate's).
+        #[serde(default)]
+        max_frames: Option<u64>,
     },
     /// Cut chunks; its progress values are the indices of finished chunks.
     Split {

@@ -44,7 +44,7 @@ pub use hw::{
 };
 pub use nvdec::{nvdec_decode_check, NvdecReport};
 pub use plan::{plan_segments, timestamp_bias};
-pub use probe::probe;
+pub use probe::{probe, probe_within};
 pub use quality::{measure_quality, QualityReport};
 pub use split::{split, ChunkInfo};
 pub use stitch::{stitch, StitchRequest, StitchResult};

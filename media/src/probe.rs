@@ -28,6 +28,14 @@ pub const MAX_FRAME_RATE: f64 = 480.0;
 
 /// Probes `path`: stream facts and the decode-order list of video packets.
 pub fn probe(path: &Path) -> Result<Probe, MediaError> {
+    probe_within(path, MAX_VIDEO_FRAMES)
+}
+
+/// [`probe`] refusing inputs of more than `max_frames` video frames (a farm's admission limit,
+/// at most [`MAX_VIDEO_FRAMES`]): the scan stops at the limit, so the cost of refusing a
+/// hostile file is bounded too.
+pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError> {
+    let max_frames = max_frames.min(MAX_VIDEO_FRAMES);
     crate::init();
     let size_bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let mut ictx = open_input(path)?;
@@ -78,10 +86,10 @@ pub fn probe(path: &Path) -> Result<Probe, MediaError> {
                 let data = packet.data().unwrap_or(&[]);
                 references.push(bitstream::is_reference(codec, framing, data));
             }
-            if packets.len() >= MAX_VIDEO_FRAMES {
+            if packets.len() >= max_frames {
                 return Err(MediaError::Unsupported {
                     path: path.display().to_string(),
-                    reason: format!("more than {MAX_VIDEO_FRAMES} video frames"),
+                    reason: format!("more than {max_frames} video frames, over the limit"),
                 });
             }
             packets.push(PacketEntry {

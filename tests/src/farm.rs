@@ -28,6 +28,10 @@ pub struct Farm {
     pub dir: tempfile::TempDir,
 }
 
+/// The test farm's admission limit on input frames: far above every fixture, low enough that
+/// a test can make a longer input in a second or two.
+pub const MAX_INPUT_FRAMES: u64 = 50_000;
+
 fn bin(name: &str) -> PathBuf {
     let dir = crate::run::tessera_bin();
     let path = dir.with_file_name(name);
@@ -102,6 +106,7 @@ impl Farm {
         .arg(self.dir.path().join("dispatcher-staging"))
         .env("TESSERA_API_TOKENS", TOKEN)
         .env("TESSERA_WEBHOOK_SECRET", WEBHOOK_SECRET)
+        .env("TESSERA_MAX_INPUT_FRAMES", MAX_INPUT_FRAMES.to_string())
         .stdout(Stdio::piped())
         .stderr(log);
         let mut child = cmd.spawn().expect("spawn dispatcher");

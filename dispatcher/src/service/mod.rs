@@ -88,6 +88,10 @@ pub struct DispatcherArgs {
     /// job fails as `source_corrupt` [default: 0.01].
     #[arg(long, env = "TESSERA_MAX_DECODE_ERROR_SHARE")]
     pub max_decode_error_share: Option<f64>,
+    /// Most video frames an input may have; longer inputs are refused at probing [default:
+    /// 24 hours at 60 fps].
+    #[arg(long, env = "TESSERA_MAX_INPUT_FRAMES")]
+    pub max_input_frames: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -107,6 +111,7 @@ struct DispatcherFile {
     watch_interval_seconds: Option<u64>,
     s3_events_queue: Option<String>,
     max_decode_error_share: Option<f64>,
+    max_input_frames: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -151,6 +156,8 @@ pub struct Settings {
     pub s3_events_queue: Option<String>,
     /// See [`crate::DispatchContext::max_decode_error_share`].
     pub max_decode_error_share: f64,
+    /// See [`crate::DispatchContext::max_input_frames`].
+    pub max_input_frames: Option<u64>,
 }
 
 impl Settings {
@@ -229,6 +236,7 @@ impl Settings {
             max_decode_error_share: decode_error_share(
                 args.max_decode_error_share.or(d.max_decode_error_share),
             )?,
+            max_input_frames: args.max_input_frames.or(d.max_input_frames),
         })
     }
 }
@@ -271,6 +279,7 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
         webhook_secret: settings.webhook_secret.clone(),
         metrics: Default::default(),
         max_decode_error_share: settings.max_decode_error_share,
+        max_input_frames: settings.max_input_frames,
     });
     let state = Arc::new(AppState {
         db: db.clone(),

@@ -149,6 +149,8 @@ pub struct Runner {
     pub metrics: Arc<Metrics>,
     /// See [`DispatchContext::max_decode_error_share`].
     pub max_decode_error_share: f64,
+    /// See [`DispatchContext::max_input_frames`].
+    pub max_input_frames: Option<u64>,
 }
 
 impl Runner {
@@ -240,6 +242,7 @@ impl Runner {
             })),
             limits: self.limits,
             max_decode_error_share: self.max_decode_error_share,
+            max_input_frames: self.max_input_frames,
             on_stage: Arc::new(move |stage: &JobStage| {
                 let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
                 let r = match stage {

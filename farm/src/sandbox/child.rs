@@ -113,7 +113,14 @@ fn execute(op: &MediaOp, out: &mut dyn Write) -> Result<serde_json::Value, Media
         v.map_err(|e| MediaError::InvalidRequest(format!("result not serialisable: {e}")))
     };
     match op {
-        MediaOp::Probe { input } => to_json(serde_json::to_value(tessera_media::probe(input)?)),
+        MediaOp::Probe { input, max_frames } => {
+            let limit = max_frames.map_or(tessera_media::probe::MAX_VIDEO_FRAMES, |n| {
+                usize::try_from(n).unwrap_or(usize::MAX)
+            });
+            to_json(serde_json::to_value(tessera_media::probe_within(
+                input, limit,
+            )?))
+        }
         MediaOp::Split {
             input,
             segments,

@@ -14,6 +14,7 @@ fn script(dir: &std::path::Path, body: &str) -> Sandbox {
 fn probe_op() -> MediaOp {
     MediaOp::Probe {
         input: "in.mp4".into(),
+        max_frames: None,
     }
 }
 
@@ -123,6 +124,7 @@ done
 fn op(input: &str) -> MediaOp {
     MediaOp::Probe {
         input: input.into(),
+        max_frames: None,
     }
 }
 
