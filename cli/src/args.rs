@@ -22,6 +22,29 @@ pub enum GpuChoice {
     Require,
 }
 
+/// HDR handling on the command line (see `tessera_media::hdr::HdrMode`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HdrArg {
+    /// Keep HDR in HEVC/AV1; tone-map to SDR for H.264.
+    #[default]
+    Auto,
+    /// Keep HDR whatever the codec.
+    Keep,
+    /// Tone-map to BT.709 SDR.
+    Tonemap,
+}
+
+impl From<HdrArg> for tessera_media::hdr::HdrMode {
+    fn from(a: HdrArg) -> Self {
+        match a {
+            HdrArg::Auto => Self::Auto,
+            HdrArg::Keep => Self::Keep,
+            HdrArg::Tonemap => Self::Tonemap,
+        }
+    }
+}
+
 /// Video codecs on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use tessera_media::settings::{default_crf, default_preset, resolve_preset};
 use tessera_media::{Container, RateControl, RenditionSpec, VideoCodec};
 
-use crate::args::{parse_bitrate, CodecArg, GpuChoice, ProgressMode};
+use crate::args::{parse_bitrate, CodecArg, GpuChoice, HdrArg, ProgressMode};
 
 /// tessera: split, encode in parallel, stitch. Frame-exact.
 #[derive(Debug, Parser)]
@@ -68,6 +68,9 @@ pub struct TranscodeArgs {
     /// Output height, keeping the aspect ratio.
     #[arg(long, env = "TESSERA_HEIGHT")]
     pub height: Option<u32>,
+    /// HDR sources: auto keeps HDR in HEVC/AV1 and tone-maps to SDR for H.264 [default: auto].
+    #[arg(long, env = "TESSERA_HDR")]
+    pub hdr: Option<HdrArg>,
     /// Target segment length in seconds [default: 10].
     #[arg(long, env = "TESSERA_SEGMENT_SECONDS")]
     pub segment_seconds: Option<f64>,
@@ -113,6 +116,7 @@ pub struct FileTranscode {
     bitrate: Option<String>,
     preset: Option<String>,
     height: Option<u32>,
+    hdr: Option<HdrArg>,
     segment_seconds: Option<f64>,
     workers: Option<usize>,
     work_dir: Option<PathBuf>,
@@ -245,6 +249,7 @@ impl TranscodeConfig {
                 rate,
                 preset,
                 height,
+                hdr: args.hdr.or(file.hdr).unwrap_or_default().into(),
             },
             segment_seconds,
             workers,

@@ -45,6 +45,9 @@ pub struct SubmitArgs {
     /// Output height, keeping the aspect ratio.
     #[arg(long)]
     pub height: Option<u32>,
+    /// HDR sources: auto, keep or tonemap (the server's default when unset).
+    #[arg(long)]
+    pub hdr: Option<crate::args::HdrArg>,
     /// Target segment length in seconds [default: the dispatcher's].
     #[arg(long)]
     pub segment_seconds: Option<f64>,
@@ -182,6 +185,7 @@ pub fn job_body(args: &SubmitArgs, input: &str, output: &str) -> anyhow::Result<
             bitrate: args.bitrate.as_deref().map(parse_bitrate).transpose()?,
             preset: args.preset.clone(),
             height: args.height,
+            hdr: args.hdr.map(Into::into),
             container: None,
             destination: output.to_string(),
         }],

@@ -217,6 +217,10 @@ pub struct ApiOutput {
     /// Output height.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub height: Option<u32>,
+    /// HDR sources: "auto" (default: keep in HEVC/AV1, tone-map for H.264), "keep" or
+    /// "tonemap".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hdr: Option<tessera_media::hdr::HdrMode>,
     /// mp4 or mkv (default: from the destination's extension).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container: Option<Container>,

@@ -13,6 +13,7 @@ use ffmpeg_next as ff;
 use crate::demux::{open_input, open_video_decoder};
 use crate::range::{decode_all, RangeGate};
 use crate::settings::{encoder_name, encoder_options, output_pix_fmt, output_size};
+use crate::tonemap::Tonemapper;
 use crate::types::{EncodeRequest, EncodeResult, RenditionOutput, RenditionResult};
 use crate::{ffi, nut, MediaError};
 
@@ -23,6 +24,8 @@ struct Rendition {
     height: u32,
     format: ff::format::Pixel,
     scaler: Option<(ff::software::scaling::Context, ff::format::Pixel, u32, u32)>,
+    /// HDR to SDR: the source's colour and the graph (built on the first frame).
+    tonemap: Option<(crate::ColorInfo, Option<Tonemapper>)>,
     encoder: ff::encoder::Video,
     octx: ff::format::context::Output,
     enc_tb: ff::Rational,
@@ -111,8 +114,13 @@ fn open_rendition(
     let codec = ff::encoder::find_by_name(name)
         .ok_or_else(|| MediaError::encode(name, "encoder not in this FFmpeg build"))?;
     let (width, height) = output_size(src_w, src_h, spec.height);
-    let format = ff::format::Pixel::from_str(output_pix_fmt(spec.codec, req.source_bit_depth))
-        .map_err(|e| MediaError::encode(name, e))?;
+    let tonemap = crate::hdr::tonemaps(spec.hdr, spec.codec, &req.color);
+    let pix_fmt = if tonemap {
+        "yuv420p"
+    } else {
+        output_pix_fmt(spec.codec, req.source_bit_depth)
+    };
+    let format = ff::format::Pixel::from_str(pix_fmt).map_err(|e| MediaError::encode(name, e))?;
     let tb = ff::Rational::new(req.time_base.num, req.time_base.den);
 
     let mut enc = ff::codec::Context::new_with_codec(codec)
@@ -137,12 +145,12 @@ fn open_rendition(
     }
     // NUT (and MP4/MKV later) carry parameter sets out of band.
     enc.set_flags(ff::codec::Flags::GLOBAL_HEADER);
-    // swscale turns the full-range "J" formats (MJPEG) into limited range on the way to the
-    // encoder's format: the output is then limited range and must say so, or players stretch
-    // it a second time (washed-out blacks, clipped whites).
-    let color = if crate::settings::is_full_range_format(src_format) {
+    // Full-range sources stay full range (the scaler is told so, see `scale`), tagged "pc".
+    let color = if tonemap {
+        crate::hdr::sdr_color()
+    } else if crate::settings::is_full_range_format(src_format) {
         crate::ColorInfo {
-            range: Some("tv".into()),
+            range: Some("pc".into()),
             ..req.color.clone()
         }
     } else {
@@ -150,7 +158,17 @@ fn open_rendition(
     };
     ffi::set_encoder_color(&mut enc, &color);
     let mut dict = ff::Dictionary::new();
-    for (k, v) in encoder_options(spec, req.threads).map_err(MediaError::InvalidRequest)? {
+    for (k, mut v) in encoder_options(spec, req.threads).map_err(MediaError::InvalidRequest)? {
+        // HDR kept: the encoder writes the source's static metadata (SEI / metadata OBUs).
+        let hdr = color.hdr.as_ref().filter(|_| !tonemap);
+        let extra = match (k.as_str(), hdr) {
+            ("x265-params", Some(h)) => crate::hdr::x265_params(h),
+            ("svtav1-params", Some(h)) => crate::hdr::svtav1_params(h),
+            _ => None,
+        };
+        if let Some(extra) = extra {
+            v = format!("{v}:{extra}");
+        }
         dict.set(&k, &v);
     }
     let encoder = enc
@@ -172,6 +190,7 @@ fn open_rendition(
         height,
         format,
         scaler: None,
+        tonemap: tonemap.then(|| (req.color.clone(), None)),
         encoder,
         octx,
         enc_tb,
@@ -187,7 +206,15 @@ fn encode_frame(r: &mut Rendition, frame: &ff::frame::Video, pts: i64) -> Result
     let direct =
         frame.format() == r.format && frame.width() == r.width && frame.height() == r.height;
     // A clone is a new reference to the same buffers (av_frame_clone), not a pixel copy.
-    let mut out = if direct {
+    let mut out = if let Some((source, graph)) = r.tonemap.as_mut() {
+        if !graph.as_ref().is_some_and(|g| g.fits(frame)) {
+            *graph = Some(Tonemapper::new(frame, source, r.width, r.height)?);
+        }
+        match graph.as_mut() {
+            Some(g) => g.run(frame)?,
+            None => scale(r, frame)?,
+        }
+    } else if direct {
         frame.clone()
     } else {
         scale(r, frame)?
@@ -217,6 +244,10 @@ fn scale(r: &mut Rendition, frame: &ff::frame::Video) -> Result<ff::frame::Video
             ff::software::scaling::Flags::BICUBIC,
         )
         .map_err(|e| MediaError::encode("swscale", e))?;
+        let mut ctx = ctx;
+        if crate::settings::is_full_range_format(key.0) {
+            ffi::scaler_keeps_full_range(&mut ctx);
+        }
         r.scaler = Some((ctx, key.0, key.1, key.2));
     }
     let mut scaled = ff::frame::Video::empty();
@@ -225,7 +256,7 @@ fn scale(r: &mut Rendition, frame: &ff::frame::Video) -> Result<ff::frame::Video
             .map_err(|e| MediaError::encode("swscale", e))?;
     }
     scaled.set_color_range(if crate::settings::is_full_range_format(frame.format()) {
-        ff::util::color::Range::MPEG
+        ff::util::color::Range::JPEG
     } else {
         frame.color_range()
     });

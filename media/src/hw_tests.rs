@@ -50,6 +50,7 @@ fn request(codec: VideoCodec, hardware: Option<HardwareEncode>) -> EncodeRequest
                 rate: RateControl::Crf(23.0),
                 preset: "medium".into(),
                 height: Some(720),
+                hdr: Default::default(),
             },
             path: PathBuf::from("/nonexistent/out.nut"),
         }],

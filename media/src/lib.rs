@@ -15,12 +15,14 @@ mod index_codec;
 mod nut;
 mod range;
 pub mod reorder;
+mod tonemap;
 
 #[cfg(test)]
 mod hw_tests;
 
 pub mod audio;
 pub mod encode;
+pub mod hdr;
 pub mod hw;
 pub mod nvdec;
 pub mod nvenc;

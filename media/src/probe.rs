@@ -41,6 +41,10 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
     let mut ictx = open_input(path)?;
     let container = ictx.format().name().to_string();
     let (video_index, mut video) = describe_video(&ictx, path)?;
+    if crate::hdr::is_hdr_transfer(video.color.transfer.as_deref()) {
+        let meta = crate::hdr::read_metadata(path, video_index)?;
+        video.color.hdr = (meta != Default::default()).then_some(meta);
+    }
     let mut audio = describe_audio(&ictx, path);
     let ignored = describe_ignored(&ictx, video_index, &audio);
 
@@ -381,6 +385,7 @@ fn describe_video(
                 .map(str::to_string),
             matrix: decoder.color_space().name().map(str::to_string),
             range: decoder.color_range().name().map(str::to_string),
+            hdr: None,
         },
         frames: 0,
     };

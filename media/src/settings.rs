@@ -139,7 +139,8 @@ pub fn output_pix_fmt(codec: VideoCodec, source_depth: u8) -> &'static str {
 }
 
 /// Whether `format` is one of FFmpeg's full-range "J" formats (MJPEG's yuvj420p and kin),
-/// which swscale converts to limited range when it writes an encoder's format.
+/// which swscale would squeeze to limited range when it writes an encoder's format unless
+/// told to keep the range.
 pub fn is_full_range_format(format: ffmpeg_next::format::Pixel) -> bool {
     use ffmpeg_next::format::Pixel;
     matches!(
@@ -170,6 +171,7 @@ pub(crate) fn spec(codec: VideoCodec, rate: RateControl, preset: &str) -> Rendit
         rate,
         preset: preset.into(),
         height: None,
+        hdr: Default::default(),
     }
 }
 

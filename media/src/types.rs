@@ -57,6 +57,10 @@ pub struct ColorInfo {
     pub matrix: Option<String>,
     /// "tv" (limited) or "pc" (full), if tagged.
     pub range: Option<String>,
+    /// HDR10 static metadata of the source (mastering display, content light level), kept in
+    /// HEVC and AV1 outputs.
+    #[serde(default)]
+    pub hdr: Option<crate::hdr::HdrMetadata>,
 }
 
 /// Properties of the video stream tessera transcodes.
@@ -236,6 +240,9 @@ pub struct RenditionSpec {
     pub preset: String,
     /// Target height keeping aspect ratio; `None` keeps the source size.
     pub height: Option<u32>,
+    /// What becomes of an HDR source (PQ or HLG): kept, or tone-mapped to SDR.
+    #[serde(default)]
+    pub hdr: crate::hdr::HdrMode,
 }
 
 /// The container of the final output.

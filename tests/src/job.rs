@@ -100,7 +100,8 @@ impl Job {
 
     /// The standard arguments: H.264 at default quality with preset
     /// `veryfast`, 2 workers, the given segment length, our work dir and
-    /// report, `--progress none` unless `extra` sets `--progress`; `extra`
+    /// report, `--progress none` unless `extra` sets `--progress` (and H.264 unless it
+    /// sets `--codec`); `extra`
     /// is appended.
     pub fn args(&self, segment_seconds: u32, extra: &[&str]) -> Vec<OsString> {
         let mut a: Vec<OsString> = vec![
@@ -108,8 +109,6 @@ impl Job {
             self.input.clone().into(),
             "-o".into(),
             self.output.clone().into(),
-            "--codec".into(),
-            "h264".into(),
             "--preset".into(),
             "veryfast".into(),
             "--segment-seconds".into(),
@@ -121,6 +120,9 @@ impl Job {
             "--report".into(),
             self.report.clone().into(),
         ];
+        if !extra.contains(&"--codec") {
+            a.extend(["--codec".into(), "h264".into()]);
+        }
         if !extra.contains(&"--progress") {
             a.extend(["--progress".into(), "none".into()]);
         }

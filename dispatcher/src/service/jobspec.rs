@@ -63,6 +63,7 @@ fn validate_output(
         rate,
         preset,
         height: out.height,
+        hdr: out.hdr.unwrap_or_default(),
     };
     if hardware == Hardware::Gpu {
         // NVENC presets p1-p7, or the x264 names mapped onto them.

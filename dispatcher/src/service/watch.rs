@@ -157,6 +157,7 @@ impl Watch {
             bitrate: None,
             preset: self.preset.clone(),
             height: self.height,
+            hdr: None,
             container: Some(self.container),
             destination: self.destination(key, self.container),
         }
