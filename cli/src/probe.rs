@@ -90,13 +90,18 @@ fn describe(probe: &Probe, plans: Option<&[SegmentPlan]>) -> serde_json::Value {
     let keeps: Vec<String> = std::iter::once(format!("video stream {} ({})", v.index, v.codec))
         .chain(info.audio.iter().map(|a| {
             format!(
-                "audio stream {} ({}{}), re-encoded to AAC",
+                "audio stream {} ({}{}), {}",
                 a.index,
                 a.codec,
                 a.language
                     .as_deref()
                     .map(|l| format!(", {l}"))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                if a.stream_copies() {
+                    "copied"
+                } else {
+                    "re-encoded to AAC"
+                }
             )
         }))
         .collect();

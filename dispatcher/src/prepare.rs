@@ -360,7 +360,7 @@ fn spawn_audio(
         copy_tracks: info
             .audio
             .iter()
-            .filter(|a| a.codec == "aac" && !a.trimmed)
+            .filter(|a| a.stream_copies())
             .map(|a| a.index)
             .collect(),
         bitrate_per_channel: AUDIO_BITRATE_PER_CHANNEL,

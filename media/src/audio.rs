@@ -93,8 +93,13 @@ struct Transcoder {
     next_pts: Option<i64>,
 }
 
-/// Transcodes (or copies) the requested tracks of `req.input` into `req.output`.
+/// Transcodes (or copies) the requested tracks of `req.input` into `req.output`. Errors name
+/// the input and the audio stage, never the intermediate file.
 pub fn transcode_audio(req: &AudioRequest) -> Result<AudioResult, MediaError> {
+    audio_tracks(req).map_err(|e| e.for_input(&req.input, "audio"))
+}
+
+fn audio_tracks(req: &AudioRequest) -> Result<AudioResult, MediaError> {
     crate::init();
     let input = req.input.as_path();
     let mut ictx = open_input(input)?;

@@ -120,6 +120,15 @@ pub struct AudioInfo {
     pub trimmed: bool,
 }
 
+impl AudioInfo {
+    /// Whether the track goes into the output by stream copy: AAC the container does not trim,
+    /// with its rate and channels stated (an MPEG-TS demuxer may leave them unset; then the
+    /// decoder reads them from the ADTS headers and the track is re-encoded).
+    pub fn stream_copies(&self) -> bool {
+        self.codec == "aac" && !self.trimmed && self.sample_rate > 0 && self.channels > 0
+    }
+}
+
 /// One video packet from the scan, in decode order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PacketEntry {
