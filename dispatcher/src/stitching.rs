@@ -47,6 +47,8 @@ pub(crate) fn stitch_tasks(
             container: out.container,
             result_key: keys::output(&req.id, i as u32, out.container.extension()),
             expected_frames: frames,
+            chapters: info.chapters.clone(),
+            title: info.title.clone(),
             expect: Some(expectation(
                 format!("output {i} ({})", out.destination),
                 info,

@@ -192,6 +192,12 @@ pub struct StitchTask {
     pub result_key: String,
     /// Frames the segments reported: the stitch must write exactly these.
     pub expected_frames: u64,
+    /// The source's chapters and title, kept in the output.
+    #[serde(default)]
+    pub chapters: Vec<tessera_media::Chapter>,
+    /// See `chapters`.
+    #[serde(default)]
+    pub title: Option<String>,
     /// The QC gate's expectations of the stitched file (decoded end to end before it is
     /// stored); `None` from an older dispatcher: only the frame count is checked.
     #[serde(default)]

@@ -88,6 +88,8 @@ fn probe(packets: Vec<PacketEntry>) -> Probe {
             audio: Vec::<AudioInfo>::new(),
             size_bytes: 0,
             ignored: Vec::new(),
+            chapters: Vec::new(),
+            title: None,
         },
         dts_rule: DtsRule::of(&packets.iter().map(|p| p.pts).collect::<Vec<_>>()),
         packets,

@@ -255,6 +255,7 @@ fn scale(r: &mut Rendition, frame: &ff::frame::Video) -> Result<ff::frame::Video
         ctx.run(frame, &mut scaled)
             .map_err(|e| MediaError::encode("swscale", e))?;
     }
+    ffi::copy_frame_props(&mut scaled, frame);
     scaled.set_color_range(if crate::settings::is_full_range_format(frame.format()) {
         ff::util::color::Range::JPEG
     } else {

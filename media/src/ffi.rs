@@ -347,3 +347,14 @@ pub(crate) fn scaler_keeps_full_range(scaler: &mut ff::software::scaling::Contex
         }
     }
 }
+
+/// Copies a frame's properties (side data such as ATSC A53 closed captions and HDR metadata,
+/// colour tags, timestamps) onto a frame made from it by the scaler, which copies only
+/// pixels: captions carried in the source's SEI then reach the encoder.
+pub(crate) fn copy_frame_props(dst: &mut ff::frame::Video, src: &ff::frame::Video) {
+    // SAFETY: both frames are live AVFrames owned by their wrappers for these borrows;
+    // av_frame_copy_props only reads `src` and adds references/copies to `dst`.
+    unsafe {
+        ffi::av_frame_copy_props(dst.as_mut_ptr(), src.as_ptr());
+    }
+}

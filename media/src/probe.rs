@@ -47,6 +47,18 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
     }
     let mut audio = describe_audio(&ictx, path);
     let ignored = describe_ignored(&ictx, video_index, &audio);
+    let chapters: Vec<crate::types::Chapter> = ictx
+        .chapters()
+        .map(|c| {
+            let tb = rational(c.time_base());
+            crate::types::Chapter {
+                start_seconds: tb.seconds(c.start()),
+                end_seconds: tb.seconds(c.end()),
+                title: c.metadata().get("title").map(str::to_string),
+            }
+        })
+        .collect();
+    let title = ictx.metadata().get("title").map(str::to_string);
 
     let vtb = video.time_base;
     let nal = NalCodec::from_name(&video.codec).map(|codec| {
@@ -195,6 +207,8 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
             audio,
             size_bytes,
             ignored,
+            chapters,
+            title,
         },
         packets,
         dts_rule,

@@ -40,6 +40,12 @@ pub struct StitchRequest {
     pub container: Container,
     /// The destination file.
     pub output: PathBuf,
+    /// Chapters of the source (its timeline), written moved to the output's zero.
+    #[serde(default)]
+    pub chapters: Vec<crate::types::Chapter>,
+    /// The source's title.
+    #[serde(default)]
+    pub title: Option<String>,
     /// What the output must hold: when given, the file is decoded end to end and checked
     /// before it is renamed into place (the QC gate); a failure leaves nothing behind.
     #[serde(default)]
@@ -178,6 +184,7 @@ fn write_output(req: &StitchRequest, tmp: &Path) -> Result<StitchResult, MediaEr
         }
     }
 
+    add_chapters_and_title(&mut octx, req, tmp)?;
     let mut opts = ff::Dictionary::new();
     if req.container == Container::Mp4 {
         opts.set("movflags", "+faststart");
@@ -273,6 +280,38 @@ fn write_output(req: &StitchRequest, tmp: &Path) -> Result<StitchResult, MediaEr
     octx.write_trailer()
         .map_err(|e| MediaError::write(tmp, format!("trailer: {e}")))?;
     Ok(result)
+}
+
+/// Writes the source's chapters (moved to the output's zero, in milliseconds; chapters that
+/// end before zero are dropped, one that straddles it starts at zero) and its title.
+fn add_chapters_and_title(
+    octx: &mut ff::format::context::Output,
+    req: &StitchRequest,
+    tmp: &Path,
+) -> Result<(), MediaError> {
+    let ms = |s: f64| ((s - req.start_seconds) * 1000.0).round().max(0.0) as i64;
+    let mut id = 0;
+    for c in &req.chapters {
+        let (start, end) = (ms(c.start_seconds), ms(c.end_seconds));
+        if end <= start {
+            continue;
+        }
+        id += 1;
+        octx.add_chapter(
+            id,
+            ff::Rational::new(1, 1000),
+            start,
+            end,
+            c.title.as_deref().unwrap_or(""),
+        )
+        .map_err(|e| MediaError::write(tmp, format!("chapter {id}: {e}")))?;
+    }
+    if let Some(title) = &req.title {
+        let mut md = ff::Dictionary::new();
+        md.set("title", title);
+        octx.set_metadata(md);
+    }
+    Ok(())
 }
 
 /// The deepest reorder and the smallest frame step over all segments (in the video time

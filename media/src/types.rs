@@ -167,6 +167,24 @@ pub struct ProbeInfo {
     /// ("stream 3: subtitle subrip (fra)"), so a report can say what was left out.
     #[serde(default)]
     pub ignored: Vec<String>,
+    /// Chapters, on the source's timeline.
+    #[serde(default)]
+    pub chapters: Vec<Chapter>,
+    /// The container's title, kept in the output.
+    #[serde(default)]
+    pub title: Option<String>,
+}
+
+/// One chapter of the source: where it starts and ends (seconds, the source's timeline) and
+/// its title. Kept in the output, moved to the output's zero.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Chapter {
+    /// Start in seconds.
+    pub start_seconds: f64,
+    /// End in seconds.
+    pub end_seconds: f64,
+    /// Its title, if any.
+    pub title: Option<String>,
 }
 
 /// The probe's full answer: stream info plus the packet index the planner needs.

@@ -120,6 +120,8 @@ fn the_stitch_gate_refuses_an_output_that_differs_from_the_plan() {
         frame_rate: Rational { num: 25, den: 1 },
         container: Container::Mp4,
         output: out_dir.join("out.mp4"),
+        chapters: Vec::new(),
+        title: None,
         expect: Some(expect),
     };
     let bad = [

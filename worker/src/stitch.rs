@@ -95,6 +95,8 @@ impl SegmentRunner {
             frame_rate: task.frame_rate,
             container: task.container,
             output: output.clone(),
+            chapters: task.chapters.clone(),
+            title: task.title.clone(),
             expect: task.expect.clone(),
         };
         let started = std::time::Instant::now();
