@@ -201,7 +201,18 @@ fn write_output(req: &StitchRequest, tmp: &Path) -> Result<StitchResult, MediaEr
         adjusted_timestamps: 0,
         check: None,
     };
-    let joint = joint_reorder(&req.segments, seg_tb, vtb)?;
+    let mut joint = joint_reorder(&req.segments, seg_tb, vtb)?;
+    if joint.step == i64::MAX {
+        // One frame in every segment: a frame lasts one frame period.
+        let fps = req.frame_rate;
+        joint.step = if fps.num > 0 && fps.den > 0 {
+            req.video_time_base
+                .ticks(f64::from(fps.den) / f64::from(fps.num))
+                .max(1)
+        } else {
+            1
+        };
+    }
     let mut last_dts: Option<i64> = None;
     let mut pending_audio: Option<ff::Packet> = None;
     let mut audio_done = audio_src.is_none();
@@ -240,6 +251,11 @@ fn write_output(req: &StitchRequest, tmp: &Path) -> Result<StitchResult, MediaEr
             packet.set_dts(dts);
             packet.set_stream(0);
             packet.set_position(-1);
+            // A frame lasts until the next (one step for the encoder's frames); without it
+            // an MP4 edit list ends at the last pts and cuts the last shown frame.
+            if packet.duration() <= 0 {
+                packet.set_duration(joint.step);
+            }
             let v_seconds = dts.map(|d| req.video_time_base.seconds(d)).unwrap_or(0.0);
             // Interleave: write the audio that comes before this video packet.
             while !audio_done {

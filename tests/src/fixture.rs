@@ -317,3 +317,15 @@ pub fn damaged_copy(
     fs::write(&dest, &bytes).unwrap_or_else(|e| panic!("write {}: {e}", dest.display()));
     (dest, damaged)
 }
+
+/// Runs the ffmpeg CLI quietly (`-v error -y` first) with `args`, panicking with them if it
+/// fails: for fixtures a test makes on the spot.
+pub fn ffmpeg(args: &[&str]) {
+    let ok = std::process::Command::new("ffmpeg")
+        .args(["-v", "error", "-y"])
+        .args(args)
+        .status()
+        .expect("run ffmpeg")
+        .success();
+    assert!(ok, "ffmpeg {args:?} failed");
+}

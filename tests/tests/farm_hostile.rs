@@ -13,15 +13,11 @@ const JOB_TIMEOUT: Duration = Duration::from_secs(180);
 /// Slowest `/healthz` answer accepted while the hostile jobs are handled.
 const HEALTHZ_LIMIT: Duration = Duration::from_secs(1);
 
-fn ffmpeg(args: &str, out: &std::path::Path) {
-    let ok = Command::new("ffmpeg")
-        .args(["-v", "error", "-y"])
-        .args(args.split_whitespace())
-        .arg(out)
-        .status()
-        .expect("run ffmpeg")
-        .success();
-    assert!(ok, "ffmpeg {args} failed");
+/// ffmpeg with `args` (whitespace-separated) writing `out`.
+fn ffmpeg_to(args: &str, out: &std::path::Path) {
+    let mut all: Vec<&str> = args.split_whitespace().collect();
+    all.push(out.to_str().expect("utf-8 path"));
+    tessera_tests::fixture::ffmpeg(&all);
 }
 
 /// How long one `/healthz` call takes, and whether it answered "ok".
@@ -54,7 +50,7 @@ fn hostile_inputs_fail_with_reasons_while_the_dispatcher_answers() {
     .expect("write playlist");
     // A Matroska file cut in half: its header still promises 6 s.
     let whole = dir.path().join("whole.mkv");
-    ffmpeg(
+    ffmpeg_to(
         "-f lavfi -i testsrc2=size=320x240:rate=25:duration=6 -f lavfi -i sine=duration=6 \
          -c:v libx264 -preset veryfast -bf 3 -c:a aac",
         &whole,
@@ -64,7 +60,7 @@ fn hostile_inputs_fail_with_reasons_while_the_dispatcher_answers() {
     // Twice the farm's frame limit of tiny frames (a few seconds to make).
     let many = dir.path().join("many.mkv");
     let seconds = 2 * MAX_INPUT_FRAMES / 25;
-    ffmpeg(
+    ffmpeg_to(
         &format!(
             "-f lavfi -i color=c=gray:size=16x16:rate=25:duration={seconds} \
              -c:v libx264 -preset ultrafast -x264-params keyint=250"

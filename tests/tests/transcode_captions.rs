@@ -6,19 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use tessera_tests::fixture::ffmpeg;
 use tessera_tests::{frame_count, Job};
 
 const A53: &str = "side_data_type=ATSC A53 Part 4 Closed Captions";
-
-fn ffmpeg(args: &[&str]) {
-    let ok = Command::new("ffmpeg")
-        .args(["-v", "error", "-y"])
-        .args(args)
-        .status()
-        .expect("run ffmpeg")
-        .success();
-    assert!(ok, "ffmpeg {args:?} failed");
-}
 
 /// An SEI NAL (Annex B, start code included) with one A53 caption packet: two CEA-608 bytes
 /// for field 1 ("TE", odd parity) and the ATSC framing around them.

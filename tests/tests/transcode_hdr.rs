@@ -7,20 +7,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use tessera_tests::fixture::ffmpeg;
 use tessera_tests::probe::{psnr, streams_of};
 use tessera_tests::{frame_count, Job};
 
 const MASTER: &str = "G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,1)";
-
-fn ffmpeg(args: &[&str]) {
-    let ok = Command::new("ffmpeg")
-        .args(["-v", "error", "-y"])
-        .args(args)
-        .status()
-        .expect("run ffmpeg")
-        .success();
-    assert!(ok, "ffmpeg {args:?} failed");
-}
 
 /// A 3 s 640x360 10-bit HEVC source with `transfer`; with PQ it carries HDR10 metadata.
 fn source(dir: &Path, transfer: &str) -> PathBuf {
