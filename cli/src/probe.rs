@@ -87,6 +87,18 @@ fn describe(probe: &Probe, plans: Option<&[SegmentPlan]>) -> serde_json::Value {
         .map(|p| tb.seconds(p.pts))
         .collect();
     let max_gap = keys.windows(2).map(|w| w[1] - w[0]).fold(0.0f64, f64::max);
+    let subtitles = info.subtitles.iter().map(|t| {
+        format!(
+            "subtitle stream {} ({}{}), {} cues, as text",
+            t.source_index,
+            t.codec,
+            t.language
+                .as_deref()
+                .map(|l| format!(", {l}"))
+                .unwrap_or_default(),
+            t.cues.len()
+        )
+    });
     let keeps: Vec<String> = std::iter::once(format!("video stream {} ({})", v.index, v.codec))
         .chain(info.audio.iter().map(|a| {
             format!(
@@ -104,6 +116,7 @@ fn describe(probe: &Probe, plans: Option<&[SegmentPlan]>) -> serde_json::Value {
                 }
             )
         }))
+        .chain(subtitles)
         .collect();
     let plan = plans.map(|plans| {
         plans

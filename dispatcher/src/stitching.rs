@@ -49,6 +49,7 @@ pub(crate) fn stitch_tasks(
             expected_frames: frames,
             chapters: info.chapters.clone(),
             title: info.title.clone(),
+            subtitles: info.subtitles.clone(),
             expect: Some(expectation(
                 format!("output {i} ({})", out.destination),
                 info,

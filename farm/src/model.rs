@@ -198,6 +198,9 @@ pub struct StitchTask {
     /// See `chapters`.
     #[serde(default)]
     pub title: Option<String>,
+    /// The source's text subtitle tracks, kept in the output.
+    #[serde(default)]
+    pub subtitles: Vec<tessera_media::subtitles::SubtitleTrack>,
     /// The QC gate's expectations of the stitched file (decoded end to end before it is
     /// stored); `None` from an older dispatcher: only the frame count is checked.
     #[serde(default)]

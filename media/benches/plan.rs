@@ -90,6 +90,7 @@ fn probe(packets: Vec<PacketEntry>) -> Probe {
             ignored: Vec::new(),
             chapters: Vec::new(),
             title: None,
+            subtitles: Vec::new(),
         },
         dts_rule: DtsRule::of(&packets.iter().map(|p| p.pts).collect::<Vec<_>>()),
         packets,

@@ -32,6 +32,7 @@ pub mod quality;
 pub mod settings;
 pub mod split;
 pub mod stitch;
+pub mod subtitles;
 pub mod timestamps;
 pub mod types;
 pub mod verify;

@@ -46,7 +46,8 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
         video.color.hdr = (meta != Default::default()).then_some(meta);
     }
     let mut audio = describe_audio(&ictx, path);
-    let ignored = describe_ignored(&ictx, video_index, &audio);
+    let mut subtitles = crate::subtitles::Collector::new(&ictx);
+    let ignored = describe_ignored(&ictx, video_index, &audio, &subtitles);
     let chapters: Vec<crate::types::Chapter> = ictx
         .chapters()
         .map(|c| {
@@ -115,6 +116,8 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
                 discard,
                 recovery,
             });
+        } else if subtitles.holds(idx) {
+            subtitles.take(&packet);
         } else if let Some(pos) = audio.iter().position(|a| a.index == idx) {
             let Some(pts) = packet.pts().or(packet.dts()) else {
                 continue;
@@ -209,6 +212,7 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
             ignored,
             chapters,
             title,
+            subtitles: subtitles.finish(),
         },
         packets,
         dts_rule,
@@ -442,9 +446,11 @@ fn describe_ignored(
     ictx: &ff::format::context::Input,
     video_index: usize,
     audio: &[AudioInfo],
+    subtitles: &crate::subtitles::Collector,
 ) -> Vec<String> {
     ictx.streams()
         .filter(|s| s.index() != video_index && !audio.iter().any(|a| a.index == s.index()))
+        .filter(|s| !subtitles.holds(s.index()))
         .map(|s| {
             let kind = format!("{:?}", s.parameters().medium()).to_lowercase();
             let codec = s.parameters().id().name().to_string();

@@ -46,6 +46,9 @@ pub struct StitchRequest {
     /// The source's title.
     #[serde(default)]
     pub title: Option<String>,
+    /// Text subtitle tracks (cues on the source's timeline), written after the audio.
+    #[serde(default)]
+    pub subtitles: Vec<crate::subtitles::SubtitleTrack>,
     /// What the output must hold: when given, the file is decoded end to end and checked
     /// before it is renamed into place (the QC gate); a failure leaves nothing behind.
     #[serde(default)]
@@ -185,6 +188,11 @@ fn write_output(req: &StitchRequest, tmp: &Path) -> Result<StitchResult, MediaEr
     }
 
     add_chapters_and_title(&mut octx, req, tmp)?;
+    let mut subtitle_writers = req
+        .subtitles
+        .iter()
+        .map(|t| crate::subtitles::Writer::add(&mut octx, t, req.container, tmp))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut opts = ff::Dictionary::new();
     if req.container == Container::Mp4 {
         opts.set("movflags", "+faststart");
@@ -192,6 +200,10 @@ fn write_output(req: &StitchRequest, tmp: &Path) -> Result<StitchResult, MediaEr
     octx.write_header_with(opts)
         .map_err(|e| MediaError::write(tmp, format!("header: {e}")))?;
     let out_tbs: Vec<ff::Rational> = octx.streams().map(|s| s.time_base()).collect();
+    // Subtitle packets go in first; the interleaver orders them with the rest.
+    for (w, track) in subtitle_writers.iter_mut().zip(&req.subtitles) {
+        w.write_all(&mut octx, track, req.start_seconds, tmp)?;
+    }
 
     let start_v = req.video_time_base.ticks(req.start_seconds);
     let mut result = StitchResult {

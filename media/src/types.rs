@@ -173,6 +173,9 @@ pub struct ProbeInfo {
     /// The container's title, kept in the output.
     #[serde(default)]
     pub title: Option<String>,
+    /// Text subtitle tracks with their cues, kept in the output.
+    #[serde(default)]
+    pub subtitles: Vec<crate::subtitles::SubtitleTrack>,
 }
 
 /// One chapter of the source: where it starts and ends (seconds, the source's timeline) and

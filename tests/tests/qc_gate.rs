@@ -122,6 +122,7 @@ fn the_stitch_gate_refuses_an_output_that_differs_from_the_plan() {
         output: out_dir.join("out.mp4"),
         chapters: Vec::new(),
         title: None,
+        subtitles: Vec::new(),
         expect: Some(expect),
     };
     let bad = [

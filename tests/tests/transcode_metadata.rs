@@ -99,3 +99,60 @@ fn chapters_and_title_are_kept() {
         );
     }
 }
+
+/// Cover art (an attached picture) is not taken for the video, and what tessera leaves out is
+/// named in the report's warnings and on stderr, never a failure.
+#[test]
+fn cover_art_is_left_out_with_a_warning() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cover = dir.path().join("cover.png");
+    let src = dir.path().join("cover.mp4");
+    tessera_tests::fixture::ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=64x64:rate=1",
+        "-frames:v",
+        "1",
+        cover.to_str().unwrap(),
+    ]);
+    tessera_tests::fixture::ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=320x240:rate=25:duration=2",
+        "-f",
+        "lavfi",
+        "-i",
+        "sine=duration=2",
+        "-i",
+        cover.to_str().unwrap(),
+        "-map",
+        "0",
+        "-map",
+        "1",
+        "-map",
+        "2",
+        "-c:v:0",
+        "libx264",
+        "-preset",
+        "veryfast",
+        "-c:a",
+        "aac",
+        "-c:v:1",
+        "copy",
+        "-disposition:v:1",
+        "attached_pic",
+        src.to_str().unwrap(),
+    ]);
+    let job = Job::new(&src, "out.mp4");
+    let run = job.run_ok(1, &[]);
+    let report = job.report();
+    assert_eq!(report.frames, 50, "the cover was taken for the video?");
+    let warning = report
+        .warnings
+        .iter()
+        .find(|w| w.contains("png") && w.contains("left out"))
+        .unwrap_or_else(|| panic!("no warning about the cover: {:?}", report.warnings));
+    assert!(run.stderr.contains(warning.as_str()), "{}", run.describe());
+}

@@ -97,6 +97,7 @@ impl SegmentRunner {
             output: output.clone(),
             chapters: task.chapters.clone(),
             title: task.title.clone(),
+            subtitles: task.subtitles.clone(),
             expect: task.expect.clone(),
         };
         let started = std::time::Instant::now();
