@@ -11,6 +11,7 @@ pub fn document() -> Value {
         "crf": {"type": "number"}, "bitrate": {"type": "integer", "description": "bits per second"},
         "preset": {"type": "string", "description": "x264/x265 names (ultrafast..placebo), SVT-AV1 0-13; with hardware gpu also NVENC p1-p7"},
         "height": {"type": "integer"},
+        "hdr": {"type": "string", "enum": ["auto", "keep", "tonemap"]},
         "container": {"type": "string", "enum": ["mp4", "mkv"]},
         "destination": {"type": "string", "example": "s3://out/videos/a.mp4"}}});
     let job_in = json!({"type": "object", "required": ["input", "outputs"], "properties": {
