@@ -52,6 +52,7 @@ async fn run_stages(
     started: Instant,
 ) -> Result<JobReport, FarmError> {
     let mut prepared = prepare(ctx, req, staging).await?;
+    let prepare_s = started.elapsed().as_secs_f64();
     let collected = match collect(ctx, req, &mut prepared, events).await {
         Ok(c) => c,
         Err(e) => {
@@ -59,6 +60,7 @@ async fn run_stages(
             return Err(e);
         }
     };
+    let collected_at = started.elapsed().as_secs_f64();
     let mut warnings: Vec<String> = (prepared.info.ignored.iter())
         .map(|s| format!("{s}: left out of the outputs"))
         .collect();
@@ -141,6 +143,9 @@ async fn run_stages(
         outputs,
         decode_errors: collected.decode_errors,
         warnings,
+        prepare_s,
+        finish_s: wall_s - collected_at,
+        fixed_overhead_s: prepare_s + (wall_s - collected_at),
     })
 }
 

@@ -208,6 +208,17 @@ pub struct JobReport {
     /// source frames, streams left out).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// Seconds before the encodes had the whole input: probe, plan, split, chunks stored
+    /// (the first segments already encode during the split).
+    #[serde(default)]
+    pub prepare_s: f64,
+    /// Seconds after the last segment: stitch with its QC decode, quality, delivery.
+    #[serde(default)]
+    pub finish_s: f64,
+    /// `prepare_s + finish_s`: what a file costs beyond its encodes (the benchmark's fixed
+    /// per-file overhead).
+    #[serde(default)]
+    pub fixed_overhead_s: f64,
 }
 
 /// One delivered output.

@@ -424,3 +424,15 @@ pub(crate) fn encode_subtitle(
         Ok(n as usize)
     }
 }
+
+/// Lets a decoder (not yet opened) take the shortcuts that change no frame count nor
+/// timestamp (no loop filter, the codec's fast flags): the QC gate reads the structure of an
+/// output, not its finest pixels, and should cost little next to the encodes.
+pub(crate) fn decode_fast(ctx: &mut ff::codec::Context) {
+    // SAFETY: the context is allocated and not yet opened; these are plain option fields.
+    unsafe {
+        let c = ctx.as_mut_ptr();
+        (*c).skip_loop_filter = ffi::AVDiscard::AVDISCARD_ALL;
+        (*c).flags2 |= ffi::AV_CODEC_FLAG2_FAST as libc::c_int;
+    }
+}

@@ -11,7 +11,7 @@ use std::path::Path;
 use ffmpeg_next as ff;
 use serde::{Deserialize, Serialize};
 
-use crate::demux::{open_audio_decoder, open_input, open_video_decoder, read_packet};
+use crate::demux::{open_audio_decoder, open_input, open_video_decoder_with, read_packet};
 use crate::types::Rational;
 use crate::{ffi, MediaError};
 
@@ -73,7 +73,7 @@ pub fn verify_output(
         .best(ff::media::Type::Video)
         .ok_or_else(|| fail("no video stream".into()))?;
     let (v_index, v_tb) = (video.index(), video.time_base());
-    let mut decoder = open_video_decoder(&video, path, threads)?;
+    let mut decoder = open_video_decoder_with(&video, path, threads, ffi::decode_fast)?;
     let mut audio = Vec::new();
     for s in ictx.streams() {
         if s.parameters().medium() == ff::media::Type::Audio {

@@ -147,6 +147,9 @@ fn done_jobs_and_webhooks_are_counted() {
         quality: None,
         decode_errors: 0,
         warnings: Vec::new(),
+        prepare_s: 0.2,
+        finish_s: 0.3,
+        fixed_overhead_s: 0.5,
     };
     m.job_done(&report);
     m.job_cancelled();
