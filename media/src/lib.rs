@@ -6,6 +6,7 @@
 
 mod bitstream;
 mod demux;
+mod duration;
 mod encode_hw;
 mod encode_sw;
 mod error;
@@ -15,6 +16,7 @@ mod index_codec;
 mod nut;
 mod range;
 pub mod reorder;
+mod streams;
 mod tonemap;
 
 #[cfg(test)]
