@@ -255,15 +255,12 @@ fn scale(r: &mut Rendition, frame: &ff::frame::Video) -> Result<ff::frame::Video
         ctx.run(frame, &mut scaled)
             .map_err(|e| MediaError::encode("swscale", e))?;
     }
+    // Side data (captions, HDR metadata), colour tags and timestamps come with the props;
+    // a "J" source's range is stated, as the scaler kept it full.
     ffi::copy_frame_props(&mut scaled, frame);
-    scaled.set_color_range(if crate::settings::is_full_range_format(frame.format()) {
-        ff::util::color::Range::JPEG
-    } else {
-        frame.color_range()
-    });
-    scaled.set_color_space(frame.color_space());
-    scaled.set_color_primaries(frame.color_primaries());
-    scaled.set_color_transfer_characteristic(frame.color_transfer_characteristic());
+    if crate::settings::is_full_range_format(frame.format()) {
+        scaled.set_color_range(ff::util::color::Range::JPEG);
+    }
     Ok(scaled)
 }
 

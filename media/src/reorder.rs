@@ -97,12 +97,7 @@ pub(crate) fn derive_pts(dts: &[i64], ranks: &[Option<usize>]) -> DerivedPts {
         .max()
         .unwrap_or(0)
         .max(0) as usize;
-    let step = dts
-        .windows(2)
-        .map(|w| w[1] - w[0])
-        .filter(|d| *d > 0)
-        .min()
-        .unwrap_or(1);
+    let step = crate::timestamps::smallest_step(dts);
     let slot = |k: usize| match dts.get(k) {
         Some(&t) => t,
         None => dts.last().copied().unwrap_or(0) + (k + 1 - dts.len()) as i64 * step,

@@ -44,12 +44,7 @@ impl DtsRule {
             .max()
             .unwrap_or(0)
             .max(0);
-        let step = sorted
-            .windows(2)
-            .map(|w| w[1] - w[0])
-            .filter(|d| *d > 0)
-            .min()
-            .unwrap_or(1);
+        let step = smallest_step(&sorted);
         DtsRule {
             depth: u32::try_from(depth).unwrap_or(u32::MAX),
             step,
@@ -65,6 +60,16 @@ impl DtsRule {
             heap: BinaryHeap::new(),
         }
     }
+}
+
+/// The smallest positive interval between neighbours of an ascending list (1 when none).
+pub(crate) fn smallest_step(ascending: &[i64]) -> i64 {
+    ascending
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .filter(|d| *d > 0)
+        .min()
+        .unwrap_or(1)
 }
 
 /// Derives dts packet by packet (see the module doc); memory is bounded by the reorder depth.
