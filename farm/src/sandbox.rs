@@ -5,12 +5,15 @@
 //! child is this same executable started with [`CHILD_ARG`]; it reads one JSON request on
 //! stdin and writes `progress N` lines and one `result {json}` line on stdout.
 //!
-//! [`Sandbox::run`] starts one child per operation (the dispatcher's probe, split, audio,
-//! stitch). [`SandboxSlot`] keeps a warm child that serves many operations in sequence (a
+//! [`Sandbox::run`] runs each operation in a child of its own (the dispatcher's probe, split,
+//! audio, stitch), started ahead of need when the sandbox keeps spares
+//! ([`Sandbox::with_spares`]), or reused within the one-process farm's single job
+//! ([`Sandbox::reusing_children`]). [`SandboxSlot`] keeps a warm child that serves many operations in sequence (a
 //! worker slot's segment encodes), so start-up costs are paid once per child.
 
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
@@ -24,6 +27,7 @@ use crate::FarmError;
 
 mod child;
 mod pool;
+mod spare;
 mod warm;
 
 pub use child::{peak_rss, SERVE_ARG};
@@ -144,12 +148,14 @@ struct ChildResponse {
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     exe: PathBuf,
+    /// Children started ahead for [`Sandbox::run`], shared by the clones of this sandbox.
+    ready: Option<Arc<spare::Ready>>,
 }
 
 impl Sandbox {
     /// Children are started from `exe` (normally `std::env::current_exe()`).
     pub fn new(exe: PathBuf) -> Self {
-        Sandbox { exe }
+        Sandbox { exe, ready: None }
     }
 
     /// A sandbox that re-executes the current binary.
@@ -159,6 +165,40 @@ impl Sandbox {
             reason: e.to_string(),
         })?;
         Ok(Sandbox::new(exe))
+    }
+
+    /// Keeps `count` children started ahead under `limits`, so [`Sandbox::run`] does not wait
+    /// for a child to start; each still serves one operation only (services: nothing of one
+    /// job reaches another). Call within a Tokio runtime.
+    pub fn with_spares(self, count: usize, limits: Limits) -> Self {
+        self.with_ready(count, limits, spare::Use::OnePerOperation)
+    }
+
+    /// Lets [`Sandbox::run`] reuse `count` warm children (started now under `limits`) for
+    /// operation after operation; an operation waits for a free one. Only for a process that
+    /// serves a single job (the one-process farm): its probe, split, audio, encodes and stitch
+    /// then pay `count` child starts, not one each. Call within a Tokio runtime.
+    pub fn reusing_children(self, count: usize, limits: Limits) -> Self {
+        self.with_ready(count.max(1), limits, spare::Use::Reuse)
+    }
+
+    /// Whether [`Sandbox::run`] reuses warm children ([`Sandbox::reusing_children`]): workers
+    /// then run their software encodes through it instead of their own warm slots.
+    pub fn reuses_children(&self) -> bool {
+        self.ready.as_ref().is_some_and(|r| r.reuses())
+    }
+
+    fn with_ready(self, count: usize, limits: Limits, mode: spare::Use) -> Self {
+        let plain = Sandbox::new(self.exe.clone());
+        Sandbox {
+            ready: Some(Arc::new(spare::Ready::new(plain, count, limits, mode))),
+            ..self
+        }
+    }
+
+    /// Children started ahead and idle now (0 when every operation starts its own).
+    pub fn children_ready(&self) -> usize {
+        self.ready.as_ref().map_or(0, |s| s.idle_count())
     }
 
     /// The command for a child under `limits`: piped stdio, killed when its handle is dropped,
@@ -196,6 +236,9 @@ impl Sandbox {
         limits: Limits,
         progress: &mut (dyn FnMut(u64) + Send),
     ) -> Result<(T, ChildStats), FarmError> {
+        if let Some(ready) = &self.ready {
+            return ready.run(op, limits, progress).await;
+        }
         let started = Instant::now();
         let what = op.name().to_string();
         let crashed = |detail: String| FarmError::ChildCrashed {

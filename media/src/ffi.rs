@@ -3,10 +3,13 @@
 //! Why: keeping the FFI in one small audited module means the rest of the crate is safe Rust,
 //! and each block below states the invariant it relies on. The CUDA hardware-context FFI of
 //! the GPU path is the submodule `cuda` (ffi/cuda.rs, with the log capture in ffi/avlog.rs),
-//! under the same rule.
+//! and the demuxer index reader is ffi/index.rs, under the same rule.
 
 mod avlog;
 pub(crate) mod cuda;
+mod index;
+
+pub(crate) use index::keyframe_times;
 
 use ff::ffi;
 use ff::packet::Ref as _;

@@ -18,6 +18,7 @@ mod range;
 pub mod reorder;
 mod streams;
 mod tonemap;
+mod verify_parts;
 
 #[cfg(test)]
 mod hw_tests;

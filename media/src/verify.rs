@@ -11,8 +11,9 @@ use std::path::Path;
 use ffmpeg_next as ff;
 use serde::{Deserialize, Serialize};
 
-use crate::demux::{open_audio_decoder, open_input, open_video_decoder_with, read_packet};
+use crate::demux::{open_audio_decoder, open_input, read_packet};
 use crate::types::Rational;
+use crate::verify_parts::{borders, decode_video};
 use crate::{ffi, MediaError};
 
 /// What a stitched output must hold, from the plan.
@@ -46,6 +47,10 @@ pub struct OutputCheck {
     pub video_end_seconds: f64,
     /// Per audio track: seconds of its first sample and seconds of sound decoded.
     pub audio: Vec<(f64, f64)>,
+    /// Parts the video was decoded in side by side (1: in one piece, or again in one piece
+    /// after the parts disagreed with the plan).
+    #[serde(default)]
+    pub video_parts: u32,
 }
 
 struct AudioTrack {
@@ -57,7 +62,12 @@ struct AudioTrack {
     rate: u32,
 }
 
+/// Fewest frames worth a part of their own in the parallel video decode.
+const MIN_FRAMES_PER_PART: u64 = 48;
+
 /// Decodes `path` end to end and checks it against `expect`; the error says what is wrong.
+/// The video is decoded in up to `threads` parts side by side (see [`crate::verify_parts`]),
+/// beside the audio.
 pub fn verify_output(
     path: &Path,
     expect: &OutputExpectation,
@@ -73,7 +83,19 @@ pub fn verify_output(
         .best(ff::media::Type::Video)
         .ok_or_else(|| fail("no video stream".into()))?;
     let (v_index, v_tb) = (video.index(), video.time_base());
-    let mut decoder = open_video_decoder_with(&video, path, threads, ffi::decode_fast)?;
+    let mut keyframes = ffi::keyframe_times(&video);
+    if keyframes.is_empty() {
+        // Matroska reads its cues on the first seek.
+        if ictx.seek(0, ..0).is_ok() {
+            if let Some(v) = ictx.stream(v_index) {
+                keyframes = ffi::keyframe_times(&v);
+            }
+        }
+    }
+    let keyframes: Vec<f64> = keyframes
+        .iter()
+        .map(|&t| t as f64 * f64::from(v_tb.numerator()) / f64::from(v_tb.denominator()))
+        .collect();
     let mut audio = Vec::new();
     for s in ictx.streams() {
         if s.parameters().medium() == ff::media::Type::Audio {
@@ -97,32 +119,32 @@ pub fn verify_output(
         )));
     }
 
-    let mut shown = Shown::default();
-    let mut frame = ff::frame::Video::empty();
-    let mut samples = ff::frame::Audio::empty();
-    while let Some(packet) = read_packet(&mut ictx, path)? {
-        if packet.stream() == v_index {
-            decoder
-                .send_packet(&packet)
-                .map_err(|e| fail(format!("video packet {} undecodable: {e}", shown.frames)))?;
-            while decoder.receive_frame(&mut frame).is_ok() {
-                shown.take(&frame, v_tb).map_err(fail)?;
-            }
-        } else if let Some(t) = audio.iter_mut().find(|t| t.index == packet.stream()) {
-            t.decoder
-                .send_packet(&packet)
-                .map_err(|e| fail(format!("audio stream {} undecodable: {e}", t.index)))?;
-            t.drain(&mut samples);
-        }
-    }
-    let _ = decoder.send_eof();
-    while decoder.receive_frame(&mut frame).is_ok() {
-        shown.take(&frame, v_tb).map_err(fail)?;
-    }
-    for t in &mut audio {
-        let _ = t.decoder.send_eof();
-        t.drain(&mut samples);
-    }
+    let parts = (expect.frames / MIN_FRAMES_PER_PART).clamp(1, threads.max(1) as u64) as usize;
+    let (start, end) = (
+        expect.time_base.seconds(expect.first_pts),
+        expect.time_base.seconds(expect.last_pts),
+    );
+    let split = borders(&keyframes, start, end, parts);
+    let (shown, audio_read) = std::thread::scope(|scope| {
+        let video = scope.spawn(|| decode_video(path, v_index, &split, threads));
+        let audio_read = read_audio(&mut ictx, path, v_index, &mut audio);
+        let shown = video
+            .join()
+            .unwrap_or_else(|_| Err("the video decoder crashed".into()));
+        (shown, audio_read)
+    });
+    audio_read.map_err(|e| match e {
+        AudioFailure::Read(e) => e,
+        AudioFailure::Decode(reason) => fail(reason),
+    })?;
+    // Parts that disagree with the plan get a second look as one part, so a file our encoder
+    // cut unusually (a keyframe that is not an entry point) is judged on the whole decode.
+    let (shown, video_parts) = match shown {
+        Ok(s) if split.len() == 1 || s.frames == expect.frames => (Ok(s), split.len()),
+        _ if split.len() > 1 => (decode_video(path, v_index, &split[..1], threads), 1),
+        other => (other, 1),
+    };
+    let shown = shown.map_err(fail)?;
 
     let check = OutputCheck {
         frames: shown.frames,
@@ -135,38 +157,41 @@ pub fn verify_output(
                 (t.start.unwrap_or(0.0), seconds)
             })
             .collect(),
+        video_parts: video_parts as u32,
     };
     judge(&check, expect).map_err(fail)?;
     Ok(check)
 }
 
-#[derive(Default)]
-struct Shown {
-    frames: u64,
-    first: Option<f64>,
-    last: Option<f64>,
+enum AudioFailure {
+    Read(MediaError),
+    Decode(String),
 }
 
-impl Shown {
-    fn take(&mut self, frame: &ff::frame::Video, tb: ff::Rational) -> Result<(), String> {
-        if ffi::frame_is_damaged(frame) {
-            return Err(format!("video frame {} decodes damaged", self.frames));
+/// Reads the file once for its audio tracks (video packets are decoded elsewhere).
+fn read_audio(
+    ictx: &mut ff::format::context::Input,
+    path: &Path,
+    v_index: usize,
+    audio: &mut [AudioTrack],
+) -> Result<(), AudioFailure> {
+    let mut samples = ff::frame::Audio::empty();
+    while let Some(packet) = read_packet(ictx, path).map_err(AudioFailure::Read)? {
+        if packet.stream() == v_index {
+            continue;
         }
-        let Some(ts) = frame.timestamp() else {
-            return Err(format!("video frame {} has no timestamp", self.frames));
-        };
-        let t = ts as f64 * f64::from(tb.numerator()) / f64::from(tb.denominator());
-        if let Some(prev) = self.last.filter(|&p| t <= p) {
-            return Err(format!(
-                "video timestamps go backwards at frame {}: {t:.6} s after {prev:.6} s",
-                self.frames
-            ));
+        if let Some(t) = audio.iter_mut().find(|t| t.index == packet.stream()) {
+            t.decoder.send_packet(&packet).map_err(|e| {
+                AudioFailure::Decode(format!("audio stream {} undecodable: {e}", t.index))
+            })?;
+            t.drain(&mut samples);
         }
-        self.first.get_or_insert(t);
-        self.last = Some(t);
-        self.frames += 1;
-        Ok(())
     }
+    for t in audio.iter_mut() {
+        let _ = t.decoder.send_eof();
+        t.drain(&mut samples);
+    }
+    Ok(())
 }
 
 impl AudioTrack {
@@ -246,6 +271,7 @@ mod tests {
             video_start_seconds: 0.0,
             video_end_seconds: 3.96,
             audio: vec![(0.0, 4.0)],
+            video_parts: 1,
         }
     }
 

@@ -83,7 +83,7 @@ fn a_clean_source_has_no_decode_errors() {
 /// the output named, and nothing is left in the output directory.
 #[test]
 fn the_stitch_gate_refuses_an_output_that_differs_from_the_plan() {
-    use tessera_media::{stitch, Container, ErrorCode, OutputExpectation, Rational, StitchRequest};
+    use tessera_media::{stitch, Container, ErrorCode, OutputExpectation, Rational};
     let dir = input_dir();
     let segment = dir.path().join("seg.nut");
     let made = std::process::Command::new("ffmpeg")
@@ -109,21 +109,8 @@ fn the_stitch_gate_refuses_an_output_that_differs_from_the_plan() {
         tolerance_seconds: 0.04,
         audio_tracks: 0,
     };
-    let request = |expect: OutputExpectation| StitchRequest {
-        segments: vec![segment.clone()],
-        video_bias: 0,
-        video_time_base: Rational { num: 1, den: 25 },
-        audio: None,
-        audio_tracks: Vec::new(),
-        start_seconds: 0.0,
-        display_matrix: None,
-        frame_rate: Rational { num: 25, den: 1 },
-        container: Container::Mp4,
-        output: out_dir.join("out.mp4"),
-        chapters: Vec::new(),
-        title: None,
-        subtitles: Vec::new(),
-        expect: Some(expect),
+    let request = |expect: OutputExpectation| {
+        one_segment_stitch(&segment, out_dir.join("out.mp4"), Container::Mp4, expect)
     };
     let bad = [
         (
@@ -169,4 +156,113 @@ fn the_stitch_gate_refuses_an_output_that_differs_from_the_plan() {
     assert!((check.video_start_seconds - 0.08).abs() < 1e-6, "{check:?}");
     assert!((check.video_end_seconds - 2.04).abs() < 1e-6, "{check:?}");
     assert_eq!(frame_count(&out_dir.join("out.mp4")), 50);
+}
+
+/// The stitched output's video is decoded in parts side by side, cut at keyframes: every frame
+/// must be decoded exactly once, in both containers. Closed-GOP keyframes (what our encoders
+/// write) are entry points, so the parts are used. Open-GOP keyframes (x264 recovery points,
+/// x265 CRA) may not be: whether the parts hold or the gate falls back to one whole decode,
+/// the count must be exact.
+#[test]
+fn the_parallel_gate_decodes_every_frame_once() {
+    use tessera_media::{stitch, Container, OutputExpectation, Rational};
+    let dir = input_dir();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cases = [
+        // (name, encoder and its GOP options, parts expected: None = either)
+        (
+            "h264-closed",
+            ["libx264", "-x264-params", "keyint=25:min-keyint=25"],
+            Some(cores.min(5)),
+        ),
+        (
+            "h264-open",
+            [
+                "libx264",
+                "-x264-params",
+                "keyint=25:min-keyint=25:open-gop=1",
+            ],
+            None,
+        ),
+        (
+            "hevc-open",
+            [
+                "libx265",
+                "-x265-params",
+                "keyint=25:min-keyint=25:open-gop=1:log-level=error",
+            ],
+            None,
+        ),
+    ];
+    for (name, codec, parts) in cases {
+        let segment = dir.path().join(format!("{name}.nut"));
+        let made = std::process::Command::new("ffmpeg")
+            .args(["-v", "error", "-f", "lavfi", "-i"])
+            .arg("testsrc2=size=320x240:rate=25:duration=10")
+            .args([
+                "-c:v", codec[0], "-preset", "veryfast", "-bf", "3", codec[1], codec[2],
+            ])
+            .args(["-f", "nut"])
+            .arg(&segment)
+            .status()
+            .expect("run ffmpeg");
+        assert!(made.success(), "ffmpeg could not make the {name} segment");
+        let first = tessera_tests::probe::probe_stream_frames(&segment, "v:0")
+            .first()
+            .map(|f| f.ts)
+            .expect("segment has frames");
+        let first_pts = (first * 25.0).round() as i64;
+        for container in [Container::Mp4, Container::Mkv] {
+            let what = format!("{name}, {container:?}");
+            let output = dir.path().join(format!("{name}.{}", container.extension()));
+            let expect = OutputExpectation {
+                label: format!("output ({what})"),
+                frames: 250,
+                first_pts,
+                last_pts: first_pts + 249,
+                time_base: Rational { num: 1, den: 25 },
+                tolerance_seconds: 0.04,
+                audio_tracks: 0,
+            };
+            let done = stitch(&one_segment_stitch(
+                &segment,
+                output.clone(),
+                container,
+                expect,
+            ))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let check = done.check.expect("the gate ran");
+            assert_eq!(check.frames, 250, "{what}: {check:?}");
+            if let Some(parts) = parts {
+                assert_eq!(check.video_parts as usize, parts, "{what}: {check:?}");
+            }
+            assert_eq!(frame_count(&output), 250, "{what}");
+        }
+    }
+}
+
+/// A stitch of one 25 fps segment (time base 1/25, no audio) into `output`.
+fn one_segment_stitch(
+    segment: &std::path::Path,
+    output: std::path::PathBuf,
+    container: tessera_media::Container,
+    expect: tessera_media::OutputExpectation,
+) -> tessera_media::StitchRequest {
+    use tessera_media::Rational;
+    tessera_media::StitchRequest {
+        segments: vec![segment.to_path_buf()],
+        video_bias: 0,
+        video_time_base: Rational { num: 1, den: 25 },
+        audio: None,
+        audio_tracks: Vec::new(),
+        start_seconds: 0.0,
+        display_matrix: None,
+        frame_rate: Rational { num: 25, den: 1 },
+        container,
+        output,
+        chapters: Vec::new(),
+        title: None,
+        subtitles: Vec::new(),
+        expect: Some(expect),
+    }
 }

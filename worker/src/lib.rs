@@ -159,7 +159,7 @@ pub async fn run(
             Kind::Cpu
         }
     };
-    if primary == Kind::Cpu {
+    if primary == Kind::Cpu && !runner.sandbox.reuses_children() {
         // Encode children start now, so the first segments find them ready.
         (runner.encoders).warm(None, usize::from(slots), config.limits);
     }

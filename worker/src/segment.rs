@@ -278,7 +278,13 @@ impl SegmentRunner {
             }
         };
         let (op, limits) = (MediaOp::Encode(request), self.config.limits);
-        let run = self.encoders.run(card, &op, limits, &mut report).await;
+        // The one-process farm's software encodes share its warm children with the job's
+        // other operations; elsewhere each slot keeps its own (GPU ones hold a device context).
+        let run = if card.is_none() && self.sandbox.reuses_children() {
+            self.sandbox.run(&op, limits, &mut report).await
+        } else {
+            self.encoders.run(card, &op, limits, &mut report).await
+        };
         let ((result, stats), t_encoded): ((EncodeResult, _), _) = (run?, Instant::now());
         crate::qc::check_segment(task.segment, e, &result)?;
         let mut bytes = 0;

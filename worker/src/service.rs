@@ -176,7 +176,8 @@ pub async fn serve(
     settings: ServiceSettings,
     shutdown: CancellationToken,
 ) -> Result<(), FarmError> {
-    let sandbox = Sandbox::current()?;
+    // One spare child for the stitch and quality operations (encodes use warm slots).
+    let sandbox = Sandbox::current()?.with_spares(1, settings.worker.limits);
     let mut settings = settings;
     settings.worker.gpus = Gpus::detect(&settings.gpu);
     if let Some(gpus) = &settings.worker.gpus {

@@ -262,18 +262,20 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
     let queue: Arc<dyn Queue> = Arc::new(queue);
     let s3 = S3Client::new(settings.service.s3.clone()).await?;
     let router = EventRouter::default();
+    let limits = Limits {
+        timeout: Duration::from_secs(6 * 3600),
+        ..Limits::default()
+    };
     let runner = Arc::new(Runner {
         db: db.clone(),
         queue: queue.clone(),
         work: Arc::new(s3.store(&settings.service.work_bucket)),
         s3,
-        sandbox: Sandbox::current()?,
+        // Two spares: a job's audio runs beside its split.
+        sandbox: Sandbox::current()?.with_spares(2, limits),
         staging_dir: settings.staging_dir.clone(),
         router: router.clone(),
-        limits: Limits {
-            timeout: Duration::from_secs(6 * 3600),
-            ..Limits::default()
-        },
+        limits,
         parallelism: settings.parallelism,
         gate: crate::PublishGate::new(settings.queue_window),
         webhook_secret: settings.webhook_secret.clone(),

@@ -320,3 +320,83 @@ fn the_serving_loop_answers_every_line_with_its_seq() {
     assert!(results[0].peak_rss_bytes > 0);
     assert_eq!(results[1].error.as_ref().unwrap().code, "invalid_request");
 }
+
+#[tokio::test]
+async fn spares_serve_one_operation_each_and_are_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let sb = server(dir.path()).with_spares(2, limits(10));
+    let spares = sb.ready.clone().unwrap();
+    assert_eq!(sb.children_ready(), 2);
+    let mut used = Vec::new();
+    for _ in 0..3 {
+        let ahead = spares.pids();
+        let (v, _): ([u32; 2], _) = sb.run(&op("x"), limits(10), &mut |_| {}).await.unwrap();
+        assert!(
+            ahead.contains(&v[0]),
+            "{} was not one of the spares {ahead:?}",
+            v[0]
+        );
+        assert_eq!(v[1], 1, "a spare served a second operation");
+        assert!(
+            gone(v[0]).await,
+            "spare {} still running after its operation",
+            v[0]
+        );
+        assert_eq!(sb.children_ready(), 2, "spare not replaced");
+        used.push(v[0]);
+    }
+    used.dedup();
+    assert_eq!(used.len(), 3);
+}
+
+#[tokio::test]
+async fn spares_do_not_grow_with_concurrency_and_survive_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let sb = server(dir.path()).with_spares(1, limits(10));
+    let run = || async {
+        let (v, _): ([u32; 2], _) = sb.run(&op("x"), limits(10), &mut |_| {}).await.unwrap();
+        v[0]
+    };
+    let (a, b, c) = tokio::join!(run(), run(), run());
+    assert!(
+        a != b && b != c && a != c,
+        "concurrent operations shared a child"
+    );
+    assert_eq!(sb.children_ready(), 1);
+    let err = sb
+        .run::<serde_json::Value>(&op("crash"), limits(10), &mut |_| {})
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("decoder exploded"), "{err}");
+    assert_ne!(run().await, a);
+}
+
+#[tokio::test]
+async fn a_reusing_sandbox_serves_operations_in_one_warm_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let sb = server(dir.path()).reusing_children(1, limits(10));
+    assert!(sb.reuses_children());
+    let ahead = sb.ready.clone().unwrap().pids();
+    assert_eq!(ahead.len(), 1);
+    let run = |input: &'static str| {
+        let sb = sb.clone();
+        async move {
+            sb.run::<[u32; 2]>(&op(input), limits(10), &mut |_| {})
+                .await
+        }
+    };
+    assert_eq!(run("x").await.unwrap().0, [ahead[0], 1]);
+    assert_eq!(run("x").await.unwrap().0, [ahead[0], 2]);
+    // Two at once: the second waits for the one child instead of starting another.
+    let (b, c) = tokio::join!(run("x"), run("x"));
+    let mut served = [b.unwrap().0, c.unwrap().0];
+    served.sort();
+    assert_eq!(served, [[ahead[0], 3], [ahead[0], 4]]);
+    assert_eq!(sb.children_ready(), 1);
+    // A failed operation's child is ended; the next operation gets a fresh one.
+    assert!(run("media_error").await.is_err());
+    assert!(gone(ahead[0]).await, "a failed child was kept");
+    let fresh = run("x").await.unwrap().0;
+    assert_ne!(fresh[0], ahead[0]);
+    assert_eq!(fresh[1], 1);
+}
