@@ -144,7 +144,15 @@ pub(crate) fn encode_hw(
             })),
         }
     };
-    let rejected = decode_all(&mut ictx, &mut decoder, chunk, &mut on_frame, Some(&reject))?;
+    // Not on the GPU path yet: NVDEC's frame pool with skipped frames is unproven on a card.
+    let rejected = decode_all(
+        &mut ictx,
+        &mut decoder,
+        chunk,
+        &mut on_frame,
+        Some(&reject),
+        None,
+    )?;
     if gate.decoded == 0 {
         return Err(MediaError::decode(chunk, "no frame could be decoded"));
     }

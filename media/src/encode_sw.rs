@@ -59,6 +59,7 @@ pub(crate) fn encode_sw(
         .collect::<Result<Vec<_>, _>>()?;
 
     let mut gate = RangeGate::new(req, chunk_tb);
+    let lead_in = gate.lead_in();
     let mut on_frame = |frame: &mut ff::frame::Video| -> Result<(), MediaError> {
         let Some(pts) = gate.admit_frame(frame) else {
             return Ok(());
@@ -70,7 +71,14 @@ pub(crate) fn encode_sw(
         progress(gate.in_range);
         Ok(())
     };
-    let rejected = decode_all(&mut ictx, &mut decoder, chunk, &mut on_frame, None)?;
+    let rejected = decode_all(
+        &mut ictx,
+        &mut decoder,
+        chunk,
+        &mut on_frame,
+        None,
+        Some(lead_in),
+    )?;
     let (decoded, in_range) = (gate.decoded, gate.in_range);
     if decoded == 0 {
         return Err(MediaError::decode(chunk, "no frame could be decoded"));

@@ -3,12 +3,15 @@
 //! Why: keeping the FFI in one small audited module means the rest of the crate is safe Rust,
 //! and each block below states the invariant it relies on. The CUDA hardware-context FFI of
 //! the GPU path is the submodule `cuda` (ffi/cuda.rs, with the log capture in ffi/avlog.rs),
-//! and the demuxer index reader is ffi/index.rs, under the same rule.
+//! and the decoder switches (ffi/decoder.rs) and the demuxer index reader (ffi/index.rs),
+//! under the same rule.
 
 mod avlog;
 pub(crate) mod cuda;
+mod decoder;
 mod index;
 
+pub(crate) use decoder::{decode_fast, skip_nonref_frames};
 pub(crate) use index::keyframe_times;
 
 use ff::ffi;
@@ -425,17 +428,5 @@ pub(crate) fn encode_subtitle(
         Err(ff::Error::from(n))
     } else {
         Ok(n as usize)
-    }
-}
-
-/// Lets a decoder (not yet opened) take the shortcuts that change no frame count nor
-/// timestamp (no loop filter, the codec's fast flags): the QC gate reads the structure of an
-/// output, not its finest pixels, and should cost little next to the encodes.
-pub(crate) fn decode_fast(ctx: &mut ff::codec::Context) {
-    // SAFETY: the context is allocated and not yet opened; these are plain option fields.
-    unsafe {
-        let c = ctx.as_mut_ptr();
-        (*c).skip_loop_filter = ffi::AVDiscard::AVDISCARD_ALL;
-        (*c).flags2 |= ffi::AV_CODEC_FLAG2_FAST as libc::c_int;
     }
 }

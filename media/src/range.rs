@@ -69,6 +69,16 @@ impl RangeGate {
         Some(pts)
     }
 
+    /// What tells the packets before the range (the decode lead-in) from the rest.
+    pub(crate) fn lead_in(&self) -> LeadIn {
+        LeadIn {
+            chunk_tb: self.chunk_tb,
+            src_tb: self.src_tb,
+            start: self.start,
+            bias: self.bias,
+        }
+    }
+
     /// Counts a decoded frame; returns its biased output pts when it lies in the range.
     pub(crate) fn admit(&mut self, ts: Option<i64>) -> Option<i64> {
         self.decoded += 1;
@@ -93,6 +103,28 @@ impl RangeGate {
     }
 }
 
+/// The packets of a chunk that show before its segment's range: they are decoded only as
+/// references for the range's frames.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeadIn {
+    chunk_tb: ff::Rational,
+    src_tb: ff::Rational,
+    start: i64,
+    bias: i64,
+}
+
+impl LeadIn {
+    /// Whether a packet with this pts (chunk time base) shows before the range.
+    pub(crate) fn holds(&self, pts: i64) -> bool {
+        let ts = if self.chunk_tb == self.src_tb {
+            pts
+        } else {
+            pts.rescale(self.chunk_tb, self.src_tb)
+        };
+        ts - self.bias < self.start
+    }
+}
+
 /// A decoder's rejection of a packet: `Some(error)` stops decoding, `None` skips the packet.
 pub(crate) type RejectPolicy<'a> = Option<&'a dyn Fn(ff::Error) -> Option<MediaError>>;
 
@@ -108,12 +140,22 @@ pub(crate) fn decode_all(
     chunk: &std::path::Path,
     on_frame: &mut dyn FnMut(&mut ff::frame::Video) -> Result<(), MediaError>,
     reject: RejectPolicy<'_>,
+    lead_in: Option<LeadIn>,
 ) -> Result<u64, MediaError> {
     let mut frame = ff::frame::Video::empty();
     let mut rejected = 0u64;
+    let mut skipping = false;
     while let Some(packet) = read_packet(ictx, chunk)? {
         if packet.stream() != 0 {
             continue;
+        }
+        if let Some(lead_in) = lead_in {
+            // Lead-in frames nothing refers to are never shown nor needed: not decoded.
+            let skip = packet.pts().is_some_and(|p| lead_in.holds(p));
+            if skip != skipping {
+                crate::ffi::skip_nonref_frames(decoder, skip);
+                skipping = skip;
+            }
         }
         if let Err(e) = decoder.send_packet(&packet) {
             if let Some(err) = reject.and_then(|f| f(e)) {
@@ -131,4 +173,32 @@ pub(crate) fn decode_all(
         on_frame(&mut frame)?;
     }
     Ok(rejected)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lead_in_is_what_shows_before_the_range() {
+        // Source 1/90000 with a bias of 3000, chunk in 1/1000: the range starts at 90000 (1 s).
+        let lead_in = LeadIn {
+            chunk_tb: ff::Rational::new(1, 1000),
+            src_tb: ff::Rational::new(1, 90000),
+            start: 90_000,
+            bias: 3_000,
+        };
+        // Chunk pts carry the bias: 1 s of source time is (90000 + 3000) / 90 = 1033.3 ms.
+        assert!(lead_in.holds(0));
+        assert!(lead_in.holds(1033));
+        assert!(!lead_in.holds(1034));
+        assert!(!lead_in.holds(5000));
+        let same = LeadIn {
+            chunk_tb: ff::Rational::new(1, 25),
+            src_tb: ff::Rational::new(1, 25),
+            start: 10,
+            bias: 2,
+        };
+        assert!(same.holds(11) && !same.holds(12));
+    }
 }
