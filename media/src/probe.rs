@@ -78,6 +78,8 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
     let mut audio_skip_until: Vec<Option<i64>> = vec![None; audio.len()];
     // Whether the container stores presentation times at all (see `reorder`).
     let (mut pts_missing, mut pts_differ) = (false, false);
+    // Video packets with neither pts nor dts (a raw elementary stream has no timing at all).
+    let mut untimed = 0u64;
     let video_delay = ictx
         .stream(video_index)
         .map_or(0, |s| ffi::stream_video_delay(&s));
@@ -86,6 +88,7 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
         let discard = ffi::packet_is_discard(&packet);
         if idx == video_index {
             let Some((pts, dts)) = packet_times(&packet) else {
+                untimed += 1;
                 continue;
             };
             pts_missing |= packet.pts().is_none();
@@ -166,6 +169,16 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
     }
     recovery_in_packets(&mut packets, &references, dts_rule.depth);
     let shown: Vec<&PacketEntry> = packets.iter().filter(|p| !p.discard).collect();
+    if shown.is_empty() && untimed > 0 {
+        return Err(MediaError::Unsupported {
+            path: path.display().to_string(),
+            reason: format!(
+                "{untimed} video packets and not one timestamp: a raw elementary stream \
+                 (.h264, .hevc) carries no timing; put it in a container first, e.g. \
+                 `ffmpeg -framerate 25 -i INPUT -c copy OUTPUT.mp4` with its frame rate"
+            ),
+        });
+    }
     if shown.is_empty() {
         return Err(MediaError::NoVideo {
             path: path.display().to_string(),

@@ -103,3 +103,33 @@ fn gpu_required_without_a_gpu_is_refused_and_auto_falls_back_to_cpu() {
     let run = job.run_ok(1, &["--gpu", "auto"]);
     assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
 }
+
+/// A raw H.264 elementary stream has frames but no timestamps: refused as unsupported with
+/// that reason and a way out, never as "no frames".
+#[test]
+fn raw_h264_elementary_stream() {
+    let dir = input_dir();
+    let input = dir.path().join("camera.h264");
+    let out = input.to_string_lossy();
+    tessera_tests::fixture::ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=320x240:rate=25:duration=2",
+        "-c:v",
+        "libx264",
+        "-bf",
+        "2",
+        "-f",
+        "h264",
+        &out,
+    ]);
+    let job = Job::new(&input, "out.mp4");
+    let run = job.run(1, &[]);
+    job.assert_rejected(&run);
+    assert!(
+        run.stderr.contains("raw elementary stream") && run.stderr.contains("50 video packets"),
+        "{}",
+        run.stderr
+    );
+}

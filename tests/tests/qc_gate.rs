@@ -196,17 +196,24 @@ fn the_parallel_gate_decodes_every_frame_once() {
     ];
     for (name, codec, parts) in cases {
         let segment = dir.path().join(format!("{name}.nut"));
-        let made = std::process::Command::new("ffmpeg")
-            .args(["-v", "error", "-f", "lavfi", "-i"])
-            .arg("testsrc2=size=320x240:rate=25:duration=10")
-            .args([
-                "-c:v", codec[0], "-preset", "veryfast", "-bf", "3", codec[1], codec[2],
-            ])
-            .args(["-f", "nut"])
-            .arg(&segment)
-            .status()
-            .expect("run ffmpeg");
-        assert!(made.success(), "ffmpeg could not make the {name} segment");
+        let out = segment.to_string_lossy();
+        tessera_tests::fixture::ffmpeg(&[
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc2=size=320x240:rate=25:duration=10",
+            "-c:v",
+            codec[0],
+            "-preset",
+            "veryfast",
+            "-bf",
+            "3",
+            codec[1],
+            codec[2],
+            "-f",
+            "nut",
+            &out,
+        ]);
         let first = tessera_tests::probe::probe_stream_frames(&segment, "v:0")
             .first()
             .map(|f| f.ts)
