@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::demux::{open_audio_decoder, open_input, read_packet};
 use crate::types::Rational;
-use crate::verify_parts::{borders, decode_video};
+use crate::verify_parts::{borders, decode_video, seconds};
 use crate::{ffi, MediaError};
 
 /// What a stitched output must hold, from the plan.
@@ -92,10 +92,7 @@ pub fn verify_output(
             }
         }
     }
-    let keyframes: Vec<f64> = keyframes
-        .iter()
-        .map(|&t| t as f64 * f64::from(v_tb.numerator()) / f64::from(v_tb.denominator()))
-        .collect();
+    let keyframes: Vec<f64> = keyframes.iter().map(|&t| seconds(t, v_tb)).collect();
     let mut audio = Vec::new();
     for s in ictx.streams() {
         if s.parameters().medium() == ff::media::Type::Audio {
@@ -198,9 +195,7 @@ impl AudioTrack {
     fn drain(&mut self, samples: &mut ff::frame::Audio) {
         while self.decoder.receive_frame(samples).is_ok() {
             if self.start.is_none() {
-                self.start = samples.timestamp().map(|ts| {
-                    ts as f64 * f64::from(self.tb.numerator()) / f64::from(self.tb.denominator())
-                });
+                self.start = samples.timestamp().map(|ts| seconds(ts, self.tb));
             }
             self.samples += samples.samples() as u64;
         }

@@ -15,7 +15,7 @@
 //! to follow one another. Should a part still disagree with the plan, the caller decodes the
 //! whole video again in one part before it fails anything.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ffmpeg_next as ff;
 
@@ -77,7 +77,8 @@ impl Shown {
     }
 }
 
-fn seconds(ts: i64, tb: ff::Rational) -> f64 {
+/// Seconds of `ts` in time base `tb`.
+pub(crate) fn seconds(ts: i64, tb: ff::Rational) -> f64 {
     ts as f64 * f64::from(tb.numerator()) / f64::from(tb.denominator())
 }
 
@@ -169,15 +170,14 @@ fn decode_part(
     k: usize,
     threads: usize,
 ) -> Result<Shown, String> {
-    let path: PathBuf = path.into();
     let media = |e: MediaError| e.to_string();
-    let mut ictx = open_input(&path).map_err(media)?;
+    let mut ictx = open_input(path).map_err(media)?;
     let stream = ictx
         .stream(index)
         .ok_or_else(|| format!("no stream {index}"))?;
     let tb = stream.time_base();
     let mut decoder =
-        open_video_decoder_with(&stream, &path, threads, ffi::decode_fast).map_err(media)?;
+        open_video_decoder_with(&stream, path, threads, ffi::decode_fast).map_err(media)?;
     if k > 0 {
         seek_before(&mut ictx, borders[k] - SEEK_MARGIN_SECONDS)?;
     }
@@ -185,7 +185,7 @@ fn decode_part(
     let mut shown = Shown::default();
     let mut frame = ff::frame::Video::empty();
     let mut first_packet = true;
-    while let Some(packet) = read_packet(&mut ictx, &path).map_err(media)? {
+    while let Some(packet) = read_packet(&mut ictx, path).map_err(media)? {
         if packet.stream() != index {
             continue;
         }

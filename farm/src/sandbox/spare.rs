@@ -97,15 +97,12 @@ impl Ready {
             Use::OnePerOperation => None,
         };
         let taken = self.idle().pop();
-        let policy = match self.mode {
-            Use::OnePerOperation => {
-                // The replacement starts now, beside this operation, not after it.
-                self.refill();
-                ONE_OPERATION
-            }
-            Use::Reuse => WarmPolicy::default(),
-        };
-        let mut slot = taken.unwrap_or_else(|| SandboxSlot::new(self.sandbox.clone(), policy));
+        if self.mode == Use::OnePerOperation {
+            // The replacement starts now, beside this operation, not after it.
+            self.refill();
+        }
+        let mut slot =
+            taken.unwrap_or_else(|| SandboxSlot::new(self.sandbox.clone(), self.policy()));
         // A used-up or failed child is ended by the slot; dropping the slot (or this future)
         // ends whatever child it still holds.
         let result = slot.run(op, limits, progress).await;
@@ -134,14 +131,18 @@ impl Ready {
             .collect()
     }
 
-    fn refill(&self) {
-        let policy = match self.mode {
+    /// The warm policy of this set's slots.
+    fn policy(&self) -> WarmPolicy {
+        match self.mode {
             Use::OnePerOperation => ONE_OPERATION,
             Use::Reuse => WarmPolicy::default(),
-        };
+        }
+    }
+
+    fn refill(&self) {
         let mut idle = self.idle();
         while idle.len() < self.target {
-            let mut slot = SandboxSlot::new(self.sandbox.clone(), policy);
+            let mut slot = SandboxSlot::new(self.sandbox.clone(), self.policy());
             if let Err(e) = slot.warm(self.limits) {
                 // Best effort: the operation then starts its own child, as without spares.
                 tracing::warn!(error = %e, "media child not started ahead");
