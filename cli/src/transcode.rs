@@ -154,6 +154,8 @@ async fn run_farm(
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
+    // A task that runs out of deliveries fails the job with the reason, as in the farm.
+    tessera_dispatcher::dead_letters::spawn_forwarders(&shared_queue, &workers_stop);
     let p = progress.clone();
     let ctx = DispatchContext {
         queue: shared_queue.clone(),
@@ -171,15 +173,19 @@ async fn run_farm(
         },
         max_decode_error_share: cfg.max_decode_error_share,
         max_input_frames: None,
-        on_stage: Arc::new(move |stage: &JobStage| match stage {
-            JobStage::Planned {
-                frames, segments, ..
-            } => p.planned(*frames, *segments),
-            JobStage::Published => {}
-            JobStage::SegmentDone {
-                segment, frames, ..
-            } => p.segment_done(*segment, *frames),
-            JobStage::Stitching => p.stitching(),
+        task_deadline: tessera_dispatcher::DEFAULT_TASK_DEADLINE,
+        on_stage: Arc::new(move |stage: &JobStage| {
+            match stage {
+                JobStage::Planned {
+                    frames, segments, ..
+                } => p.planned(*frames, *segments),
+                JobStage::Published => {}
+                JobStage::SegmentDone {
+                    segment, frames, ..
+                } => p.segment_done(*segment, *frames),
+                JobStage::Stitching => p.stitching(),
+            }
+            Ok(())
         }),
     };
     let request = JobRequest {
@@ -204,6 +210,8 @@ async fn run_farm(
     };
     let mut events = shared_queue.consume(QUEUE_EVENTS, 64).await?;
     let result = run_job(&ctx, &request, events.as_mut(), shutdown).await;
+    // Nothing records the outcome here: the job ends at once.
+    tessera_dispatcher::end_job(&*ctx.store, None, &ctx.staging_dir, &request.id).await;
 
     // Stop the workers: close the queue so idle ones return, cancel the rest.
     queue.close(QUEUE_ENCODE_CPU);

@@ -4,13 +4,15 @@
 //! Why a stage of its own: it takes what prepare handed forward (the plan, the segments an
 //! earlier run finished, the publisher) and hands `Collected` on to the stitch step.
 
-use tessera_farm::model::{SegmentOutcome, TaskRef};
+use tessera_farm::model::{encode_message, SegmentOutcome, TaskRef};
 use tessera_farm::queue::Consumer;
 use tessera_farm::FarmError;
+use tessera_media::{ProbeInfo, SegmentPlan};
 
-use crate::prepare::{published, Prepared};
+use crate::patience::recorded;
+use crate::prepare::{published, segment_task, OnQueue, Prepared};
 use crate::request::{DispatchContext, JobRequest, JobStage};
-use crate::task_events::{next_event, task_failed};
+use crate::task_events::{next_event, task_failed, Silence};
 
 /// What the segments reported, handed to the stitch step and the report.
 pub(crate) struct Collected {
@@ -52,20 +54,35 @@ pub(crate) async fn collect(
             c.frames += frames;
         }
     }
+    let view = PlanView {
+        plans: &prepared.plans,
+        info: &prepared.info,
+        bias: prepared.bias,
+        queue: &prepared.encode_queue,
+        on_queue: &prepared.on_queue,
+        fingerprint: prepared.fingerprint,
+    };
+    let mut silence = Silence::new(ctx.task_deadline);
     while remaining > 0 {
         let (event, delivery) = tokio::select! {
-            e = next_event(&req.id, events) => e?,
+            e = next_event(&req.id, prepared.fingerprint, events) => e?,
             p = published(publisher) => {
                 p?;
                 *publisher = None;
                 continue;
             }
+            () = silence.passed() => {
+                republish_silent(ctx, req, &view, &done, &mut silence).await?;
+                continue;
+            }
         };
+        silence.heard();
         let TaskRef::Segment(segment) = event.task else {
             // A stitch event from an earlier run of this job: it is republished later.
             let _ = delivery.acker.ack().await;
             continue;
         };
+        let i = segment as usize;
         match event.outcome {
             SegmentOutcome::Done {
                 frames,
@@ -75,9 +92,19 @@ pub(crate) async fn collect(
                 decode_errors,
                 ..
             } => {
-                let i = segment as usize;
                 // A redelivered segment may report twice; count it once.
                 if i < total && !done[i] {
+                    // Recorded (for a restart) before the event is acked.
+                    recorded(
+                        &ctx.on_stage,
+                        &JobStage::SegmentDone {
+                            segment,
+                            frames,
+                            media_seconds,
+                            overhead_seconds,
+                        },
+                    )
+                    .await;
                     done[i] = true;
                     remaining -= 1;
                     c.frames += frames;
@@ -87,14 +114,13 @@ pub(crate) async fn collect(
                     if let Some(gate) = &ctx.gate {
                         gate.release(&req.id);
                     }
-                    // Recorded (for a restart) before the event is acked.
-                    (ctx.on_stage)(&JobStage::SegmentDone {
-                        segment,
-                        frames,
-                        media_seconds,
-                        overhead_seconds,
-                    });
                 }
+                let _ = delivery.acker.ack().await;
+            }
+            // A copy of a segment that already has its result failed (a republished or
+            // dead-lettered duplicate): the result stands.
+            SegmentOutcome::Failed { .. } if done.get(i).copied().unwrap_or(false) => {
+                tracing::info!(job = %req.id, segment, "failure of a finished segment's copy ignored");
                 let _ = delivery.acker.ack().await;
             }
             SegmentOutcome::Failed {
@@ -108,6 +134,50 @@ pub(crate) async fn collect(
         }
     }
     Ok(c)
+}
+
+/// What a republish needs of the prepared job (borrowed apart from its publisher).
+struct PlanView<'a> {
+    plans: &'a [SegmentPlan],
+    info: &'a ProbeInfo,
+    bias: i64,
+    queue: &'a str,
+    on_queue: &'a OnQueue,
+    fingerprint: u64,
+}
+
+/// After a silence of the job's segments: republishes the ones on the queue without a
+/// result (a publish that fails is tried again at the next silence), or fails the job.
+async fn republish_silent(
+    ctx: &DispatchContext,
+    req: &JobRequest,
+    view: &PlanView<'_>,
+    done: &[bool],
+    silence: &mut Silence,
+) -> Result<(), FarmError> {
+    let outstanding: Vec<TaskRef> = {
+        let on_queue = view.on_queue.lock().unwrap_or_else(|p| p.into_inner());
+        (0..done.len())
+            .filter(|&i| !done[i] && on_queue.get(i).copied().unwrap_or(false))
+            .map(|i| TaskRef::Segment(i as u32))
+            .collect()
+    };
+    if !silence
+        .republish_due(&*ctx.queue, view.queue, &outstanding)
+        .await?
+    {
+        return Ok(());
+    }
+    for plan in outstanding.iter().filter_map(|t| match t {
+        TaskRef::Segment(i) => view.plans.get(*i as usize),
+        TaskRef::Stitch(_) => None,
+    }) {
+        let task = segment_task(req, view.fingerprint, plan, view.info, view.bias);
+        if let Err(e) = ctx.queue.publish(view.queue, encode_message(&task)).await {
+            tracing::warn!(job = %req.id, segment = plan.index, error = %e, "republish failed");
+        }
+    }
+    Ok(())
 }
 
 /// Judges the source's decoder errors: more than `max_share` of its frames fails the job as

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use tessera_farm::queue::Consumer;
+use tessera_farm::store::Store;
 use tessera_farm::FarmError;
 use tokio_util::sync::CancellationToken;
 
@@ -14,9 +15,12 @@ use crate::collect::{collect, judge_decode_errors};
 use crate::prepare::prepare;
 use crate::request::{DispatchContext, JobReport, JobRequest, JobStage, OutputReport};
 use crate::stitching;
+use crate::PublishGate;
 
-/// Runs one job to the end. `events` is the consumer of worker events (this job's only).
-/// On failure or cancellation the work area is cleaned and nothing is left at the output.
+/// Runs one job's stages to its outcome. The caller records the outcome durably and only
+/// then calls [`end_job`]: the end marker tells workers to drop the job's tasks, so a job
+/// whose marker exists must never be left unfinished in the caller's records (a restart would
+/// resume it and wait forever for tasks the workers drop).
 pub async fn run_job(
     ctx: &DispatchContext,
     req: &JobRequest,
@@ -25,22 +29,25 @@ pub async fn run_job(
 ) -> Result<JobReport, FarmError> {
     let started = Instant::now();
     let staging = ctx.staging_dir.join(&req.id);
-    let result = tokio::select! {
+    tokio::select! {
         r = run_stages(ctx, req, &staging, events, started) => r,
         _ = cancel.cancelled() => Err(FarmError::Cancelled { job: req.id.clone() }),
-    };
-    // Tell workers the job is over (they drop its queued segments and abort running ones),
-    // then the work area and staging go, whatever happened.
-    mark_ended(ctx, &req.id, &staging).await;
-    if let Some(gate) = &ctx.gate {
-        gate.release_job(&req.id);
     }
-    let _ = ctx
-        .store
-        .delete_prefix(&tessera_farm::model::keys::job_prefix(&req.id))
+}
+
+/// Ends a job whose outcome is recorded: tells workers it is over (they drop its queued
+/// tasks and abort running ones), frees its priority-gate places, and removes its work area
+/// and its staging under `staging_dir`. Idempotent: a restarted dispatcher runs it again for
+/// jobs whose end it did not finish.
+pub async fn end_job(store: &dyn Store, gate: Option<&PublishGate>, staging_dir: &Path, job: &str) {
+    mark_ended(store, staging_dir, job).await;
+    if let Some(gate) = gate {
+        gate.release_job(job);
+    }
+    let _ = store
+        .delete_prefix(&tessera_farm::model::keys::job_prefix(job))
         .await;
-    let _ = tokio::fs::remove_dir_all(&staging).await;
-    result
+    let _ = tokio::fs::remove_dir_all(staging_dir.join(job)).await;
 }
 
 /// The stages in order, then the report.
@@ -76,7 +83,7 @@ async fn run_stages(
             return Err(e);
         }
     }
-    (ctx.on_stage)(&JobStage::Stitching);
+    crate::patience::recorded(&ctx.on_stage, &JobStage::Stitching).await;
     let audio = prepared.audio.await.map_err(|e| FarmError::ChildCrashed {
         what: "audio".into(),
         detail: e.to_string(),
@@ -87,6 +94,7 @@ async fn run_stages(
     };
     let tasks = stitching::stitch_tasks(
         req,
+        prepared.fingerprint,
         &prepared.info,
         &prepared.plans,
         prepared.bias,
@@ -149,17 +157,17 @@ async fn run_stages(
     })
 }
 
-async fn mark_ended(ctx: &DispatchContext, job: &str, staging: &Path) {
-    let marker = staging.with_extension("ended");
+async fn mark_ended(store: &dyn Store, staging_dir: &Path, job: &str) {
+    let marker = staging_dir.join(job).with_extension("ended");
     let written = async {
-        tokio::fs::create_dir_all(&ctx.staging_dir)
+        tokio::fs::create_dir_all(staging_dir)
             .await
-            .map_err(|e| FarmError::io(&ctx.staging_dir, e))?;
+            .map_err(|e| FarmError::io(staging_dir, e))?;
         tokio::fs::write(&marker, b"")
             .await
             .map_err(|e| FarmError::io(&marker, e))?;
         let key = tessera_farm::model::keys::ended(job);
-        crate::patience::patiently("mark job ended", || ctx.store.put_file(&key, &marker)).await
+        crate::patience::patiently("mark job ended", || store.put_file(&key, &marker)).await
     }
     .await;
     if let Err(e) = written {

@@ -9,10 +9,13 @@
 //! - prepare.rs: probe, plan, split, publish; gives `Prepared`.
 //! - collect.rs: waits for every segment; gives `Collected`.
 //! - stitching.rs: stitch tasks, frame check, quality, delivery.
-//! - task_events.rs, patience.rs, gate.rs: event reading, store retries, priority admission.
+//! - task_events.rs, patience.rs, gate.rs: event reading and task deadlines, store and
+//!   record retries, priority admission.
+//! - dead_letters.rs: dead-lettered tasks become failure events of their jobs.
 //! - service/: the HTTP dispatcher service around `run_job`.
 
 mod collect;
+pub mod dead_letters;
 mod gate;
 mod job;
 mod patience;
@@ -23,8 +26,8 @@ mod stitching;
 mod task_events;
 
 pub use gate::{GateCounts, PublishGate};
-pub use job::run_job;
+pub use job::{end_job, run_job};
 pub use request::{
     Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage, OutputReport,
-    OutputSink, Resume, DEFAULT_MAX_DECODE_ERROR_SHARE,
+    OutputSink, Resume, StageRecorder, DEFAULT_MAX_DECODE_ERROR_SHARE, DEFAULT_TASK_DEADLINE,
 };

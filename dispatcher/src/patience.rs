@@ -1,13 +1,18 @@
-//! Retrying store operations through an S3 outage.
+//! Retrying store operations through an S3 outage, and progress records through a database
+//! that cannot write.
 //!
 //! Why: an unreachable store (connection refused, timeouts, 5xx) says nothing about the job;
 //! the dispatcher waits for it (as workers do) instead of failing a job that would succeed a
-//! minute later. Other store errors (missing object, access denied) return at once.
+//! minute later. Other store errors (missing object, access denied) return at once. A job
+//! whose progress cannot be recorded (a full disk) waits too: acking an event whose progress
+//! is not stored would lose it on the next restart.
 
 use std::future::Future;
 use std::time::Duration;
 
 use tessera_farm::FarmError;
+
+use crate::request::{JobStage, StageRecorder};
 
 /// How long one store operation may keep waiting for the store to come back.
 pub const STORE_PATIENCE: Duration = Duration::from_secs(600);
@@ -32,6 +37,18 @@ where
             }
             other => return other,
         }
+    }
+}
+
+/// Records `stage` with `record` (the context's `on_stage`), retrying (1 s doubling to 30 s) until it is stored.
+/// Why no limit: the caller holds the event that the record acknowledges; giving up would
+/// either lose it or fail a job that resumes fine once the disk has room again.
+pub(crate) async fn recorded(record: &StageRecorder, stage: &JobStage) {
+    let mut backoff = Duration::from_secs(1);
+    while let Err(e) = record(stage) {
+        tracing::warn!(error = %e, retry_in = ?backoff, "progress not recorded; waiting");
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(30));
     }
 }
 
@@ -76,5 +93,26 @@ mod tests {
         // A store that never comes back: gives up after the patience, with its error.
         let got: Result<(), _> = patiently("op", || async { Err(down()) }).await;
         assert_eq!(got.unwrap_err().code(), "store_unavailable");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stage_is_recorded_however_long_the_database_fails() {
+        let tries = std::sync::Arc::new(AtomicU32::new(0));
+        let counted = tries.clone();
+        let record: StageRecorder = std::sync::Arc::new(move |_: &JobStage| {
+            if counted.fetch_add(1, Ordering::SeqCst) < 20 {
+                Err(FarmError::Io {
+                    path: "job database".into(),
+                    reason: "database or disk is full".into(),
+                })
+            } else {
+                Ok(())
+            }
+        });
+        let started = tokio::time::Instant::now();
+        recorded(&record, &JobStage::Stitching).await;
+        assert_eq!(tries.load(Ordering::SeqCst), 21);
+        // Backoff 1, 2, 4, 8, 16, then 30 s: the record waited (for space), it did not give up.
+        assert!(started.elapsed() >= Duration::from_secs(31 + 15 * 30));
     }
 }

@@ -14,7 +14,7 @@ use tessera_media::{
 };
 use tokio::task::JoinHandle;
 
-use crate::patience::patiently;
+use crate::patience::{patiently, recorded};
 use crate::request::{DispatchContext, JobRequest, JobStage};
 
 /// Longest the planner may take; it is O(n log n) in the frame count, so a 2-hour 60 fps
@@ -38,7 +38,17 @@ pub(crate) struct Prepared {
     pub peak_rss_bytes: u64,
     /// Segments an earlier run finished (index, frames): not waited for again.
     pub reused: Vec<(u32, u64)>,
+    /// The queue the segment tasks go to.
+    pub encode_queue: String,
+    /// The plan's fingerprint: in every task, event and work-area key of this run.
+    pub fingerprint: u64,
+    /// Which segments are on the queue (the publisher marks them; all of them on a resume
+    /// of a run that published everything): the ones a silence may republish.
+    pub on_queue: OnQueue,
 }
+
+/// Which segments of a job have been published, shared with its publisher.
+pub(crate) type OnQueue = std::sync::Arc<std::sync::Mutex<Vec<bool>>>;
 
 /// A fingerprint of a plan's segment ranges (FNV-1a), stable across runs and builds.
 pub(crate) fn plan_fingerprint(plans: &[SegmentPlan]) -> u64 {
@@ -84,11 +94,15 @@ pub(crate) async fn prepare(
         .filter(|r| r.plan_fingerprint == fingerprint)
         .cloned()
         .unwrap_or_default();
-    (ctx.on_stage)(&JobStage::Planned {
-        frames: plans.iter().map(|p| p.frames).sum(),
-        segments: plans.len() as u32,
-        fingerprint,
-    });
+    recorded(
+        &ctx.on_stage,
+        &JobStage::Planned {
+            frames: plans.iter().map(|p| p.frames).sum(),
+            segments: plans.len() as u32,
+            fingerprint,
+        },
+    )
+    .await;
     tracing::info!(
         job = %req.id, segments = plans.len(), frames = video.frames,
         codec = %video.codec, width = video.width, height = video.height, "job planned"
@@ -97,16 +111,31 @@ pub(crate) async fn prepare(
     let audio = spawn_audio(
         ctx,
         req,
+        fingerprint,
         &probe.info,
         video.time_base.seconds(bias),
         staging,
     );
 
+    let encode_queue = encode_queue(ctx, req).await;
+    tracing::info!(job = %req.id, queue = %encode_queue, "segments go to");
+    let on_queue: OnQueue =
+        std::sync::Arc::new(std::sync::Mutex::new(vec![resume.published; plans.len()]));
     let (split_rss, publisher) = if resume.published {
         tracing::info!(job = %req.id, done = resume.done.len(), "resuming: segments already on the queue");
         (0, None)
     } else {
-        let (rss, publisher) = split_and_publish(ctx, req, staging, &plans, &probe, bias).await?;
+        let publish = (encode_queue.clone(), on_queue.clone());
+        let (rss, publisher) = split_and_publish(
+            ctx,
+            req,
+            staging,
+            (&plans, fingerprint),
+            &probe,
+            bias,
+            publish,
+        )
+        .await?;
         (rss, Some(publisher))
     };
     Ok(Prepared {
@@ -121,6 +150,9 @@ pub(crate) async fn prepare(
         } else {
             Vec::new()
         },
+        encode_queue,
+        on_queue,
+        fingerprint,
     })
 }
 
@@ -179,9 +211,10 @@ async fn split_and_publish(
     ctx: &DispatchContext,
     req: &JobRequest,
     staging: &Path,
-    plans: &[SegmentPlan],
+    (plans, fingerprint): (&[SegmentPlan], u64),
     probe: &Probe,
     bias: i64,
+    (queue, on_queue): (String, OnQueue),
 ) -> Result<(u64, Publisher), FarmError> {
     let info = &probe.info;
     let chunk_dir = staging.join("chunks");
@@ -215,7 +248,7 @@ async fn split_and_publish(
                 .and_then(|i| plans.get(i))
                 .ok_or_else(|| FarmError::BadMessage(format!("split reported chunk {index}")))?;
             let path = chunk_dir.join(tessera_media::split::chunk_file_name(plan.index));
-            let task = segment_task(req, plan, info, bias);
+            let task = segment_task(req, fingerprint, plan, info, bias);
             patiently("store chunk", || ctx.store.put_file(&task.chunk_key, &path)).await?;
             let _ = tokio::fs::remove_file(&path).await;
             let _ = ready_tx.send(task);
@@ -224,8 +257,6 @@ async fn split_and_publish(
     };
     // Publishing runs on beside the encodes: with a gate it waits for places that only
     // finished segments free, and the job's events are read once preparation returns.
-    let queue = encode_queue(ctx, req).await?;
-    tracing::info!(job = %req.id, queue, "segments go to");
     let publisher = {
         let ctx = ctx.clone();
         let (job, priority, total) = (req.id.clone(), req.priority, plans.len());
@@ -236,6 +267,11 @@ async fn split_and_publish(
                     gate.admit(&job, priority).await;
                 }
                 ctx.queue.publish(&queue, encode_message(&task)).await?;
+                if let Some(p) = (on_queue.lock().unwrap_or_else(|p| p.into_inner()))
+                    .get_mut(task.segment as usize)
+                {
+                    *p = true;
+                }
                 published += 1;
             }
             if published != total {
@@ -244,7 +280,7 @@ async fn split_and_publish(
                     detail: format!("published {published} of {total} segments"),
                 });
             }
-            (ctx.on_stage)(&JobStage::Published);
+            recorded(&ctx.on_stage, &JobStage::Published).await;
             Ok(())
         })
     };
@@ -263,8 +299,8 @@ async fn split_and_publish(
 
 /// The queue of a job's segments: by its hardware, and for "any" by whether GPU workers
 /// are consuming the GPU queue now.
-async fn encode_queue(ctx: &DispatchContext, req: &JobRequest) -> Result<String, FarmError> {
-    Ok(match req.hardware {
+async fn encode_queue(ctx: &DispatchContext, req: &JobRequest) -> String {
+    match req.hardware {
         Hardware::Cpu => ctx.encode_queue.clone(),
         Hardware::Gpu => ctx.gpu_queue.clone(),
         Hardware::Any => {
@@ -274,7 +310,7 @@ async fn encode_queue(ctx: &DispatchContext, req: &JobRequest) -> Result<String,
                 ctx.encode_queue.clone()
             }
         }
-    })
+    }
 }
 
 /// The task publishing a job's segments; aborted when dropped (the job ended).
@@ -304,13 +340,22 @@ pub(crate) async fn published(publisher: &mut Option<Publisher>) -> Result<(), F
     }
 }
 
-fn segment_task(req: &JobRequest, plan: &SegmentPlan, info: &ProbeInfo, bias: i64) -> SegmentTask {
+/// The task message of one planned segment (published by the split, republished after a
+/// silence).
+pub(crate) fn segment_task(
+    req: &JobRequest,
+    fingerprint: u64,
+    plan: &SegmentPlan,
+    info: &ProbeInfo,
+    bias: i64,
+) -> SegmentTask {
     let video = &info.video;
     SegmentTask {
         v: WIRE_VERSION,
         job_id: req.id.clone(),
+        plan: fingerprint,
         segment: plan.index,
-        chunk_key: keys::chunk(&req.id, plan.index),
+        chunk_key: keys::chunk(&req.id, fingerprint, plan.index),
         encode: SegmentEncode {
             start_pts: plan.start_pts,
             end_pts: plan.end_pts,
@@ -333,7 +378,7 @@ fn segment_task(req: &JobRequest, plan: &SegmentPlan, info: &ProbeInfo, bias: i6
             .outputs
             .iter()
             .map(|o| {
-                let key = keys::encoded(&req.id, &o.rendition.name, plan.index);
+                let key = keys::encoded(&req.id, fingerprint, &o.rendition.name, plan.index);
                 (o.rendition.clone(), key)
             })
             .collect(),
@@ -343,6 +388,7 @@ fn segment_task(req: &JobRequest, plan: &SegmentPlan, info: &ProbeInfo, bias: i6
 fn spawn_audio(
     ctx: &DispatchContext,
     req: &JobRequest,
+    fingerprint: u64,
     info: &ProbeInfo,
     bias_seconds: f64,
     staging: &Path,
@@ -374,7 +420,7 @@ fn spawn_audio(
             .sandbox
             .run(&MediaOp::Audio(request.clone()), ctx.limits, &mut |_| {})
             .await?;
-        let key = keys::audio(&job);
+        let key = keys::audio(&job, fingerprint);
         patiently("store audio", || ctx.store.put_file(&key, &request.output)).await?;
         let _ = tokio::fs::remove_file(&request.output).await;
         Ok(Some((result, stats)))

@@ -165,9 +165,23 @@ pub struct DispatchContext {
     /// Most video frames an input may have (admission control; none: the media crate's
     /// limit of 24 hours at 60 fps).
     pub max_input_frames: Option<u64>,
-    /// Stage updates.
-    pub on_stage: Arc<dyn Fn(&JobStage) + Send + Sync>,
+    /// How long a job may hear nothing of its outstanding tasks before it republishes them
+    /// (a task lost from the queue without being dead-lettered); after
+    /// [`MAX_REPUBLISH`](crate::task_events::MAX_REPUBLISH) silences the job fails as
+    /// `task_lost`. Longer than any one task may take.
+    pub task_deadline: std::time::Duration,
+    /// Records a stage (the service writes it to its database). An event is acked only once
+    /// this returned `Ok`; an error (a full disk, a locked database) is retried until it
+    /// succeeds, so progress is never acked without being recorded.
+    pub on_stage: StageRecorder,
 }
+
+/// Records a job's stages (see [`DispatchContext::on_stage`]).
+pub type StageRecorder = Arc<dyn Fn(&JobStage) -> Result<(), FarmError> + Send + Sync>;
+
+/// The default of [`DispatchContext::task_deadline`]: an hour, three times the workers'
+/// default segment timeout.
+pub const DEFAULT_TASK_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// The default of [`DispatchContext::max_decode_error_share`]: one frame in a hundred.
 pub const DEFAULT_MAX_DECODE_ERROR_SHARE: f64 = 0.01;

@@ -14,11 +14,12 @@ use tessera_media::{AudioTrackResult, OutputExpectation, ProbeInfo, QualityRepor
 
 use crate::patience::patiently;
 use crate::request::{Destination, DispatchContext, JobRequest};
-use crate::task_events::{next_event, task_failed};
+use crate::task_events::{next_event, task_failed, Silence};
 
 /// The stitch tasks of a job, one per output.
 pub(crate) fn stitch_tasks(
     req: &JobRequest,
+    fingerprint: u64,
     info: &ProbeInfo,
     plans: &[SegmentPlan],
     bias: i64,
@@ -32,12 +33,13 @@ pub(crate) fn stitch_tasks(
         .map(|(i, out)| StitchTask {
             v: WIRE_VERSION,
             job_id: req.id.clone(),
+            plan: fingerprint,
             output: i as u32,
             segment_keys: plans
                 .iter()
-                .map(|p| keys::encoded(&req.id, &out.rendition.name, p.index))
+                .map(|p| keys::encoded(&req.id, fingerprint, &out.rendition.name, p.index))
                 .collect(),
-            audio_key: audio.map(|_| keys::audio(&req.id)),
+            audio_key: audio.map(|_| keys::audio(&req.id, fingerprint)),
             audio_tracks: audio.map(<[_]>::to_vec).unwrap_or_default(),
             video_bias: bias,
             video_time_base: video.time_base,
@@ -45,7 +47,7 @@ pub(crate) fn stitch_tasks(
             display_matrix: video.display_matrix.clone(),
             frame_rate: video.avg_frame_rate,
             container: out.container,
-            result_key: keys::output(&req.id, i as u32, out.container.extension()),
+            result_key: keys::output(&req.id, fingerprint, i as u32, out.container.extension()),
             expected_frames: frames,
             chapters: info.chapters.clone(),
             title: info.title.clone(),
@@ -104,8 +106,26 @@ pub(crate) async fn stitch_all(
     }
     let mut done = vec![false; tasks.len()];
     let mut peak_rss = 0;
+    let mut silence = Silence::new(ctx.task_deadline);
     while done.iter().any(|d| !d) {
-        let (event, delivery) = next_event(&req.id, events).await?;
+        let (event, delivery) = tokio::select! {
+            e = next_event(&req.id, tasks.first().map_or(0, |t| t.plan), events) => e?,
+            () = silence.passed() => {
+                let outstanding: Vec<TaskRef> = (0..tasks.len())
+                    .filter(|&i| !done[i])
+                    .map(|i| TaskRef::Stitch(i as u32))
+                    .collect();
+                if silence.republish_due(&*ctx.queue, &ctx.stitch_queue, &outstanding).await? {
+                    for task in tasks.iter().filter(|t| !done[t.output as usize]) {
+                        if let Err(e) = ctx.queue.publish(&ctx.stitch_queue, encode_message(task)).await {
+                            tracing::warn!(job = %req.id, output = task.output, error = %e, "republish failed");
+                        }
+                    }
+                }
+                continue;
+            }
+        };
+        silence.heard();
         let index = match event.task {
             TaskRef::Stitch(i) if (i as usize) < tasks.len() => i as usize,
             // Late duplicates of segment events, or nonsense: nothing to wait for.
@@ -132,6 +152,8 @@ pub(crate) async fn stitch_all(
                 done[index] = true;
                 peak_rss = peak_rss.max(peak_rss_bytes);
             }
+            // A copy of a stitch that already has its result failed: the result stands.
+            SegmentOutcome::Failed { .. } if done[index] => {}
             SegmentOutcome::Failed {
                 code,
                 class,

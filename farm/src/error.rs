@@ -80,6 +80,16 @@ pub enum FarmError {
         /// The OS error.
         reason: String,
     },
+    /// This worker cannot run the task now for a reason of its own (its staging disk is
+    /// full, its FFmpeg lacks the encoder): not the task's fault, so the task goes to
+    /// another worker without spending a delivery, and a full disk pauses this worker.
+    #[error("worker unfit: {reason}")]
+    WorkerUnfit {
+        /// What is wrong with the worker.
+        reason: String,
+        /// Whether the worker should stop taking work until the condition clears.
+        pause: bool,
+    },
 }
 
 impl FarmError {
@@ -96,6 +106,7 @@ impl FarmError {
             FarmError::InvalidKey(_) => ErrorCode::InvalidKey,
             FarmError::BadMessage(_) => ErrorCode::BadMessage,
             FarmError::Io { .. } => ErrorCode::IoError,
+            FarmError::WorkerUnfit { .. } => ErrorCode::WorkerUnfit,
         }
     }
 

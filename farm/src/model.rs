@@ -83,6 +83,11 @@ pub struct SegmentTask {
     pub v: u32,
     /// The job.
     pub job_id: String,
+    /// The fingerprint of the plan this segment belongs to (its keys hang off it too): a
+    /// task of an earlier plan of the job (a dispatcher restarted with other settings) is
+    /// told apart by it.
+    #[serde(default)]
+    pub plan: u64,
     /// Segment index.
     pub segment: u32,
     /// Where the chunk is in the store.
@@ -151,6 +156,11 @@ pub struct TaskEvent {
     pub v: u32,
     /// The job.
     pub job_id: String,
+    /// The plan (fingerprint) of the task this event is about, as the task carried it: a
+    /// dispatcher drops events of another plan than its job's (0: from a worker that predates
+    /// plans, accepted).
+    #[serde(default)]
+    pub plan: u64,
     /// Which task.
     pub task: TaskRef,
     /// Which worker.
@@ -168,6 +178,9 @@ pub struct StitchTask {
     pub v: u32,
     /// The job.
     pub job_id: String,
+    /// The fingerprint of the plan whose segments this stitches.
+    #[serde(default)]
+    pub plan: u64,
     /// Index of the output in the job.
     pub output: u32,
     /// Store keys of the encoded segments, in order.
@@ -278,27 +291,60 @@ pub mod keys {
     pub fn job_prefix(job: &str) -> String {
         format!("jobs/{job}/")
     }
+    /// Prefix of one plan's objects: a job re-planned after a restart (other settings, another
+    /// planner) never mixes its segments with an earlier plan's.
+    pub fn plan_prefix(job: &str, plan: u64) -> String {
+        format!("jobs/{job}/{plan:016x}/")
+    }
     /// The chunk of a segment.
-    pub fn chunk(job: &str, seg: u32) -> String {
-        format!("jobs/{job}/chunks/{seg:06}.nut")
+    pub fn chunk(job: &str, plan: u64, seg: u32) -> String {
+        format!("{}chunks/{seg:06}.nut", plan_prefix(job, plan))
     }
     /// An encoded segment of a rendition.
-    pub fn encoded(job: &str, rendition: &str, seg: u32) -> String {
-        format!("jobs/{job}/encoded/{rendition}/{seg:06}.nut")
+    pub fn encoded(job: &str, plan: u64, rendition: &str, seg: u32) -> String {
+        format!("{}encoded/{rendition}/{seg:06}.nut", plan_prefix(job, plan))
     }
     /// The job's transcoded audio.
-    pub fn audio(job: &str) -> String {
-        format!("jobs/{job}/audio/audio.nut")
+    pub fn audio(job: &str, plan: u64) -> String {
+        format!("{}audio/audio.nut", plan_prefix(job, plan))
     }
     /// The stitched file of one output, before the dispatcher delivers it.
-    pub fn output(job: &str, output: u32, ext: &str) -> String {
-        format!("jobs/{job}/output/{output:02}.{ext}")
+    pub fn output(job: &str, plan: u64, output: u32, ext: &str) -> String {
+        format!("{}output/{output:02}.{ext}", plan_prefix(job, plan))
     }
     /// The marker written when a job ends (done, failed, cancelled), outside the work area so
     /// the cleanup keeps it: workers skip, or abort, segments of an ended job.
     pub fn ended(job: &str) -> String {
         format!("ended/{job}")
     }
+}
+
+/// The job, plan and task a message is about, read leniently: any version, any other fields
+/// (a message without a plan has plan 0).
+///
+/// Why: a task that ends in a dead-letter queue (its deliveries ran out, or a worker could
+/// not read it) must still fail its job with a reason, even when it is from another wire
+/// version; this is all the dispatcher needs to find the job. Reads segment tasks
+/// (`segment`), stitch tasks (`output`) and events (`task`).
+pub fn task_identity(body: &[u8]) -> Option<(String, u64, TaskRef)> {
+    #[derive(Deserialize)]
+    struct Head {
+        job_id: String,
+        #[serde(default)]
+        plan: u64,
+        #[serde(default)]
+        task: Option<TaskRef>,
+        #[serde(default)]
+        segment: Option<u32>,
+        #[serde(default)]
+        output: Option<u32>,
+    }
+    let head: Head = serde_json::from_slice(body).ok()?;
+    let task = head
+        .task
+        .or(head.segment.map(TaskRef::Segment))
+        .or(head.output.map(TaskRef::Stitch))?;
+    Some((head.job_id, head.plan, task))
 }
 
 /// Serialises a message to JSON bytes.
@@ -353,6 +399,7 @@ mod tests {
         let ev = TaskEvent {
             v: WIRE_VERSION,
             job_id: "j".into(),
+            plan: 5,
             task: TaskRef::Segment(3),
             worker: "w1".into(),
             outcome: SegmentOutcome::Failed {
@@ -372,12 +419,47 @@ mod tests {
     }
 
     #[test]
-    fn keys_are_deterministic() {
-        assert_eq!(keys::chunk("abc", 7), "jobs/abc/chunks/000007.nut");
+    fn dead_letters_name_their_job_and_task_whatever_their_version() {
+        let seg = br#"{"v":7,"job_id":"j1","plan":9,"segment":4,"chunk_key":"x","new":[1]}"#;
         assert_eq!(
-            keys::encoded("abc", "720p", 7),
-            "jobs/abc/encoded/720p/000007.nut"
+            task_identity(seg),
+            Some(("j1".into(), 9, TaskRef::Segment(4)))
         );
-        assert!(keys::audio("abc").starts_with(&keys::job_prefix("abc")));
+        let stitch = br#"{"v":1,"job_id":"j2","output":1,"segment_keys":[]}"#;
+        assert_eq!(
+            task_identity(stitch),
+            Some(("j2".into(), 0, TaskRef::Stitch(1)))
+        );
+        let event = br#"{"v":2,"job_id":"j3","task":{"stitch":0},"outcome":"odd"}"#;
+        assert_eq!(
+            task_identity(event),
+            Some(("j3".into(), 0, TaskRef::Stitch(0)))
+        );
+        for junk in [
+            &b"not json"[..],
+            br#"{"job_id":"j"}"#,
+            br#"{"segment":1}"#,
+            b"[]",
+        ] {
+            assert_eq!(task_identity(junk), None);
+        }
+    }
+
+    #[test]
+    fn keys_are_deterministic() {
+        assert_eq!(
+            keys::chunk("abc", 0xfe, 7),
+            "jobs/abc/00000000000000fe/chunks/000007.nut"
+        );
+        assert_eq!(
+            keys::encoded("abc", 1, "720p", 7),
+            "jobs/abc/0000000000000001/encoded/720p/000007.nut"
+        );
+        // Another plan of the same job: other keys, under the same job prefix.
+        assert_ne!(keys::chunk("abc", 1, 7), keys::chunk("abc", 2, 7));
+        for key in [keys::audio("abc", 3), keys::output("abc", 3, 0, "mp4")] {
+            assert!(key.starts_with(&keys::plan_prefix("abc", 3)), "{key}");
+            assert!(key.starts_with(&keys::job_prefix("abc")), "{key}");
+        }
     }
 }

@@ -213,6 +213,15 @@ impl Sandbox {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        // An empty environment but for what the libraries and the GPU driver read: no S3
+        // key, broker password, API token or webhook secret reaches code that parses
+        // untrusted media.
+        cmd.env_clear();
+        for (key, value) in std::env::vars_os() {
+            if key.to_str().is_some_and(child_may_see) {
+                cmd.env(key, value);
+            }
+        }
         let (mem, fsize) = (limits.memory_bytes, limits.max_file_bytes);
         // SAFETY: the closure runs in the forked child before exec and only calls
         // async-signal-safe functions (setrlimit, prctl) on stack values.
@@ -346,6 +355,18 @@ fn into_result<T: DeserializeOwned>(
 fn tail_of(text: &str) -> String {
     let skip = text.chars().count().saturating_sub(2000);
     text.chars().skip(skip).collect()
+}
+
+/// Whether a media child inherits the variable `key`: the paths and locale the C libraries
+/// read, and the CUDA/NVIDIA selection the GPU driver reads. Nothing else, and never a
+/// `TESSERA_*` setting (they carry the farm's secrets).
+fn child_may_see(key: &str) -> bool {
+    matches!(
+        key,
+        "PATH" | "LD_LIBRARY_PATH" | "TMPDIR" | "TZ" | "LANG" | "LC_ALL" | "RUST_BACKTRACE"
+    ) || key.starts_with("CUDA_")
+        || key.starts_with("NVIDIA_")
+        || key.starts_with("__NV")
 }
 
 fn set_limit(resource: libc::__rlimit_resource_t, value: u64) {

@@ -113,6 +113,9 @@ catalog! {
     QcFailed = "qc_failed", Abort, 422;
     /// The source is damaged beyond what decoding can work around.
     SourceCorrupt = "source_corrupt", Abort, 422;
+    /// A task ended without a result: dead-lettered after its deliveries ran out, refused
+    /// as unreadable, or silent past the job's deadline after every republish.
+    TaskLost = "task_lost", Abort, 500;
     // Farm plumbing (FarmError).
     /// A media child process crashed, was killed, or broke the protocol.
     ChildCrashed = "child_crashed", Retry, 500;
@@ -130,6 +133,9 @@ catalog! {
     BadMessage = "bad_message", Abort, 500;
     /// Local disk (staging) failed.
     IoError = "io_error", Retry, 500;
+    /// A worker could not run a task for a reason of its own (full disk, missing encoder);
+    /// seen in a job's error only when no worker could take the task after many tries.
+    WorkerUnfit = "worker_unfit", Retry, 503;
     // The dispatcher's API and its upload watch.
     /// No valid bearer token.
     Unauthorized = "unauthorized", Abort, 401;

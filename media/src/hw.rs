@@ -55,6 +55,14 @@ pub fn hw_capabilities() -> HwCapabilities {
     }
 }
 
+/// Whether the linked FFmpeg has the software encoder of `codec` (libx264, libx265,
+/// libsvtav1). Cheap; touches no input. Why: a worker whose build lacks an encoder must
+/// hand the task to another worker, not fail the job as if the request were bad.
+pub fn software_encoder_available(codec: crate::types::VideoCodec) -> bool {
+    crate::init();
+    ffmpeg_next::encoder::find_by_name(crate::settings::encoder_name(codec)).is_some()
+}
+
 /// Creates (or finds) the CUDA device context of card `device` and keeps it for later
 /// segments of this process: creating one takes hundreds of milliseconds.
 pub fn warm_cuda_device(device: u32) -> Result<(), MediaError> {

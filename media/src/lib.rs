@@ -45,8 +45,8 @@ pub use encode::encode_segment;
 pub use error::MediaError;
 pub use error_code::{ErrorClass, ErrorCode};
 pub use hw::{
-    choose_decode_path, hw_capabilities, release_cuda_devices, warm_cuda_device, DecodePath,
-    DecodePlan, HwCapabilities,
+    choose_decode_path, hw_capabilities, release_cuda_devices, software_encoder_available,
+    warm_cuda_device, DecodePath, DecodePlan, HwCapabilities,
 };
 pub use nvdec::{nvdec_decode_check, NvdecReport};
 pub use plan::{plan_segments, timestamp_bias};

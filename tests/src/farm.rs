@@ -24,6 +24,8 @@ pub struct Farm {
     pub api: String,
     dispatcher: Child,
     workers: Vec<Child>,
+    /// Extra environment of the dispatcher (applied at each (re)start).
+    dispatcher_env: Vec<(String, String)>,
     /// Temporary directory holding databases, staging and logs.
     pub dir: tempfile::TempDir,
 }
@@ -46,6 +48,11 @@ fn bin(name: &str) -> PathBuf {
 impl Farm {
     /// Starts Garage, a vhost, the dispatcher and `workers` workers.
     pub fn start(tag: &str, workers: usize) -> Farm {
+        Farm::start_with(tag, workers, &[])
+    }
+
+    /// [`Farm::start`] with extra `TESSERA_*` settings for the dispatcher.
+    pub fn start_with(tag: &str, workers: usize, dispatcher_env: &[(&str, &str)]) -> Farm {
         let garage = Garage::start(&["input", "output", "work", "private"]);
         let vhost = TestVhost::new(tag);
         let dir = tempfile::tempdir().expect("tempdir");
@@ -55,6 +62,10 @@ impl Farm {
             api: String::new(),
             dispatcher: Command::new("true").spawn().expect("spawn true"),
             workers: Vec::new(),
+            dispatcher_env: dispatcher_env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             dir,
         };
         farm.start_dispatcher();
@@ -84,31 +95,8 @@ impl Farm {
         let _ = self.dispatcher.kill();
         let _ = self.dispatcher.wait();
         let log = std::fs::File::create(self.dir.path().join("dispatcher.log")).expect("log");
-        let mut cmd = Command::new(bin("tessera-dispatcher"));
-        self.env(&mut cmd);
-        cmd.args([
-            "--listen",
-            "127.0.0.1:0",
-            "--buckets",
-            "input,output",
-            "--segment-seconds",
-            "1",
-            "--watch",
-            "input/incoming/=output/processed/",
-            "--watch-interval-seconds",
-            "1",
-            "--s3-events-queue",
-            WATCH_EVENTS_QUEUE,
-        ])
-        .arg("--db")
-        .arg(self.dir.path().join("jobs.db"))
-        .arg("--staging-dir")
-        .arg(self.dir.path().join("dispatcher-staging"))
-        .env("TESSERA_API_TOKENS", TOKEN)
-        .env("TESSERA_WEBHOOK_SECRET", WEBHOOK_SECRET)
-        .env("TESSERA_MAX_INPUT_FRAMES", MAX_INPUT_FRAMES.to_string())
-        .stdout(Stdio::piped())
-        .stderr(log);
+        let mut cmd = self.dispatcher_command("jobs.db");
+        cmd.stdout(Stdio::piped()).stderr(log);
         let mut child = cmd.spawn().expect("spawn dispatcher");
         let stdout = child.stdout.take().expect("stdout");
         let (tx, rx) = std::sync::mpsc::channel();
@@ -127,27 +115,92 @@ impl Farm {
         self.dispatcher = child;
     }
 
+    /// Runs another dispatcher on this farm's broker and store, with database `db` (a file
+    /// in the farm's directory), until it exits or `timeout`: (exit code, stderr). A farm
+    /// allows one dispatcher, so it should exit with a reason.
+    pub fn run_second_dispatcher(&self, db: &str, timeout: Duration) -> (Option<i32>, String) {
+        let err = self.dir.path().join("second-dispatcher.log");
+        let mut cmd = self.dispatcher_command(db);
+        cmd.stdout(Stdio::null())
+            .stderr(std::fs::File::create(&err).expect("log"));
+        let mut child = cmd.spawn().expect("spawn second dispatcher");
+        let started = Instant::now();
+        let code = loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                break status.code();
+            }
+            if started.elapsed() > timeout {
+                let _ = child.kill();
+                let _ = child.wait();
+                break Some(-1);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        (code, std::fs::read_to_string(err).unwrap_or_default())
+    }
+
+    fn dispatcher_command(&self, db: &str) -> Command {
+        let mut cmd = Command::new(bin("tessera-dispatcher"));
+        self.env(&mut cmd);
+        cmd.args([
+            "--listen",
+            "127.0.0.1:0",
+            "--buckets",
+            "input,output",
+            "--segment-seconds",
+            "1",
+            "--watch",
+            "input/incoming/=output/processed/",
+            "--watch-interval-seconds",
+            "1",
+            "--s3-events-queue",
+            WATCH_EVENTS_QUEUE,
+        ])
+        .arg("--db")
+        .arg(self.dir.path().join(db))
+        .arg("--staging-dir")
+        .arg(self.dir.path().join("dispatcher-staging"))
+        .env("TESSERA_API_TOKENS", TOKEN)
+        .env("TESSERA_WEBHOOK_SECRET", WEBHOOK_SECRET)
+        .env("TESSERA_MAX_INPUT_FRAMES", MAX_INPUT_FRAMES.to_string());
+        for (k, v) in &self.dispatcher_env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
     fn spawn_worker(&self, i: usize) -> Child {
+        self.spawn_worker_with(i, &[])
+    }
+
+    /// Starts one more worker with extra flags (each replacing its default, if any).
+    pub fn add_worker_with(&mut self, i: usize, extra: &[&str]) {
+        let w = self.spawn_worker_with(i, extra);
+        self.workers.push(w);
+    }
+
+    fn spawn_worker_with(&self, i: usize, extra: &[&str]) -> Child {
         let log =
             std::fs::File::create(self.dir.path().join(format!("worker-{i}.log"))).expect("log");
         let mut cmd = Command::new(bin("tessera-worker"));
         self.env(&mut cmd);
-        cmd.args([
-            "--slots",
-            "1",
-            "--threads-per-slot",
-            "1",
-            "--grace-seconds",
-            "20",
-            "--min-free-mib",
-            "64",
-        ])
-        .arg("--id")
-        .arg(format!("w{i}"))
-        .arg("--staging-dir")
-        .arg(self.dir.path().join(format!("worker-{i}")))
-        .stdout(Stdio::null())
-        .stderr(log);
+        let defaults = [
+            ("--slots", "1"),
+            ("--threads-per-slot", "1"),
+            ("--grace-seconds", "20"),
+            ("--min-free-mib", "64"),
+        ];
+        // A flag in `extra` replaces its default (clap refuses a flag given twice).
+        for (flag, value) in defaults.iter().filter(|(f, _)| !extra.contains(f)) {
+            cmd.args([flag, value]);
+        }
+        cmd.arg("--id")
+            .arg(format!("w{i}"))
+            .arg("--staging-dir")
+            .arg(self.dir.path().join(format!("worker-{i}")))
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(log);
         cmd.spawn().expect("spawn worker")
     }
 
@@ -317,6 +370,25 @@ impl Farm {
             code.trim().parse().unwrap_or(0),
             serde_json::from_str(json).unwrap_or(serde_json::Value::Null),
         )
+    }
+
+    /// Downloads `s3://output/{key}` and checks it against `src` frame by frame: the same
+    /// decoded frame count, each frame's time within the source's shortest frame interval.
+    pub fn assert_frame_exact(&self, src: &Path, key: &str) {
+        let out = self.dir.path().join(key.replace('/', "_"));
+        self.download("output", key, &out);
+        let (s, o) = (
+            crate::check::Summary::of(src),
+            crate::check::Summary::of(&out),
+        );
+        assert_eq!(o.frame_count, s.frame_count, "{key}: decoded frame counts");
+        let tol = s.min_frame_interval();
+        for (i, (a, b)) in s.rel_times().iter().zip(o.rel_times()).enumerate() {
+            assert!(
+                (a - b).abs() <= tol,
+                "{key}: frame {i}: source {a:.4} s, output {b:.4} s"
+            );
+        }
     }
 
     /// Polls a job until it ends (done/failed/cancelled) or `timeout`; returns its last view.

@@ -199,6 +199,31 @@ impl TestVhost {
         rabbitmqctl(&["clear_vhost_limits", "-p", &self.name]).assert_success();
     }
 
+    /// Empties `queue` of its ready messages (`rabbitmqctl purge_queue`): messages lost
+    /// without being dead-lettered, as an operator's purge or a broker's data loss does.
+    pub fn purge(&self, queue: &str) {
+        rabbitmqctl(&["purge_queue", "-p", &self.name, queue]).assert_success();
+    }
+
+    /// Ready messages in `queue` (`rabbitmqctl list_queues`; 0 for a queue not declared).
+    pub fn ready(&self, queue: &str) -> u64 {
+        let run = rabbitmqctl(&[
+            "list_queues",
+            "-p",
+            &self.name,
+            "--silent",
+            "name",
+            "messages_ready",
+        ]);
+        run.assert_success();
+        run.stdout
+            .lines()
+            .filter_map(|l| l.split_once('\t'))
+            .find(|(name, _)| *name == queue)
+            .and_then(|(_, n)| n.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
     /// How many client connections this vhost has now.
     pub fn connection_count(&self) -> usize {
         self.list_connections(&["name"]).lines().count()

@@ -1,30 +1,13 @@
 //! The distributed farm under faults: a worker killed mid-segment, a worker drained by
 //! SIGTERM, and a dispatcher killed mid-job. Every job must still end frame-exact.
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
-use tessera_tests::check::Summary;
 use tessera_tests::farm::Farm;
 use tessera_tests::fixture::{fixture, Fixture};
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// Downloads the job's output and checks it against the source frame by frame.
-fn assert_frame_exact(farm: &Farm, src: &Path, key: &str) {
-    let out = farm.dir.path().join("out.mp4");
-    farm.download("output", key, &out);
-    let (s, o) = (Summary::of(src), Summary::of(&out));
-    assert_eq!(o.frame_count, s.frame_count, "decoded frame counts");
-    let tol = s.min_frame_interval();
-    for (i, (a, b)) in s.rel_times().iter().zip(o.rel_times()).enumerate() {
-        assert!(
-            (a - b).abs() <= tol,
-            "frame {i}: source {a:.4} s, output {b:.4} s"
-        );
-    }
-}
 
 fn start_slow_job(farm: &Farm, key: &str) -> String {
     let src = fixture(Fixture::Hd720Long);
@@ -50,7 +33,7 @@ fn worker_killed_mid_segment_the_job_still_completes_frame_exact() {
     );
     let job = farm.wait_job(&id, JOB_TIMEOUT);
     assert_eq!(job["state"], "done", "{job}");
-    assert_frame_exact(&farm, &fixture(Fixture::Hd720Long), "killed.mp4");
+    farm.assert_frame_exact(&fixture(Fixture::Hd720Long), "killed.mp4");
     assert!(
         farm.list("work", "jobs/").is_empty(),
         "work area not cleaned"
@@ -87,7 +70,7 @@ fn sigterm_drains_the_segment_in_flight_and_exits_zero() {
     farm.add_worker(1);
     let job = farm.wait_job(&id, JOB_TIMEOUT);
     assert_eq!(job["state"], "done", "{job}");
-    assert_frame_exact(&farm, &fixture(Fixture::Hd720Long), "drained.mp4");
+    farm.assert_frame_exact(&fixture(Fixture::Hd720Long), "drained.mp4");
 }
 
 #[test]
@@ -123,7 +106,7 @@ fn dispatcher_killed_mid_job_resumes_without_redoing_segments() {
         farm.log("dispatcher.log")
     );
     assert_eq!(job["segments_done"], job["segments_total"], "{job}");
-    assert_frame_exact(&farm, &fixture(Fixture::Hd720Long), "resumed.mp4");
+    farm.assert_frame_exact(&fixture(Fixture::Hd720Long), "resumed.mp4");
     // Every segment was encoded exactly once: the resumed run republished nothing.
     let encoded = (0..2)
         .map(|i| farm.log(&format!("worker-{i}.log")))
@@ -181,4 +164,40 @@ fn cancel_mid_job_stops_the_workers_and_leaves_nothing() {
         None,
     );
     assert_eq!(code, 409, "{again}");
+}
+
+#[test]
+fn a_worker_with_a_full_disk_pauses_and_spends_no_delivery() {
+    // Worker 0's staging "disk" is always short of its floor: every task it takes is its own
+    // fault. It must give tasks back without spending their deliveries (limit 3 here) and
+    // stop taking work, so worker 1 does the job.
+    let mut farm = Farm::start("unfit", 0);
+    farm.add_worker_with(0, &["--min-free-mib", "999999999"]);
+    let src = fixture(Fixture::ClosedGopH264);
+    farm.upload(&src, "input", "unfit.mp4");
+    let id = farm.submit(
+        "s3://input/unfit.mp4",
+        "s3://output/unfit.mp4",
+        json!({}),
+        json!({"segment_seconds": 1}),
+    );
+    let started = std::time::Instant::now();
+    while !farm.log("worker-0.log").contains("worker unfit") {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{}",
+            farm.log("worker-0.log")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    farm.add_worker(1);
+    let job = farm.wait_job(&id, JOB_TIMEOUT);
+    assert_eq!(job["state"], "done", "{job}");
+    farm.assert_frame_exact(&src, "unfit.mp4");
+    assert!(farm.workers_alive(), "the unfit worker must stay up");
+    let log = farm.log("worker-0.log");
+    assert!(
+        !log.contains("segment encoded"),
+        "the unfit worker encoded:\n{log}"
+    );
 }

@@ -47,7 +47,8 @@ fn receive_one(listener: TcpListener) -> (Vec<(String, String)>, Vec<u8>) {
 
 #[test]
 fn the_final_state_is_posted_with_a_valid_signature() {
-    let farm = Farm::start("hook", 1);
+    // The receiver listens on loopback, which the farm must name to allow.
+    let farm = Farm::start_with("hook", 1, &[("TESSERA_WEBHOOK_ALLOW", "127.0.0.1")]);
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
     let receiver = std::thread::spawn(move || receive_one(listener));
@@ -83,4 +84,41 @@ fn the_final_state_is_posted_with_a_valid_signature() {
         .output()
         .expect("python3");
     assert_eq!(String::from_utf8_lossy(&oracle.stdout).trim(), sig);
+}
+
+#[test]
+fn callbacks_to_internal_addresses_are_refused_at_submit() {
+    // No allow-list: only public addresses. Each repro target of the review gets a 422 that
+    // says why, and no job is created.
+    let farm = Farm::start("ssrf", 0);
+    for url in [
+        "http://127.0.0.1:15672/api/overview",
+        "http://169.254.169.254/latest/meta-data/iam/security-credentials/",
+        "http://[::1]:8080/",
+        "http://10.0.0.1/",
+        "http://localhost:9000/",
+        "gopher://example.com/",
+    ] {
+        let body = json!({
+            "input": "s3://input/x.mp4",
+            "outputs": [{"destination": "s3://output/x.mp4"}],
+            "callback_url": url,
+        });
+        let (code, resp) = farm.http(
+            "POST",
+            "/v1/jobs",
+            Some(tessera_tests::farm::TOKEN),
+            Some(&body.to_string()),
+        );
+        assert_eq!(code, 422, "{url}: {resp}");
+        assert_eq!(resp["error"]["code"], "invalid_job", "{url}: {resp}");
+        assert!(
+            resp["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("callback_url")),
+            "{url}: {resp}"
+        );
+    }
+    let (_, list) = farm.http("GET", "/v1/jobs", Some(tessera_tests::farm::TOKEN), None);
+    assert_eq!(list["jobs"].as_array().map(Vec::len), Some(0), "{list}");
 }

@@ -62,14 +62,12 @@ impl SegmentRunner {
             result
         };
         let origin = self.config.gpu_queue.clone();
-        self.run_task(
-            &job,
-            TaskRef::Segment(task.segment),
-            &origin,
-            delivery,
-            &staging,
-            work,
-        )
-        .await;
+        let ticket = crate::segment::Ticket {
+            job: &job,
+            plan: task.plan,
+            task: TaskRef::Segment(task.segment),
+        };
+        self.run_task(ticket, &origin, delivery, &staging, work)
+            .await;
     }
 }

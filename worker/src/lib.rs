@@ -4,6 +4,7 @@
 //! (embedded queue + local store) run this same loop; only the queue and store differ.
 
 mod disk;
+mod fitness;
 pub mod gpu;
 mod gpu_task;
 pub mod metrics;
@@ -13,6 +14,7 @@ mod segment;
 pub mod service;
 mod stitch;
 
+pub use fitness::Fitness;
 pub use gpu::{GpuSettings, Gpus};
 pub use segment::{ProgressFn, SegmentRunner};
 
@@ -75,30 +77,58 @@ enum Event {
     Failed(FarmError),
 }
 
-/// Moves one consumer's deliveries into the worker's channel; for the GPU queue it also keeps
-/// the prefetch equal to what the cards can start (checked every second).
-fn forward(
+/// Where a forwarder consumes: the queue, and its prefetch (for the GPU queue, what the
+/// cards can start now, checked every second).
+struct Source {
     kind: Kind,
+    queue: Arc<dyn Queue>,
+    name: String,
+    slots: u16,
+    gpus: Option<Arc<Gpus>>,
+}
+
+impl Source {
+    fn prefetch(&self) -> u16 {
+        self.gpus.as_ref().map_or(self.slots, |g| g.prefetch())
+    }
+}
+
+/// Moves one queue's deliveries into the worker's channel. While the worker is unfit (its
+/// staging disk full) it cancels its consumer, so the broker hands the queue's tasks to other
+/// workers, and consumes again once the worker is fit.
+fn forward(
+    source: Source,
     mut consumer: Box<dyn Consumer>,
     tx: mpsc::UnboundedSender<Event>,
-    gpus: Option<Arc<Gpus>>,
+    fitness: Arc<Fitness>,
 ) -> tokio::task::JoinHandle<()> {
+    let kind = source.kind;
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
-        let mut prefetch = gpus.as_ref().map(|g| g.prefetch());
+        let mut prefetch = source.prefetch();
         loop {
+            if !fitness.is_fit() {
+                drop(consumer);
+                fitness.wait_fit().await;
+                prefetch = source.prefetch();
+                consumer = match source.queue.consume(&source.name, prefetch).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let _ = tx.send(Event::Failed(e));
+                        return;
+                    }
+                };
+            }
             let next = tokio::select! {
                 d = consumer.next() => d,
-                _ = tick.tick(), if gpus.is_some() => {
-                    let want = gpus.as_ref().map(|g| g.prefetch());
-                    if want != prefetch {
-                        if let Some(n) = want {
-                            if let Err(e) = consumer.set_prefetch(n).await {
-                                tracing::warn!(error = %e, "prefetch not changed");
-                                continue;
-                            }
-                            tracing::debug!(prefetch = n, "GPU prefetch follows the budget");
+                _ = tick.tick() => {
+                    let want = source.prefetch();
+                    if source.gpus.is_some() && want != prefetch {
+                        if let Err(e) = consumer.set_prefetch(want).await {
+                            tracing::warn!(error = %e, "prefetch not changed");
+                            continue;
                         }
+                        tracing::debug!(prefetch = want, "GPU prefetch follows the budget");
                         prefetch = want;
                     }
                     continue;
@@ -143,29 +173,42 @@ pub async fn run(
     let slots = u16::try_from(config.slots.max(1)).unwrap_or(u16::MAX);
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut forwarders = Vec::new();
+    let source = |kind, name: &str, slots, gpus| Source {
+        kind,
+        queue: queue.clone(),
+        name: name.to_string(),
+        slots,
+        gpus,
+    };
+    let mut sources = Vec::new();
     let primary = match &config.gpus {
         Some(gpus) => {
-            let c = queue.consume(&config.gpu_queue, gpus.prefetch()).await?;
-            forwarders.push(forward(Kind::Gpu, c, tx.clone(), Some(gpus.clone())));
+            sources.push(source(
+                Kind::Gpu,
+                &config.gpu_queue,
+                slots,
+                Some(gpus.clone()),
+            ));
             if gpus.drains_cpu_queue() {
-                let c = queue.consume(&config.queue, slots).await?;
-                forwarders.push(forward(Kind::Cpu, c, tx.clone(), None));
+                sources.push(source(Kind::Cpu, &config.queue, slots, None));
             }
             Kind::Gpu
         }
         None => {
-            let c = queue.consume(&config.queue, slots).await?;
-            forwarders.push(forward(Kind::Cpu, c, tx.clone(), None));
+            sources.push(source(Kind::Cpu, &config.queue, slots, None));
             Kind::Cpu
         }
     };
+    if let Some(q) = &config.stitch_queue {
+        sources.push(source(Kind::Stitch, q, 1, None));
+    }
+    for s in sources {
+        let c = queue.consume(&s.name, s.prefetch()).await?;
+        forwarders.push(forward(s, c, tx.clone(), runner.fitness.clone()));
+    }
     if primary == Kind::Cpu && !runner.sandbox.reuses_children() {
         // Encode children start now, so the first segments find them ready.
         (runner.encoders).warm(None, usize::from(slots), config.limits);
-    }
-    if let Some(q) = &config.stitch_queue {
-        let c = queue.consume(q, 1).await?;
-        forwarders.push(forward(Kind::Stitch, c, tx.clone(), None));
     }
     drop(tx);
     let mut outcome = Ok(());

@@ -7,43 +7,82 @@
 
 use std::time::Duration;
 
-use tessera_farm::model::{encode_message, SegmentOutcome, TaskRef, QUEUE_EVENTS};
+use tessera_farm::model::{encode_message, SegmentOutcome, QUEUE_EVENTS};
 use tessera_farm::queue::Delivery;
 use tessera_farm::{ErrorClass, FarmError};
 
-use crate::segment::SegmentRunner;
+use crate::segment::{SegmentRunner, Ticket};
+
+/// How many times a task may go back as a fresh message for a fault not its own (store
+/// down, no GPU session, an unfit worker) before it fails with that fault. Why a cap: a
+/// need no worker can meet (a codec no worker has, more sessions than any card) would
+/// otherwise circle forever and its job never end.
+pub(crate) const MAX_BOUNCES: u64 = 20;
+
+/// How many times the task in `body` was given back (its `bounces` field; 0 when absent).
+pub(crate) fn bounces(body: &[u8]) -> u64 {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("bounces").and_then(serde_json::Value::as_u64))
+        .unwrap_or(0)
+}
+
+/// `body` with its `bounces` field counted up (unchanged when it is not a JSON object).
+fn bounced(body: &[u8]) -> Vec<u8> {
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Object(mut task)) => {
+            let n = task.get("bounces").and_then(serde_json::Value::as_u64);
+            task.insert("bounces".into(), (n.unwrap_or(0) + 1).into());
+            serde_json::to_vec(&task).unwrap_or_else(|_| body.to_vec())
+        }
+        _ => body.to_vec(),
+    }
+}
 
 impl SegmentRunner {
     pub(crate) async fn fail(
         &self,
-        job: &str,
-        task: TaskRef,
+        ticket: Ticket<'_>,
         origin: &str,
         delivery: Delivery,
         err: FarmError,
     ) {
+        let (job, task) = (ticket.job, ticket.task);
         self.config.metrics.failed();
         let attempt = delivery.redeliveries + 1;
         let last = attempt >= self.config.delivery_limit;
         tracing::warn!(
             job, %task, attempt, code = %err.code(), error = %err, "task attempt failed"
         );
-        if matches!(err, FarmError::StoreUnavailable { .. }) {
-            // S3 is down or overloaded: not the task's fault. Wait until it answers again,
-            // then give the task back as a fresh message (its deliveries are not spent).
+        // Faults that are not the task's give it back as a fresh message (its deliveries
+        // are not spent), up to MAX_BOUNCES times; past that it fails with the last fault.
+        let worn_out = bounces(&delivery.body) >= MAX_BOUNCES;
+        if matches!(err, FarmError::StoreUnavailable { .. }) && !worn_out {
+            // S3 is down or overloaded: wait until it answers again.
             self.wait_for_store(job).await;
             self.republish(delivery, origin).await;
             return;
         }
-        if crate::gpu_task::is_gpu_busy(&err) {
-            // No session, a busy or faulted card: not the segment's fault. It goes back as a
-            // fresh message (its delivery count starts again) after a pause; the card's
-            // budget was already lowered or the card marked unhealthy.
+        if crate::gpu_task::is_gpu_busy(&err) && !worn_out {
+            // No session, a busy or faulted card: after a pause; the card's budget was
+            // already lowered or the card marked unhealthy.
             tokio::time::sleep(self.config.retry_backoff).await;
             self.republish(delivery, origin).await;
             return;
         }
-        if err.class() == ErrorClass::Retry && !last {
+        if let FarmError::WorkerUnfit { reason, pause } = &err {
+            // This worker's own fault (a full disk, a missing encoder): another worker takes
+            // the task, and a full disk pauses this one until space returns.
+            if *pause {
+                self.fitness.pause(reason);
+            }
+            if !worn_out {
+                tokio::time::sleep(self.config.retry_backoff).await;
+                self.republish(delivery, origin).await;
+                return;
+            }
+        }
+        if err.class() == ErrorClass::Retry && !last && !worn_out {
             let backoff = self
                 .config
                 .retry_backoff
@@ -54,8 +93,7 @@ impl SegmentRunner {
             return;
         }
         let event = self.event(
-            job,
-            task,
+            ticket,
             SegmentOutcome::Failed {
                 code: err.code(),
                 class: err.class(),
@@ -72,17 +110,18 @@ impl SegmentRunner {
             return;
         }
         // Input errors are final: ack (the failure is recorded); retries exhausted: dead-letter.
-        if err.class() == ErrorClass::Abort {
+        if err.class() == ErrorClass::Abort || worn_out {
             let _ = delivery.acker.ack().await;
         } else {
             let _ = delivery.acker.nack(false).await;
         }
     }
 
-    /// Publishes a copy of the task to `queue` and acks the delivery (requeues it when the
-    /// publish fails): a retry that does not count against the delivery limit.
+    /// Publishes a copy of the task to `queue`, its `bounces` counted up, and acks the
+    /// delivery (requeues it when the publish fails): a retry that does not count against
+    /// the delivery limit.
     async fn republish(&self, delivery: Delivery, queue: &str) {
-        match self.queue.publish(queue, delivery.body.clone()).await {
+        match self.queue.publish(queue, bounced(&delivery.body)).await {
             Ok(()) => {
                 let _ = delivery.acker.ack().await;
             }
@@ -110,5 +149,25 @@ impl SegmentRunner {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_given_back_task_counts_its_bounces_and_keeps_everything_else() {
+        let task = br#"{"v":1,"job_id":"j","segment":2,"renditions":[]}"#;
+        assert_eq!(bounces(task), 0);
+        let once = bounced(task);
+        let twice = bounced(&once);
+        assert_eq!((bounces(&once), bounces(&twice)), (1, 2));
+        let v: serde_json::Value = serde_json::from_slice(&twice).unwrap();
+        assert_eq!(
+            (v["job_id"].as_str(), v["segment"].as_u64()),
+            (Some("j"), Some(2))
+        );
+        assert_eq!(bounced(b"not json"), b"not json".to_vec());
     }
 }

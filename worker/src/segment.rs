@@ -28,6 +28,15 @@ pub(crate) async fn decode_task(delivery: &Delivery) -> Option<SegmentTask> {
     }
 }
 
+/// Which task a worker runs: its job, the plan the task belongs to (carried into every event
+/// so the dispatcher can tell a task of an earlier plan), and the segment or output.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ticket<'a> {
+    pub(crate) job: &'a str,
+    pub(crate) plan: u64,
+    pub(crate) task: TaskRef,
+}
+
 /// Live progress: (job, segment, frames encoded so far in that segment).
 pub type ProgressFn = Arc<dyn Fn(&str, u32, u64) + Send + Sync>;
 
@@ -40,6 +49,8 @@ pub struct SegmentRunner {
     /// Warm children for segment encodes by GPU card (`None`: software): exec, libraries and
     /// device set-up are paid once per child, not per segment.
     pub(crate) encoders: SlotPool<Option<u32>>,
+    /// Whether this worker may take work (a full staging disk pauses it).
+    pub(crate) fitness: Arc<crate::Fitness>,
     progress: Option<ProgressFn>,
 }
 
@@ -62,11 +73,13 @@ impl SegmentRunner {
         sandbox: Sandbox,
         progress: Option<ProgressFn>,
     ) -> Self {
+        let fitness = crate::Fitness::new(config.staging_dir.clone(), config.min_free_bytes);
         SegmentRunner {
             config,
             queue,
             store,
             encoders: SlotPool::new(sandbox.clone(), WarmPolicy::default()),
+            fitness: Arc::new(fitness),
             sandbox,
             progress,
         }
@@ -77,19 +90,16 @@ impl SegmentRunner {
         let Some(task) = decode_task(&delivery).await else {
             return;
         };
-        let job = task.job_id.clone();
         let staging = self.segment_staging(&task);
         let work = self.execute(&task, &staging, None);
         let origin = self.config.queue.clone();
-        self.run_task(
-            &job,
-            TaskRef::Segment(task.segment),
-            &origin,
-            delivery,
-            &staging,
-            work,
-        )
-        .await;
+        let ticket = Ticket {
+            job: &task.job_id,
+            plan: task.plan,
+            task: TaskRef::Segment(task.segment),
+        };
+        self.run_task(ticket, &origin, delivery, &staging, work)
+            .await;
     }
 
     /// A fresh staging directory for one attempt at a segment.
@@ -107,16 +117,16 @@ impl SegmentRunner {
     /// done event is published, failed or retried by its error's class.
     pub(crate) async fn run_task(
         &self,
-        job: &str,
-        task: TaskRef,
+        ticket: Ticket<'_>,
         origin: &str,
         delivery: Delivery,
         staging: &std::path::Path,
         work: impl std::future::Future<Output = Result<Done, FarmError>>,
     ) {
+        let Ticket { job, task, .. } = ticket;
         if self.job_ended(job).await {
             tracing::info!(job, %task, "job already ended: task dropped");
-            let _ = delivery.acker.ack().await;
+            self.settle_ended(ticket, delivery).await;
             return;
         }
         let started = Instant::now();
@@ -130,7 +140,7 @@ impl SegmentRunner {
         self.config.metrics.ended();
         let Some(outcome) = outcome else {
             tracing::info!(job, %task, "job ended: task aborted");
-            let _ = delivery.acker.ack().await;
+            self.settle_ended(ticket, delivery).await;
             return;
         };
         match outcome {
@@ -157,8 +167,7 @@ impl SegmentRunner {
                     ),
                 }
                 let event = self.event(
-                    job,
-                    task,
+                    ticket,
                     SegmentOutcome::Done {
                         frames: done.frames,
                         bytes: done.bytes,
@@ -183,8 +192,30 @@ impl SegmentRunner {
                     }
                 }
             }
-            Err(e) => self.fail(job, task, origin, delivery, e).await,
+            Err(e) => self.fail(ticket, origin, delivery, e).await,
         }
+    }
+
+    /// Settles a task of an ended job: says so in an event (a dispatcher still running the
+    /// job, after a stale marker, fails it instead of waiting forever), then acks.
+    async fn settle_ended(&self, ticket: Ticket<'_>, delivery: Delivery) {
+        let (job, task) = (ticket.job, ticket.task);
+        let event = self.event(
+            ticket,
+            SegmentOutcome::Failed {
+                code: tessera_media::ErrorCode::JobFinished,
+                class: tessera_media::ErrorClass::Abort,
+                message: format!("{task}: dropped, the job had already ended"),
+            },
+        );
+        if let Err(e) = self
+            .queue
+            .publish(QUEUE_EVENTS, encode_message(&event))
+            .await
+        {
+            tracing::warn!(job, error = %e, "dropped-task event not published");
+        }
+        let _ = delivery.acker.ack().await;
     }
 
     /// Whether the dispatcher marked the job as ended (a failed check counts as "not ended").
@@ -205,26 +236,29 @@ impl SegmentRunner {
         }
     }
 
-    pub(crate) fn event(&self, job: &str, task: TaskRef, outcome: SegmentOutcome) -> TaskEvent {
+    pub(crate) fn event(&self, ticket: Ticket<'_>, outcome: SegmentOutcome) -> TaskEvent {
         TaskEvent {
             v: WIRE_VERSION,
-            job_id: job.to_string(),
-            task,
+            job_id: ticket.job.to_string(),
+            plan: ticket.plan,
+            task: ticket.task,
             worker: self.config.id.clone(),
             outcome,
         }
     }
 
-    /// Fails (retryably) when staging is short of space: the task is left for another worker.
+    /// Fails as unfit (the worker's fault, not the task's) when staging is short of space:
+    /// the task goes to another worker and this one pauses until space returns.
     pub(crate) fn check_free_space(&self) -> Result<(), FarmError> {
         let free = crate::disk::free_bytes(&self.config.staging_dir);
         if free < self.config.min_free_bytes {
-            return Err(FarmError::Io {
-                path: self.config.staging_dir.display().to_string(),
+            return Err(FarmError::WorkerUnfit {
                 reason: format!(
-                    "only {free} bytes free, {} needed: task left for another worker",
+                    "{}: only {free} bytes free, {} needed",
+                    self.config.staging_dir.display(),
                     self.config.min_free_bytes
                 ),
+                pause: true,
             });
         }
         Ok(())
@@ -239,6 +273,19 @@ impl SegmentRunner {
     ) -> Result<Done, FarmError> {
         let t0 = Instant::now();
         self.check_free_space()?;
+        if hardware.is_none() {
+            for (spec, _) in &task.renditions {
+                if !tessera_media::software_encoder_available(spec.codec) {
+                    return Err(FarmError::WorkerUnfit {
+                        reason: format!(
+                            "this worker's FFmpeg has no {} encoder",
+                            tessera_media::settings::encoder_name(spec.codec)
+                        ),
+                        pause: false,
+                    });
+                }
+            }
+        }
         tokio::fs::create_dir_all(staging)
             .await
             .map_err(|e| FarmError::io(staging, e))?;
@@ -283,7 +330,9 @@ impl SegmentRunner {
         let run = if card.is_none() && self.sandbox.reuses_children() {
             self.sandbox.run(&op, limits, &mut report).await
         } else {
-            self.encoders.run(card, &op, limits, &mut report).await
+            self.encoders
+                .run(card, &task.job_id, &op, limits, &mut report)
+                .await
         };
         let ((result, stats), t_encoded): ((EncodeResult, _), _) = (run?, Instant::now());
         crate::qc::check_segment(task.segment, e, &result)?;

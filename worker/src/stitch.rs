@@ -41,15 +41,13 @@ impl SegmentRunner {
             .stitch_queue
             .clone()
             .unwrap_or_else(|| tessera_farm::model::QUEUE_STITCH.to_string());
-        self.run_task(
-            &job,
-            TaskRef::Stitch(task.output),
-            &origin,
-            delivery,
-            &staging,
-            work,
-        )
-        .await;
+        let ticket = crate::segment::Ticket {
+            job: &job,
+            plan: task.plan,
+            task: TaskRef::Stitch(task.output),
+        };
+        self.run_task(ticket, &origin, delivery, &staging, work)
+            .await;
     }
 
     async fn stitch(&self, task: &StitchTask, staging: &Path) -> Result<Done, FarmError> {

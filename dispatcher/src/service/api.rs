@@ -39,8 +39,10 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// Starts a job in the background.
+    /// Starts a job in the background. Its event route exists when this returns, so no
+    /// event of the job (a resumed one has events waiting) can arrive before it.
     pub fn spawn(self: &Arc<Self>, id: String, plan: super::runner::JobPlan) {
+        let events = self.runner.router.register(&id);
         let cancel = CancellationToken::new();
         self.running
             .lock()
@@ -48,7 +50,11 @@ impl AppState {
             .insert(id.clone(), cancel.clone());
         let state = self.clone();
         tokio::spawn(async move {
-            state.runner.clone().run(id.clone(), plan, cancel).await;
+            state
+                .runner
+                .clone()
+                .run(id.clone(), plan, events, cancel)
+                .await;
             state
                 .running
                 .lock()
@@ -136,6 +142,11 @@ async fn create_job(
             ErrorCode::WebhooksDisabled,
             "callback_url needs a webhook secret on the dispatcher (TESSERA_WEBHOOK_SECRET)",
         );
+    }
+    if let Some(url) = &plan.callback_url {
+        if let Err(why) = state.runner.webhook_guard.check_url(url) {
+            return error(ErrorCode::InvalidJob, why);
+        }
     }
     let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok());
     if key.is_some_and(|k| k.is_empty() || k.len() > 200) {

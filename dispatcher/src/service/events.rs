@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Deserialize;
 use tessera_farm::model::QUEUE_EVENTS;
-use tessera_farm::queue::{Consumer, Delivery, Queue};
+use tessera_farm::queue::{Consumer, Delivery, Queue, HELD_ELSEWHERE};
 use tessera_farm::FarmError;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -70,29 +70,45 @@ impl EventRouter {
         }
     }
 
-    /// Consumes the events queue until `shutdown`, re-consuming after broker outages. Events
-    /// of jobs this dispatcher does not run (finished or cancelled) are acknowledged and
-    /// dropped.
-    pub async fn run(self, queue: Arc<dyn Queue>, shutdown: CancellationToken) {
+    /// Routes the events of `first` (the consumer `claim_events` got),
+    /// then of new ones after broker outages, until `shutdown`. Events of jobs this
+    /// dispatcher does not run (finished or cancelled: it is the farm's only dispatcher) are
+    /// acknowledged and dropped. If another dispatcher took the queue during an outage, this
+    /// one stops (`shutdown` is cancelled): its jobs could no longer hear their events.
+    pub async fn run(
+        self,
+        first: Box<dyn Consumer>,
+        queue: Arc<dyn Queue>,
+        shutdown: CancellationToken,
+    ) {
         let mut backoff = Duration::from_millis(500);
+        let mut consumer = Some(first);
         while !shutdown.is_cancelled() {
-            let mut consumer = match queue.consume(QUEUE_EVENTS, 256).await {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!(error = %e, "events queue unavailable");
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(backoff) => {}
+            let mut current = match consumer.take() {
+                Some(c) => c,
+                None => match reclaim(&*queue).await {
+                    Ok(c) => c,
+                    Err(FarmError::Queue { reason, .. }) if reason.contains(HELD_ELSEWHERE) => {
+                        tracing::error!(%reason, "another dispatcher took the events queue; stopping");
+                        shutdown.cancel();
+                        return;
                     }
-                    backoff = (backoff * 2).min(Duration::from_secs(30));
-                    continue;
-                }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "events queue unavailable");
+                        tokio::select! {
+                            _ = shutdown.cancelled() => return,
+                            _ = tokio::time::sleep(jittered(backoff)) => {}
+                        }
+                        backoff = (backoff * 2).min(Duration::from_secs(30));
+                        continue;
+                    }
+                },
             };
             backoff = Duration::from_millis(500);
             loop {
                 let next = tokio::select! {
                     _ = shutdown.cancelled() => return,
-                    n = consumer.next() => n,
+                    n = current.next() => n,
                 };
                 match next {
                     Ok(Some(d)) => {
@@ -110,4 +126,22 @@ impl EventRouter {
             }
         }
     }
+}
+
+/// After an outage the broker connection is new: the dispatcher lock is taken again before
+/// the events queue is consumed again.
+async fn reclaim(queue: &dyn Queue) -> Result<Box<dyn Consumer>, FarmError> {
+    queue.hold_lock(super::instance::DISPATCHER_LOCK).await?;
+    queue
+        .consume(QUEUE_EVENTS, super::instance::EVENTS_PREFETCH)
+        .await
+}
+
+/// `d` moved by up to half of itself either way, so that reconnects after an outage spread.
+pub(crate) fn jittered(d: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |t| t.subsec_nanos());
+    // A share in [0.5, 1.5) from the clock's low bits: enough spread, no RNG dependency.
+    d.mul_f64(0.5 + f64::from(nanos % 1000) / 1000.0)
 }

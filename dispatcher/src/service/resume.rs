@@ -48,6 +48,31 @@ impl Db {
         })
     }
 
+    /// Forgets a job's progress once its end is complete (marker written, work area gone).
+    /// Why: a final job that still has progress rows is one whose end a restart must finish.
+    pub fn forget_progress(&self, job: &str) -> Result<(), FarmError> {
+        self.with(|c| {
+            c.execute("DELETE FROM job_segments WHERE job_id = ?1", [job])?;
+            c.execute("DELETE FROM job_progress WHERE job_id = ?1", [job])
+                .map(|_| ())
+        })
+    }
+
+    /// Final jobs whose end did not complete (the dispatcher stopped between recording the
+    /// outcome and removing the work area): their end is run again at start.
+    pub fn ended_uncleaned(&self) -> Result<Vec<String>, FarmError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(
+                "SELECT p.job_id FROM job_progress p JOIN jobs j ON j.id = p.job_id
+                 WHERE j.state IN ('done', 'failed', 'cancelled') ORDER BY p.job_id",
+            )?;
+            let ids = stmt
+                .query_map([], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>();
+            ids
+        })
+    }
+
     /// The progress of the job's earlier run, if it planned anything.
     pub fn resume_state(&self, job: &str) -> Result<Option<Resume>, FarmError> {
         self.with(|c| {
@@ -102,5 +127,22 @@ mod tests {
             (r.plan_fingerprint, r.published, r.done.len()),
             (8, false, 0)
         );
+    }
+
+    #[test]
+    fn a_final_job_with_progress_left_is_one_whose_end_did_not_complete() {
+        use crate::service::db::JobState;
+        let db = Db::open(Path::new(":memory:")).unwrap();
+        for id in ["a", "b", "c"] {
+            db.insert(id, None, &serde_json::json!({})).unwrap();
+            db.record_plan(id, 1).unwrap();
+        }
+        db.fail("a", JobState::Failed, "task_lost", "x").unwrap();
+        db.finish("b", &serde_json::json!({})).unwrap();
+        // "c" still runs: not ended. "a" and "b" ended, their end not yet complete.
+        assert_eq!(db.ended_uncleaned().unwrap(), vec!["a", "b"]);
+        db.forget_progress("a").unwrap();
+        assert_eq!(db.ended_uncleaned().unwrap(), vec!["b"]);
+        assert_eq!(db.resume_state("a").unwrap(), None);
     }
 }

@@ -145,89 +145,111 @@ pub struct Runner {
     pub gate: Arc<crate::PublishGate>,
     /// Key of the webhook signatures; callbacks are refused without one.
     pub webhook_secret: Option<String>,
+    /// Where webhooks may go (public addresses, plus the farm's allow-list).
+    pub webhook_guard: Arc<super::webhook_guard::WebhookGuard>,
     /// Counters and histograms served at `/metrics`.
     pub metrics: Arc<Metrics>,
     /// See [`DispatchContext::max_decode_error_share`].
     pub max_decode_error_share: f64,
     /// See [`DispatchContext::max_input_frames`].
     pub max_input_frames: Option<u64>,
+    /// See [`DispatchContext::task_deadline`].
+    pub task_deadline: std::time::Duration,
 }
 
 impl Runner {
-    /// Runs a job to its end and records the outcome.
-    pub async fn run(self: Arc<Self>, id: String, plan: JobPlan, cancel: CancellationToken) {
-        let mut events = self.router.register(&id);
+    /// Runs a job to its end and records the outcome. `events` is the job's route, registered
+    /// before this task was spawned so that no event of a resumed job arrives unrouted.
+    pub async fn run(
+        self: Arc<Self>,
+        id: String,
+        plan: JobPlan,
+        mut events: super::events::JobEvents,
+        cancel: CancellationToken,
+    ) {
         let staging = self.staging_dir.join(&id);
+        let ctx = self.context(&id, &staging);
         let result = self
-            .execute(&id, &plan, &staging, &mut events, cancel.clone())
+            .execute(&ctx, &id, &plan, &staging, &mut events, cancel.clone())
             .await;
         self.router.unregister(&id);
-        let _ = tokio::fs::remove_dir_all(&staging).await;
-        let outcome = match result {
-            Ok(report) => {
-                self.metrics.job_done(&report);
-                serde_json::to_value(&report)
-                    .map_err(|e| FarmError::BadMessage(e.to_string()))
-                    .and_then(|report| self.db.finish(&id, &report))
-            }
-            Err(e) if cancel.is_cancelled() => {
-                self.metrics.job_cancelled();
-                self.db.fail(
-                    &id,
-                    JobState::Cancelled,
-                    ErrorCode::Cancelled.as_str(),
-                    &e.to_string(),
-                )
-            }
-            Err(e) => {
-                let code = e.code();
-                tracing::warn!(job = %id, %code, error = %e, "job failed");
-                self.metrics.job_failed(code.as_str());
-                self.db
-                    .fail(&id, JobState::Failed, code.as_str(), &e.to_string())
-            }
-        };
-        if let Err(e) = outcome {
-            tracing::error!(job = %id, error = %e, "job outcome not recorded");
+        // The outcome is durable before the end marker is written: a restart between the two
+        // finds a final job to clean up, never an unfinished one whose tasks workers drop.
+        self.record_outcome(&id, result, cancel.is_cancelled())
+            .await;
+        crate::end_job(&*self.work, Some(&self.gate), &self.staging_dir, &id).await;
+        if let Err(e) = self.db.forget_progress(&id) {
+            tracing::warn!(job = %id, error = %e, "ended job's progress not removed");
         }
         if let (Some(url), Some(secret)) = (plan.callback_url.clone(), self.webhook_secret.clone())
         {
             if let Ok(Some(row)) = self.db.get(&id) {
                 let body = super::api::view(&row).to_string().into_bytes();
                 let metrics = self.metrics.clone();
+                let agent = self.webhook_guard.agent();
                 tokio::spawn(async move {
-                    metrics.webhook(super::webhook::deliver(url, body, secret).await);
+                    metrics.webhook(super::webhook::deliver(agent, url, body, secret).await);
                 });
             }
         }
     }
 
-    async fn execute(
+    /// Writes the job's final state, retrying (1 s doubling to 30 s) until it is stored.
+    async fn record_outcome(
         &self,
         id: &str,
-        plan: &JobPlan,
-        staging: &std::path::Path,
-        events: &mut super::events::JobEvents,
-        cancel: CancellationToken,
-    ) -> Result<JobReport, FarmError> {
-        self.db.set_state(id, JobState::Splitting)?;
-        tokio::fs::create_dir_all(staging)
-            .await
-            .map_err(|e| FarmError::io(staging, e))?;
-        let input = staging.join("input");
-        let source = self.s3.store(&plan.input.bucket);
-        crate::patience::patiently("fetch input", || source.get_file(&plan.input.key, &input))
-            .await
-            .map_err(|e| FarmError::Media {
-                code: ErrorCode::InputUnreadable,
-                class: ErrorClass::Abort,
-                message: format!("{}: cannot read input: {e}", plan.input),
-            })?;
+        result: Result<JobReport, FarmError>,
+        cancelled: bool,
+    ) {
+        let mut counted = false;
+        let mut backoff = std::time::Duration::from_secs(1);
+        loop {
+            let written = match &result {
+                Ok(report) => {
+                    if !counted {
+                        self.metrics.job_done(report);
+                    }
+                    serde_json::to_value(report)
+                        .map_err(|e| FarmError::BadMessage(e.to_string()))
+                        .and_then(|report| self.db.finish(id, &report))
+                }
+                Err(e) if cancelled => {
+                    if !counted {
+                        self.metrics.job_cancelled();
+                    }
+                    let code = ErrorCode::Cancelled;
+                    self.db
+                        .fail(id, JobState::Cancelled, code.as_str(), &e.to_string())
+                }
+                Err(e) => {
+                    let code = e.code();
+                    if !counted {
+                        tracing::warn!(job = %id, %code, error = %e, "job failed");
+                        self.metrics.job_failed(code.as_str());
+                    }
+                    self.db
+                        .fail(id, JobState::Failed, code.as_str(), &e.to_string())
+                }
+            };
+            counted = true;
+            match written {
+                Ok(()) => return,
+                Err(e) => {
+                    tracing::error!(job = %id, error = %e, retry_in = ?backoff, "job outcome not recorded; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(std::time::Duration::from_secs(30));
+                }
+            }
+        }
+    }
+
+    /// The dispatch context of one job: its staging, and progress recorded in the database.
+    fn context(&self, id: &str, staging: &std::path::Path) -> DispatchContext {
         let db = self.db.clone();
         let metrics = self.metrics.clone();
         let job = id.to_string();
         let progress = Arc::new(std::sync::Mutex::new((0u32, 0u32)));
-        let ctx = DispatchContext {
+        DispatchContext {
             queue: self.queue.clone(),
             store: self.work.clone(),
             sandbox: self.sandbox.clone(),
@@ -243,9 +265,10 @@ impl Runner {
             limits: self.limits,
             max_decode_error_share: self.max_decode_error_share,
             max_input_frames: self.max_input_frames,
+            task_deadline: self.task_deadline,
             on_stage: Arc::new(move |stage: &JobStage| {
                 let mut p = progress.lock().unwrap_or_else(|p| p.into_inner());
-                let r = match stage {
+                match stage {
                     JobStage::Planned {
                         segments,
                         fingerprint,
@@ -264,18 +287,48 @@ impl Runner {
                         media_seconds,
                         overhead_seconds,
                     } => {
+                        db.record_segment(&job, *segment, *frames)?;
+                        // Counted once the record stands (a failed write is tried again).
                         metrics.segment_done(*frames, *media_seconds, *overhead_seconds);
                         p.1 += 1;
-                        db.record_segment(&job, *segment, *frames)
-                            .and(db.set_segments(&job, p.0, p.1))
+                        db.set_segments(&job, p.0, p.1)
                     }
                     JobStage::Stitching => db.set_state(&job, JobState::Stitching),
-                };
-                if let Err(e) = r {
-                    tracing::warn!(error = %e, "progress not recorded");
                 }
             }),
-        };
+        }
+    }
+
+    async fn execute(
+        &self,
+        ctx: &DispatchContext,
+        id: &str,
+        plan: &JobPlan,
+        staging: &std::path::Path,
+        events: &mut super::events::JobEvents,
+        cancel: CancellationToken,
+    ) -> Result<JobReport, FarmError> {
+        self.db.set_state(id, JobState::Splitting)?;
+        // An end marker of an unfinished job is stale (written by another dispatcher, or by
+        // hand): workers would drop every task of the job, so it goes first.
+        let marker = tessera_farm::model::keys::ended(id);
+        if self.work.exists(&marker).await.unwrap_or(false) {
+            tracing::warn!(job = %id, "stale end marker of an unfinished job removed");
+            crate::patience::patiently("remove stale end marker", || self.work.delete(&marker))
+                .await?;
+        }
+        tokio::fs::create_dir_all(staging)
+            .await
+            .map_err(|e| FarmError::io(staging, e))?;
+        let input = staging.join("input");
+        let source = self.s3.store(&plan.input.bucket);
+        crate::patience::patiently("fetch input", || source.get_file(&plan.input.key, &input))
+            .await
+            .map_err(|e| FarmError::Media {
+                code: ErrorCode::InputUnreadable,
+                class: ErrorClass::Abort,
+                message: format!("{}: cannot read input: {e}", plan.input),
+            })?;
         let request = JobRequest {
             id: id.to_string(),
             input: input.clone(),
@@ -301,7 +354,7 @@ impl Runner {
         };
         // Errors name the user's object, not the dispatcher's local copy of it.
         let local = input.display().to_string();
-        run_job(&ctx, &request, events, cancel)
+        run_job(ctx, &request, events, cancel)
             .await
             .map_err(|e| match e {
                 FarmError::Media {

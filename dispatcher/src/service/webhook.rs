@@ -21,14 +21,15 @@ pub fn signature(secret: &[u8], body: &[u8]) -> String {
     format!("sha256={hex}")
 }
 
-/// POSTs `body` to `url` until a 2xx answer or the attempts run out (logged, never fatal);
-/// returns whether it was delivered (for the metrics).
-pub async fn deliver(url: String, body: Vec<u8>, secret: String) -> bool {
+/// POSTs `body` to `url` through `agent` (see `WebhookGuard::agent`: checked addresses, no
+/// redirects) until a 2xx answer or the attempts run out (logged, never fatal); returns
+/// whether it was delivered (for the metrics).
+pub async fn deliver(agent: ureq::Agent, url: String, body: Vec<u8>, secret: String) -> bool {
     let sig = signature(secret.as_bytes(), &body);
     let mut backoff = Duration::from_secs(1);
     for attempt in 1..=ATTEMPTS {
-        let (u, b, s) = (url.clone(), body.clone(), sig.clone());
-        let result = tokio::task::spawn_blocking(move || post(&u, &b, &s)).await;
+        let (a, u, b, s) = (agent.clone(), url.clone(), body.clone(), sig.clone());
+        let result = tokio::task::spawn_blocking(move || post(&a, &u, &b, &s)).await;
         match result {
             Ok(Ok(())) => {
                 tracing::info!(attempt, "webhook delivered");
@@ -46,12 +47,7 @@ pub async fn deliver(url: String, body: Vec<u8>, secret: String) -> bool {
     false
 }
 
-fn post(url: &str, body: &[u8], sig: &str) -> Result<(), String> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(10)))
-        .http_status_as_error(false)
-        .build()
-        .into();
+fn post(agent: &ureq::Agent, url: &str, body: &[u8], sig: &str) -> Result<(), String> {
     let resp = agent
         .post(url)
         .header("content-type", "application/json")

@@ -22,6 +22,8 @@ struct QueueState {
 struct Message {
     body: Vec<u8>,
     deliveries: u32,
+    /// Set when the message is moved to a dead-letter queue, as RabbitMQ names the reason.
+    dead_reason: Option<&'static str>,
 }
 
 struct Inner {
@@ -43,6 +45,11 @@ impl Inner {
             self.with(queue, |q| q.ready.push_back(msg));
         } else {
             tracing::warn!(queue, deliveries = msg.deliveries, "message dead-lettered");
+            msg.dead_reason = Some(if requeue {
+                "delivery_limit"
+            } else {
+                "rejected"
+            });
             self.with(&dead_letter_queue(queue), |q| q.ready.push_back(msg));
         }
         self.notify.notify_waiters();
@@ -100,6 +107,7 @@ impl Queue for MemoryQueue {
                 q.ready.push_back(Message {
                     body,
                     deliveries: 0,
+                    dead_reason: None,
                 });
             }
             q.closed
@@ -174,6 +182,7 @@ impl Consumer for MemoryConsumer {
                     return Ok(Some(Delivery {
                         body,
                         redeliveries,
+                        dead_reason: msg.dead_reason.map(str::to_string),
                         acker: Box::new(MemoryAcker {
                             inner: self.inner.clone(),
                             queue: self.queue.clone(),

@@ -23,6 +23,14 @@ pub trait Queue: Send + Sync + 'static {
     async fn publish(&self, queue: &str, body: Vec<u8>) -> Result<(), FarmError>;
     /// Starts consuming with at most `prefetch` unacknowledged deliveries outstanding.
     async fn consume(&self, queue: &str, prefetch: u16) -> Result<Box<dyn Consumer>, FarmError>;
+    /// Takes the broker-wide lock `name` for as long as this connection lives (after a
+    /// reconnect it must be taken again): refused with an error that says
+    /// [`HELD_ELSEWHERE`] while another connection holds it. Why: the dispatcher must be the
+    /// farm's one reader of the events queue; a second one would take, and drop, the events
+    /// of the first one's jobs. Queues without other clients (the in-process one) grant it.
+    async fn hold_lock(&self, _name: &str) -> Result<(), FarmError> {
+        Ok(())
+    }
     /// Consumers attached to `queue` now (0 for a queue nobody consumes). Why: a job that
     /// may run on either hardware goes to the GPU queue only while GPU workers listen.
     async fn consumers(&self, queue: &str) -> Result<u32, FarmError>;
@@ -56,6 +64,10 @@ pub struct Delivery {
     pub body: Vec<u8>,
     /// How many times it was delivered before this one (0 on first delivery).
     pub redeliveries: u32,
+    /// Why the broker moved this message to a dead-letter queue (`delivery_limit`,
+    /// `rejected`, ...): read by the dispatcher to tell the user why a task was lost.
+    /// `None` for messages that were never dead-lettered.
+    pub dead_reason: Option<String>,
     /// Settles the delivery.
     pub acker: Box<dyn Acker>,
 }
@@ -65,9 +77,13 @@ impl std::fmt::Debug for Delivery {
         f.debug_struct("Delivery")
             .field("bytes", &self.body.len())
             .field("redeliveries", &self.redeliveries)
+            .field("dead_reason", &self.dead_reason)
             .finish()
     }
 }
+
+/// Part of the error of [`Queue::hold_lock`] when another connection holds the lock.
+pub const HELD_ELSEWHERE: &str = "held by another connection";
 
 /// The dead-letter queue of a queue.
 pub fn dead_letter_queue(queue: &str) -> String {

@@ -344,6 +344,40 @@ impl Queue for RabbitQueue {
         self.consumer_count(queue).await
     }
 
+    /// An exclusive, auto-deleted queue named `name` is the lock: the broker lets one
+    /// connection own it and deletes it when that connection closes (or its heartbeat
+    /// times out), so a stopped holder frees the lock by itself.
+    async fn hold_lock(&self, name: &str) -> Result<(), FarmError> {
+        let op = self.inner.cfg.op_timeout;
+        let ch = self.inner.channel(name, false).await?;
+        let options = QueueDeclareOptions {
+            exclusive: true,
+            auto_delete: true,
+            ..Default::default()
+        };
+        let declared = timed(
+            op,
+            name,
+            "lock",
+            ch.queue_declare(name.into(), options, table([])),
+        )
+        .await
+        .map_err(|e| match e {
+            // "RESOURCE_LOCKED - cannot obtain exclusive access to locked queue ..."
+            FarmError::Queue { queue, reason } if reason.contains("RESOURCE_LOCKED") => {
+                FarmError::Queue {
+                    queue,
+                    reason: format!("{}: {reason}", super::HELD_ELSEWHERE),
+                }
+            }
+            other => other,
+        });
+        if ch.status().connected() {
+            let _ = timeout(op, ch.close(200, "OK".into())).await;
+        }
+        declared.map(|_| ())
+    }
+
     async fn consume(&self, queue: &str, prefetch: u16) -> Result<Box<dyn Consumer>, FarmError> {
         let op = self.inner.cfg.op_timeout;
         let channel = self.inner.channel(queue, false).await?;

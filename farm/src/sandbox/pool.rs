@@ -4,7 +4,9 @@
 //! lends each running operation a [`SandboxSlot`] (with its warm child) and takes it back
 //! afterwards, so the number of warm children follows the number of operations running at
 //! once. Slots are keyed (e.g. by GPU card) so an operation finds a child that already holds
-//! the right device context.
+//! the right device context, and owned (by the job whose media a child last parsed): a
+//! child that served one job never serves another, so a child compromised by one upload
+//! cannot read or tamper with the next job's segments.
 
 use std::sync::Mutex;
 
@@ -17,7 +19,14 @@ use crate::FarmError;
 pub struct SlotPool<K> {
     sandbox: Sandbox,
     policy: WarmPolicy,
-    idle: Mutex<Vec<(K, SandboxSlot)>>,
+    idle: Mutex<Vec<Idle<K>>>,
+}
+
+/// An idle slot: its key, and the job its child last worked for (`None`: untouched).
+struct Idle<K> {
+    key: K,
+    owner: Option<String>,
+    slot: SandboxSlot,
 }
 
 impl<K: PartialEq> SlotPool<K> {
@@ -41,23 +50,25 @@ impl<K: PartialEq> SlotPool<K> {
             if let Err(e) = slot.warm(limits) {
                 tracing::warn!(error = %e, "media child not pre-started");
             }
-            self.put_back(key.clone(), slot);
+            self.put_back(key.clone(), None, slot);
         }
     }
 
-    /// Runs `op` in an idle slot of `key` (a new one when none is idle) and returns the slot
-    /// to the pool afterwards. If this future is dropped first, the slot and its child (which
-    /// is mid-operation) are dropped too: the child is killed, never reused.
+    /// Runs `op` of job `owner` in an idle slot of `key` (a new one when none is idle; its
+    /// child replaced when it last served another job) and returns the slot to the pool
+    /// afterwards. If this future is dropped first, the slot and its child (which is
+    /// mid-operation) are dropped too: the child is killed, never reused.
     pub async fn run<T: DeserializeOwned>(
         &self,
         key: K,
+        owner: &str,
         op: &MediaOp,
         limits: Limits,
         progress: &mut (dyn FnMut(u64) + Send),
     ) -> Result<(T, ChildStats), FarmError> {
-        let mut slot = self.take(&key);
+        let mut slot = self.take(&key, owner);
         let result = slot.run(op, limits, progress).await;
-        self.put_back(key, slot);
+        self.put_back(key, Some(owner.to_string()), slot);
         result
     }
 
@@ -66,19 +77,31 @@ impl<K: PartialEq> SlotPool<K> {
         self.lock().len()
     }
 
-    fn take(&self, key: &K) -> SandboxSlot {
+    /// An idle slot of `key`: one whose child served `owner` or nobody, else one whose child
+    /// served another job (that child is ended), else a new slot.
+    fn take(&self, key: &K, owner: &str) -> SandboxSlot {
         let mut idle = self.lock();
-        match idle.iter().rposition(|(k, _)| k == key) {
-            Some(i) => idle.swap_remove(i).1,
+        let clean = |i: &Idle<K>| i.owner.as_deref().is_none_or(|o| o == owner);
+        let found = (idle.iter().rposition(|i| &i.key == key && clean(i)))
+            .map(|i| (i, false))
+            .or_else(|| idle.iter().rposition(|i| &i.key == key).map(|i| (i, true)));
+        match found {
+            Some((i, foreign)) => {
+                let mut slot = idle.swap_remove(i).slot;
+                if foreign {
+                    slot.discard_child();
+                }
+                slot
+            }
             None => SandboxSlot::new(self.sandbox.clone(), self.policy),
         }
     }
 
-    fn put_back(&self, key: K, slot: SandboxSlot) {
-        self.lock().push((key, slot));
+    fn put_back(&self, key: K, owner: Option<String>, slot: SandboxSlot) {
+        self.lock().push(Idle { key, owner, slot });
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(K, SandboxSlot)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Idle<K>>> {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -282,7 +282,7 @@ async fn the_pool_lends_one_slot_per_running_operation() {
     pool.warm(None, 1, limits(10));
     let run = || async {
         let (v, _): ([u32; 2], _) = pool
-            .run(None::<u32>, &op("x"), limits(10), &mut |_| {})
+            .run(None::<u32>, "job-a", &op("x"), limits(10), &mut |_| {})
             .await
             .unwrap();
         v[0]
@@ -293,11 +293,20 @@ async fn the_pool_lends_one_slot_per_running_operation() {
     let c = run().await;
     assert!(c == a || c == b, "an idle warm child was not reused");
     let (v, _): ([u32; 2], _) = pool
-        .run(Some(0), &op("x"), limits(10), &mut |_| {})
+        .run(Some(0), "job-a", &op("x"), limits(10), &mut |_| {})
         .await
         .unwrap();
     assert!(v[0] != a && v[0] != b, "another key reused a child");
     assert_eq!(pool.idle(), 3);
+    // Another job gets a slot of the key, never a child that parsed job-a's media.
+    let (v, _): ([u32; 2], _) = pool
+        .run(None::<u32>, "job-b", &op("x"), limits(10), &mut |_| {})
+        .await
+        .unwrap();
+    assert!(v[0] != a && v[0] != b, "a child served two jobs");
+    assert_eq!(pool.idle(), 3, "the slot was reused, its child replaced");
+    let again = run().await;
+    assert_ne!(again, v[0], "job-a got job-b's child");
 }
 
 #[test]
@@ -399,4 +408,38 @@ async fn a_reusing_sandbox_serves_operations_in_one_warm_child() {
     let fresh = run("x").await.unwrap().0;
     assert_ne!(fresh[0], ahead[0]);
     assert_eq!(fresh[1], 1);
+}
+
+#[tokio::test]
+async fn children_see_no_setting_of_the_parent_but_paths_and_driver_selection() {
+    // cargo runs tests with CARGO_* variables set: the parent has them, a child must not.
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+    let dir = tempfile::tempdir().unwrap();
+    let sb = script(
+        dir.path(),
+        r#"names=$(env | cut -d= -f1 | sort | tr '\n' ' '); echo "result {\"ok\":\"$names\",\"error\":null,\"peak_rss_bytes\":0}""#,
+    );
+    let (names, _): (String, _) = sb.run(&probe_op(), limits(10), &mut |_| {}).await.unwrap();
+    let names: Vec<&str> = names.split_whitespace().collect();
+    assert!(names.contains(&"PATH"), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("CARGO")), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with("TESSERA_")),
+        "{names:?}"
+    );
+    for name in [
+        "CUDA_VISIBLE_DEVICES",
+        "NVIDIA_DRIVER_CAPABILITIES",
+        "LD_LIBRARY_PATH",
+    ] {
+        assert!(child_may_see(name), "{name}");
+    }
+    for name in [
+        "TESSERA_S3_SECRET_ACCESS_KEY",
+        "TESSERA_AMQP_URL",
+        "AWS_SECRET_ACCESS_KEY",
+        "HOME",
+    ] {
+        assert!(!child_may_see(name), "{name}");
+    }
 }

@@ -84,6 +84,12 @@ impl SandboxSlot {
         Ok(())
     }
 
+    /// Ends the current child, if any: the next operation starts a fresh one. Why: a child
+    /// that parsed one job's (untrusted) media must not serve another job's.
+    pub fn discard_child(&mut self) {
+        self.child = None;
+    }
+
     /// The process id of the current child, if one is running (for logs and tests).
     pub fn child_pid(&self) -> Option<u32> {
         self.child.as_ref().and_then(|c| c.process.id())

@@ -23,6 +23,7 @@ impl RabbitConsumer {
         };
         Delivery {
             redeliveries: delivery_count(&d.properties),
+            dead_reason: death_reason(&d.properties),
             body: d.data,
             acker: Box::new(acker),
         }
@@ -39,6 +40,16 @@ fn delivery_count(props: &BasicProperties) -> u32 {
         _ => 0,
     };
     u32::try_from(n.max(0)).unwrap_or(u32::MAX)
+}
+
+/// The broker's `x-first-death-reason` header: why a message reached a dead-letter queue.
+fn death_reason(props: &BasicProperties) -> Option<String> {
+    let headers = props.headers().as_ref()?;
+    match headers.inner().get("x-first-death-reason")? {
+        AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
+        AMQPValue::ShortString(s) => Some(s.as_str().to_string()),
+        _ => None,
+    }
 }
 
 #[async_trait]
