@@ -3,9 +3,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -17,8 +16,8 @@ use tessera_farm::model::ApiJob;
 use tessera_farm::ErrorCode;
 
 use super::db::{Db, JobRow, JobState};
-use super::jobspec::{validate, Invalid};
-use super::runner::{Runner, S3Uri};
+use super::jobspec::validate;
+use super::runner::Runner;
 
 /// State shared by the handlers.
 pub struct AppState {
@@ -78,39 +77,16 @@ pub fn error(code: ErrorCode, message: impl Into<String>) -> Response {
         .into_response()
 }
 
-/// Compares two byte strings in time that depends only on their lengths.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-async fn auth(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let presented = req
-        .headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::as_bytes);
-    let ok = presented.is_some_and(|p| {
-        // Check every token so the time taken does not tell which one nearly matched.
-        state
-            .tokens
-            .iter()
-            .fold(false, |acc, t| acc | constant_time_eq(p, t.as_bytes()))
-    });
-    if ok {
-        next.run(req).await
-    } else {
-        error(ErrorCode::Unauthorized, "a valid bearer token is required")
-    }
-}
-
 /// The router: `/v1/*` behind the token, the rest open.
 pub fn router(state: Arc<AppState>) -> Router {
     let v1 = Router::new()
         .route("/v1/jobs", get(list_jobs).post(create_job))
         .route("/v1/jobs/{id}", get(get_job).delete(cancel_job))
-        .route("/v1/uploads", post(create_upload))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), auth));
+        .route("/v1/uploads", post(super::uploads::create_upload))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            super::auth::auth,
+        ));
     Router::new()
         .merge(v1)
         .route("/healthz", get(|| async { "ok" }))
@@ -174,85 +150,6 @@ async fn create_job(
             _ => error(ErrorCode::Internal, "job vanished"),
         },
         Err(e) => error(ErrorCode::DbUnavailable, e.to_string()),
-    }
-}
-
-/// How long an upload URL stays valid.
-const UPLOAD_EXPIRES: std::time::Duration = std::time::Duration::from_secs(3600);
-
-/// The body of `POST /v1/uploads`: an explicit object, or a file name placed in the upload bucket.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UploadRequest {
-    bucket: Option<String>,
-    key: Option<String>,
-    filename: Option<String>,
-}
-
-/// Reduces a client's file name to a safe last key segment: its base name, with every
-/// character outside `[A-Za-z0-9._-]` replaced by `_`, no leading dots, at most 100 bytes.
-/// Why: the name comes from the user's machine and ends up inside an object key.
-fn sanitise_filename(name: &str) -> String {
-    let base = name.rsplit(['/', '\\']).next().unwrap_or("");
-    let safe = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
-    let clean: String = base
-        .chars()
-        .map(|c| if safe(c) { c } else { '_' })
-        .collect();
-    let clean: String = clean.trim_start_matches('.').chars().take(100).collect();
-    if clean.is_empty() {
-        "upload".into()
-    } else {
-        clean
-    }
-}
-
-/// Where an upload goes (bucket allowed, key valid), or (code, message).
-fn upload_target(state: &AppState, body: &[u8]) -> Result<S3Uri, Invalid> {
-    let invalid = |m: String| (ErrorCode::InvalidUpload, m);
-    let req: UploadRequest = serde_json::from_slice(body).map_err(|e| {
-        let msg = format!("invalid upload JSON: {e}");
-        (ErrorCode::BadRequest, msg)
-    })?;
-    let (bucket, key) = match (req.bucket, req.key, req.filename) {
-        (Some(b), Some(k), None) => (b, k),
-        (None, None, Some(f)) => {
-            let id = uuid::Uuid::new_v4().simple();
-            let key = format!("uploads/{id}/{}", sanitise_filename(&f));
-            (state.upload_bucket.clone(), key)
-        }
-        _ => {
-            return Err(invalid(
-                "give \"bucket\" and \"key\", or \"filename\"".into(),
-            ))
-        }
-    };
-    if !state.buckets.contains(&bucket) {
-        let msg = format!("upload bucket '{bucket}' is not one this farm may use");
-        return Err((ErrorCode::BucketNotAllowed, msg));
-    }
-    S3Uri::parse(&format!("s3://{bucket}/{key}")).map_err(|e| invalid(format!("upload: {e}")))
-}
-
-/// Answers a presigned PUT URL (valid 1 h) so a client uploads its input straight to S3.
-async fn create_upload(State(state): State<Arc<AppState>>, body: axum::body::Bytes) -> Response {
-    let uri = match upload_target(&state, &body) {
-        Ok(u) => u,
-        Err((code, msg)) => return error(code, msg),
-    };
-    let store = state.runner.s3.store(&uri.bucket);
-    match store.presign_put(&uri.key, UPLOAD_EXPIRES).await {
-        // The URL is a credential for one object: it goes to the caller, never to the log.
-        Ok(url) => {
-            tracing::info!(input = %uri, "upload URL issued");
-            let expires_in = UPLOAD_EXPIRES.as_secs();
-            let body = json!({"url": url, "input": uri.to_string(), "expires_in": expires_in});
-            (StatusCode::CREATED, Json(body)).into_response()
-        }
-        Err(e) => {
-            let msg = format!("{uri}: {e}");
-            error(ErrorCode::StoreUnavailable, msg)
-        }
     }
 }
 
@@ -397,27 +294,4 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     };
     let body = state.runner.metrics.render(&live);
     ([("content-type", "text/plain; version=0.0.4")], body).into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{constant_time_eq, sanitise_filename};
-
-    #[test]
-    fn upload_filenames_are_sanitised() {
-        assert_eq!(sanitise_filename("My Video (1).mp4"), "My_Video__1_.mp4");
-        assert_eq!(sanitise_filename("../../etc/passwd"), "passwd");
-        assert_eq!(sanitise_filename("C:\\Users\\a\\clip.mov"), "clip.mov");
-        assert_eq!(sanitise_filename(".."), "upload");
-        assert_eq!(sanitise_filename("..hidden.mp4"), "hidden.mp4");
-        assert_eq!(sanitise_filename(""), "upload");
-        assert_eq!(sanitise_filename(&"x".repeat(300)).len(), 100);
-    }
-
-    #[test]
-    fn token_comparison() {
-        assert!(constant_time_eq(b"secret", b"secret"));
-        assert!(!constant_time_eq(b"secret", b"secreT"));
-        assert!(!constant_time_eq(b"secret", b"secret2"));
-    }
 }

@@ -1,6 +1,7 @@
 //! The `tessera-dispatcher` service: settings, connections, the HTTP API and job runners.
 
 mod api;
+mod auth;
 mod db;
 mod events;
 mod instance;
@@ -10,11 +11,13 @@ mod openapi;
 mod resume;
 mod runner;
 mod settings;
+mod uploads;
 mod watch;
 mod webhook;
 mod webhook_guard;
 
-pub use api::{constant_time_eq, router, AppState};
+pub use api::{router, AppState};
+pub use auth::constant_time_eq;
 pub use db::{Db, JobRow, JobState};
 pub use events::EventRouter;
 pub use runner::{JobPlan, Runner, S3Uri};
