@@ -102,7 +102,7 @@ fn db_err(e: impl std::fmt::Display) -> FarmError {
     }
 }
 
-fn now() -> i64 {
+pub(super) fn now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
@@ -305,51 +305,6 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRow> {
     })
 }
 
-/// Uploads seen in watched buckets: one row per object version (bucket, key, ETag).
-///
-/// Why: an upload must start exactly one job, whether it is seen by the poller, by an S3
-/// event, by both, or again after a restart.
-impl Db {
-    /// Claims the object version `(bucket, key, etag)` for the job `job_id`, atomically;
-    /// `true` when this call claimed it, `false` when it was claimed before.
-    pub fn claim_object(
-        &self,
-        bucket: &str,
-        key: &str,
-        etag: &str,
-        job_id: &str,
-    ) -> Result<bool, FarmError> {
-        self.with(|c| {
-            c.execute(
-                "INSERT OR IGNORE INTO seen_objects (bucket, key, etag, job_id, seen_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![bucket, key, etag, job_id, now()],
-            )
-            .map(|n| n == 1)
-        })
-    }
-
-    /// The job id of a claimed object version whose job row was never written (the process
-    /// stopped between the claim and the insert), so that the job can still be started.
-    pub fn unstarted_claim(
-        &self,
-        bucket: &str,
-        key: &str,
-        etag: &str,
-    ) -> Result<Option<String>, FarmError> {
-        self.with(|c| {
-            c.query_row(
-                "SELECT s.job_id FROM seen_objects s
-                 WHERE s.bucket = ?1 AND s.key = ?2 AND s.etag = ?3
-                   AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = s.job_id)",
-                params![bucket, key, etag],
-                |r| r.get(0),
-            )
-            .optional()
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,27 +339,5 @@ mod tests {
         assert_eq!(db.list(Some(JobState::Failed), 10, 0).unwrap().len(), 1);
         assert!(db.list(Some(JobState::Done), 10, 0).unwrap().is_empty());
         assert!(db.get("nope").unwrap().is_none());
-    }
-}
-
-#[cfg(test)]
-mod seen_tests {
-    use super::*;
-
-    #[test]
-    fn an_object_version_is_claimed_once_and_unstarted_claims_are_found() {
-        let db = Db::open(Path::new(":memory:")).unwrap();
-        assert!(db.claim_object("in", "a.mp4", "e1", "j1").unwrap());
-        assert!(!db.claim_object("in", "a.mp4", "e1", "j2").unwrap());
-        assert!(db.claim_object("in", "a.mp4", "e2", "j3").unwrap()); // a new version
-        assert!(db.claim_object("other", "a.mp4", "e1", "j4").unwrap());
-        assert_eq!(
-            db.unstarted_claim("in", "a.mp4", "e1").unwrap().as_deref(),
-            Some("j1")
-        );
-        db.insert("j1", Some("watch:in/a.mp4@e1"), &serde_json::json!({}))
-            .unwrap();
-        assert_eq!(db.unstarted_claim("in", "a.mp4", "e1").unwrap(), None);
-        assert_eq!(db.unstarted_claim("in", "nope.mp4", "e1").unwrap(), None);
     }
 }

@@ -10,6 +10,7 @@ mod metrics;
 mod openapi;
 mod resume;
 mod runner;
+mod seen;
 mod settings;
 mod uploads;
 mod watch;
