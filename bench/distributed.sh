@@ -20,7 +20,7 @@ BENCH_SECONDS=${BENCH_SECONDS:-60}
 CACHE=bench/.cache
 IN=$CACHE/input-1080p30-${BENCH_SECONDS}s.mp4
 WORK=$(mktemp -d /tmp/tessera-dbench.XXXXXX)
-TOKEN=bench-token
+TOKEN=bench-token-0123456789
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done

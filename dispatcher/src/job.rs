@@ -84,10 +84,14 @@ async fn run_stages(
         }
     }
     crate::patience::recorded(&ctx.on_stage, &JobStage::Stitching).await;
-    let audio = prepared.audio.await.map_err(|e| FarmError::ChildCrashed {
-        what: "audio".into(),
-        detail: e.to_string(),
-    })??;
+    let audio = prepared
+        .audio
+        .finish()
+        .await
+        .map_err(|e| FarmError::ChildCrashed {
+            what: "audio".into(),
+            detail: e.to_string(),
+        })??;
     let (audio_tracks, audio_rss) = match &audio {
         Some((result, stats)) => (Some(result.tracks.as_slice()), stats.peak_rss_bytes),
         None => (None, 0),

@@ -40,6 +40,28 @@ where
     }
 }
 
+/// Publishes `body` to `queue_name`, retrying (1 s doubling to 30 s) through broker outages
+/// for up to [`STORE_PATIENCE`]. Why: a broker restart while a job publishes (which lasts its
+/// whole encode phase, behind the priority gate) must not fail the job.
+pub async fn publish_patiently(
+    queue: &dyn tessera_farm::queue::Queue,
+    queue_name: &str,
+    body: &[u8],
+) -> Result<(), FarmError> {
+    let deadline = tokio::time::Instant::now() + STORE_PATIENCE;
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        match queue.publish(queue_name, body.to_vec()).await {
+            Err(e) if tokio::time::Instant::now() + backoff < deadline => {
+                tracing::warn!(queue = queue_name, error = %e, retry_in = ?backoff, "publish failed; retrying");
+                tokio::time::sleep(tessera_farm::queue::jittered(backoff)).await;
+                backoff = (backoff * 2).min(Duration::from_secs(30));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Records `stage` with `record` (the context's `on_stage`), retrying (1 s doubling to 30 s) until it is stored.
 /// Why no limit: the caller holds the event that the record acknowledges; giving up would
 /// either lose it or fail a job that resumes fine once the disk has room again.

@@ -14,7 +14,7 @@ use tessera_media::{
 };
 use tokio::task::JoinHandle;
 
-use crate::patience::{patiently, recorded};
+use crate::patience::{patiently, publish_patiently, recorded};
 use crate::request::{DispatchContext, JobRequest, JobStage};
 
 /// Longest the planner may take; it is O(n log n) in the frame count, so a 2-hour 60 fps
@@ -32,7 +32,7 @@ pub(crate) struct Prepared {
     pub info: ProbeInfo,
     pub plans: Vec<SegmentPlan>,
     pub bias: i64,
-    pub audio: JoinHandle<Result<Option<(AudioResult, ChildStats)>, FarmError>>,
+    pub audio: AudioTask,
     /// Still publishing segments (none when an earlier run published them all).
     pub publisher: Option<Publisher>,
     pub peak_rss_bytes: u64,
@@ -49,6 +49,32 @@ pub(crate) struct Prepared {
 
 /// Which segments of a job have been published, shared with its publisher.
 pub(crate) type OnQueue = std::sync::Arc<std::sync::Mutex<Vec<bool>>>;
+
+/// What the audio step gives: the transcoded tracks and the child's figures (none without
+/// audio).
+pub(crate) type AudioOutcome = Result<Option<(AudioResult, ChildStats)>, FarmError>;
+
+/// The audio step running beside the encodes. Dropping it (the job was cancelled or failed)
+/// aborts it, which kills its child: no audio transcode outlives its job.
+pub(crate) struct AudioTask(JoinHandle<AudioOutcome>);
+
+impl AudioTask {
+    /// Stops the audio step now.
+    pub(crate) fn abort(&self) {
+        self.0.abort();
+    }
+
+    /// Waits for the audio step's result.
+    pub(crate) async fn finish(&mut self) -> Result<AudioOutcome, tokio::task::JoinError> {
+        (&mut self.0).await
+    }
+}
+
+impl Drop for AudioTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// A fingerprint of a plan's segment ranges (FNV-1a), stable across runs and builds.
 pub(crate) fn plan_fingerprint(plans: &[SegmentPlan]) -> u64 {
@@ -266,7 +292,7 @@ async fn split_and_publish(
                 if let Some(gate) = &ctx.gate {
                     gate.admit(&job, priority).await;
                 }
-                ctx.queue.publish(&queue, encode_message(&task)).await?;
+                publish_patiently(&*ctx.queue, &queue, &encode_message(&task)).await?;
                 if let Some(p) = (on_queue.lock().unwrap_or_else(|p| p.into_inner()))
                     .get_mut(task.segment as usize)
                 {
@@ -392,7 +418,7 @@ fn spawn_audio(
     info: &ProbeInfo,
     bias_seconds: f64,
     staging: &Path,
-) -> JoinHandle<Result<Option<(AudioResult, ChildStats)>, FarmError>> {
+) -> AudioTask {
     let mut tracks: Vec<usize> = info.audio.iter().map(|a| a.index).collect();
     if req.first_audio_only {
         tracks.truncate(1);
@@ -412,7 +438,7 @@ fn spawn_audio(
         bitrate_per_channel: AUDIO_BITRATE_PER_CHANNEL,
         output: staging.join("audio-encoded.nut"),
     };
-    tokio::spawn(async move {
+    AudioTask(tokio::spawn(async move {
         if request.tracks.is_empty() {
             return Ok(None);
         }
@@ -424,5 +450,5 @@ fn spawn_audio(
         patiently("store audio", || ctx.store.put_file(&key, &request.output)).await?;
         let _ = tokio::fs::remove_file(&request.output).await;
         Ok(Some((result, stats)))
-    })
+    }))
 }

@@ -100,8 +100,7 @@ pub(crate) async fn stitch_all(
     events: &mut dyn Consumer,
 ) -> Result<u64, FarmError> {
     for task in tasks {
-        ctx.queue
-            .publish(&ctx.stitch_queue, encode_message(task))
+        crate::patience::publish_patiently(&*ctx.queue, &ctx.stitch_queue, &encode_message(task))
             .await?;
     }
     let mut done = vec![false; tasks.len()];

@@ -7,6 +7,7 @@
 mod error;
 
 pub mod config;
+pub mod disk;
 pub mod model;
 pub mod queue;
 pub mod sandbox;

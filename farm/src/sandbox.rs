@@ -21,11 +21,12 @@ use serde::{Deserialize, Serialize};
 use tessera_media::{
     AudioRequest, EncodeRequest, ErrorClass, ErrorCode, SegmentPlan, StitchRequest,
 };
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use crate::FarmError;
 
 mod child;
+mod pipes;
 mod pool;
 mod spare;
 mod warm;
@@ -267,22 +268,20 @@ impl Sandbox {
             .stdout
             .take()
             .ok_or_else(|| crashed("no stdout".into()))?;
-        let mut stderr = child
+        let stderr = child
             .stderr
             .take()
             .ok_or_else(|| crashed("no stderr".into()))?;
-        let stderr_task = tokio::spawn(async move {
-            let mut buf = Vec::new();
-            let _ = stderr.read_to_end(&mut buf).await;
-            tail_of(&String::from_utf8_lossy(&buf))
-        });
+        let (stderr_tail, stderr_task) = pipes::stderr_tail(stderr);
 
         let io = async {
             stdin.write_all(&request).await?;
             drop(stdin);
-            let mut lines = tokio::io::BufReader::new(stdout).lines();
+            let mut lines = tokio::io::BufReader::new(stdout);
             let mut result = None;
-            while let Some(line) = lines.next_line().await? {
+            while let Some(line) =
+                pipes::next_line_capped(&mut lines, pipes::MAX_LINE_BYTES).await?
+            {
                 if let Some(json) = read_line(&line, progress) {
                     result = Some(json.to_string());
                 }
@@ -303,7 +302,8 @@ impl Sandbox {
             Ok(Err(e)) => return Err(crashed(format!("pipe error: {e}"))),
             Ok(Ok(v)) => v,
         };
-        let stderr_tail = stderr_task.await.unwrap_or_default();
+        let _ = stderr_task.await;
+        let stderr_tail = tail_of(&stderr_tail.lock().unwrap_or_else(|p| p.into_inner()));
         let wall_seconds = started.elapsed().as_secs_f64();
         let Some(json) = result else {
             return Err(crashed(format!("{status}; stderr: {}", stderr_tail.trim())));

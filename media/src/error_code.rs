@@ -82,6 +82,8 @@ catalog! {
     InputUnreadable = "input_unreadable", Abort, 422;
     /// The input file has zero bytes.
     InputEmpty = "input_empty", Abort, 422;
+    /// The input is larger than the farm accepts.
+    InputTooLarge = "input_too_large", Abort, 413;
     /// FFmpeg cannot recognise or parse the container.
     InputInvalid = "input_invalid", Abort, 422;
     /// The input has no video stream, or no video frame to encode.
@@ -151,6 +153,8 @@ catalog! {
     BucketNotAllowed = "bucket_not_allowed", Abort, 403;
     /// A callback URL on a dispatcher without a webhook secret.
     WebhooksDisabled = "webhooks_disabled", Abort, 422;
+    /// The tenant has as many unfinished jobs as the farm allows it.
+    TooManyJobs = "too_many_jobs", Retry, 429;
     /// No such job.
     NotFound = "not_found", Abort, 404;
     /// The job already ended.

@@ -110,8 +110,8 @@ pub fn encoder_options(
                 return Err(format!("bitrate {bps} b/s is too low (minimum 10k)"));
             }
             opts.push(("b".into(), bps.to_string()));
-            opts.push(("maxrate".into(), (bps * 3 / 2).to_string()));
-            opts.push(("bufsize".into(), (bps * 2).to_string()));
+            opts.push(("maxrate".into(), (bps.saturating_mul(3) / 2).to_string()));
+            opts.push(("bufsize".into(), bps.saturating_mul(2).to_string()));
         }
     }
     match spec.codec {

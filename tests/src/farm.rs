@@ -9,8 +9,12 @@ use std::time::{Duration, Instant};
 use crate::garage::Garage;
 use crate::rabbit::TestVhost;
 
-/// The API token the test farm accepts.
+/// The test farm's admin token (a bare token: tenant `default`, sees every tenant's jobs).
 pub const TOKEN: &str = "test-token-0123456789";
+/// Tokens of two tenants, `acme` and `beta`, who must not see each other's jobs.
+pub const ACME_TOKEN: &str = "acme-token-0123456789";
+/// See [`ACME_TOKEN`].
+pub const BETA_TOKEN: &str = "beta-token-0123456789";
 /// The dispatcher's webhook signing key.
 pub const WEBHOOK_SECRET: &str = "webhook-secret-for-tests";
 
@@ -160,7 +164,10 @@ impl Farm {
         .arg(self.dir.path().join(db))
         .arg("--staging-dir")
         .arg(self.dir.path().join("dispatcher-staging"))
-        .env("TESSERA_API_TOKENS", TOKEN)
+        .env(
+            "TESSERA_API_TOKENS",
+            format!("{TOKEN},acme={ACME_TOKEN},beta={BETA_TOKEN}"),
+        )
         .env("TESSERA_WEBHOOK_SECRET", WEBHOOK_SECRET)
         .env("TESSERA_MAX_INPUT_FRAMES", MAX_INPUT_FRAMES.to_string());
         for (k, v) in &self.dispatcher_env {
@@ -210,9 +217,12 @@ impl Farm {
         self.workers.push(w);
     }
 
-    /// The staging directory of worker `i`.
+    /// The staging directory of worker `i` (its own directory under its staging root).
     pub fn worker_staging(&self, i: usize) -> PathBuf {
-        self.dir.path().join(format!("worker-{i}"))
+        self.dir
+            .path()
+            .join(format!("worker-{i}"))
+            .join(format!("w{i}"))
     }
 
     /// Waits until worker `i` holds a segment in progress (a chunk in its staging directory).

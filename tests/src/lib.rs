@@ -25,6 +25,7 @@
 //! default `target/tessera-fixtures`), `TESSERA_KEEP_TMP` (keep each job's
 //! temp dir for debugging).
 
+pub mod chaos;
 pub mod check;
 pub mod farm;
 mod farm_jobs;

@@ -93,7 +93,7 @@ fn cli_uploads_submits_follows_and_manages_jobs() {
         input.starts_with("s3://input/uploads/") && input.ends_with("/My_Clip__2_.mp4"),
         "{up}"
     );
-    assert_eq!(up["expires_in"], 3600);
+    assert_eq!(up["expires_in"], 900);
     assert!(
         up["url"]
             .as_str()

@@ -46,7 +46,7 @@ impl Fitness {
         if unfit.is_none() {
             return true;
         }
-        if crate::disk::free_bytes(&self.staging_dir) >= self.min_free_bytes {
+        if tessera_farm::disk::free_bytes(&self.staging_dir) >= self.min_free_bytes {
             tracing::info!("worker fit again: it takes work");
             *unfit = None;
             return true;

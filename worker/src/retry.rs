@@ -132,10 +132,13 @@ impl SegmentRunner {
     }
 
     /// Returns once the store answers again (checked every 1 s, 2 s, then 4 s: a probe is
-    /// cheap, and the worker should resume within seconds of the store's return).
+    /// cheap, and the worker should resume within seconds of the store's return), or after
+    /// 15 minutes: the delivery is held meanwhile, and must be settled well inside the
+    /// broker's 30-minute consumer timeout (the task is then given back, bounce-counted).
     async fn wait_for_store(&self, job: &str) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15 * 60);
         let mut backoff = Duration::from_secs(1);
-        loop {
+        while tokio::time::Instant::now() < deadline {
             tokio::time::sleep(backoff).await;
             match self
                 .store

@@ -250,7 +250,7 @@ impl SegmentRunner {
     /// Fails as unfit (the worker's fault, not the task's) when staging is short of space:
     /// the task goes to another worker and this one pauses until space returns.
     pub(crate) fn check_free_space(&self) -> Result<(), FarmError> {
-        let free = crate::disk::free_bytes(&self.config.staging_dir);
+        let free = tessera_farm::disk::free_bytes(&self.config.staging_dir);
         if free < self.config.min_free_bytes {
             return Err(FarmError::WorkerUnfit {
                 reason: format!(

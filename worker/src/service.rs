@@ -196,6 +196,7 @@ pub async fn serve(
     let s3 = S3Client::new(settings.service.s3.clone()).await?;
     let store = Arc::new(s3.store(&settings.service.work_bucket));
     let mut backoff = Duration::from_secs(1);
+    let mut quick_failures = 0u32;
     tracing::info!(worker = %settings.worker.id, slots = settings.worker.slots, "worker starting");
     while !shutdown.is_cancelled() {
         let queue = match connect(&settings).await {
@@ -204,13 +205,14 @@ pub async fn serve(
                 tracing::warn!(error = %e, retry_in = ?backoff, "broker unavailable");
                 tokio::select! {
                     _ = shutdown.cancelled() => break,
-                    _ = tokio::time::sleep(backoff) => {}
+                    _ = tokio::time::sleep(tessera_farm::queue::jittered(backoff)) => {}
                 }
                 backoff = (backoff * 2).min(Duration::from_secs(30));
                 continue;
             }
         };
         backoff = Duration::from_secs(1);
+        let started = std::time::Instant::now();
         let result = crate::run(
             settings.worker.clone(),
             queue.clone(),
@@ -221,7 +223,21 @@ pub async fn serve(
         )
         .await;
         if let Err(e) = result {
-            tracing::warn!(error = %e, "consumer lost; reconnecting");
+            // A run that worked a while lost its broker: reconnect at once. One that fails
+            // right after connecting (consume refused, queue deleted) must not reconnect in a
+            // hot loop: it waits, longer each time in a row.
+            if started.elapsed() > Duration::from_secs(10) {
+                quick_failures = 0;
+                tracing::warn!(error = %e, "consumer lost; reconnecting");
+                continue;
+            }
+            let wait = Duration::from_secs(1 << quick_failures.min(5));
+            quick_failures += 1;
+            tracing::warn!(error = %e, retry_in = ?wait, "consumer failed at once; reconnecting later");
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(tessera_farm::queue::jittered(wait)) => {}
+            }
         }
     }
     tracing::info!("worker stopped");

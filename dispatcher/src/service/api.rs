@@ -7,6 +7,7 @@ use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::Extension;
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
@@ -15,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tessera_farm::model::ApiJob;
 use tessera_farm::ErrorCode;
 
+use super::auth::Principal;
 use super::db::{Db, JobRow, JobState};
 use super::jobspec::validate;
 use super::runner::Runner;
@@ -26,13 +28,15 @@ pub struct AppState {
     /// Runs accepted jobs.
     pub runner: Arc<Runner>,
     /// Accepted bearer tokens.
-    pub tokens: Vec<String>,
+    pub tokens: Vec<super::auth::ApiToken>,
     /// Buckets jobs may read from and write to.
     pub buckets: Vec<String>,
     /// Bucket that `POST /v1/uploads` with only a filename puts uploads in ("": none set).
     pub upload_bucket: String,
     /// Default segment length.
     pub segment_seconds: f64,
+    /// Unfinished jobs one tenant may have.
+    pub max_jobs_per_tenant: u64,
     /// Cancellation handles of running jobs.
     pub running: Mutex<HashMap<String, CancellationToken>>,
 }
@@ -102,6 +106,7 @@ pub fn router(state: Arc<AppState>) -> Router {
 
 async fn create_job(
     State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
@@ -136,7 +141,23 @@ async fn create_job(
         Ok(v) => v,
         Err(e) => return error(ErrorCode::Internal, e.to_string()),
     };
-    match state.db.insert(&id, key, &stored) {
+    match state.db.unfinished_of(&who.tenant) {
+        Ok(n) if n >= state.max_jobs_per_tenant => {
+            return error(
+                ErrorCode::TooManyJobs,
+                format!(
+                    "tenant {} has {n} unfinished jobs, the most this farm allows: wait for \
+                     some to finish",
+                    who.tenant
+                ),
+            )
+        }
+        Ok(_) => {}
+        Err(e) => return error(ErrorCode::DbUnavailable, e.to_string()),
+    }
+    // Keys are the tenant's own: another tenant's (or the watch's) never collide with them.
+    let key = key.map(|k| format!("api:{}:{k}", who.tenant));
+    match state.db.insert(&id, &who.tenant, key.as_deref(), &stored) {
         Ok((id, true)) => {
             state.spawn(id.clone(), plan);
             (
@@ -146,6 +167,10 @@ async fn create_job(
                 .into_response()
         }
         Ok((id, false)) => match state.db.get(&id) {
+            Ok(Some(row)) if row.request != stored => error(
+                ErrorCode::InvalidJob,
+                "Idempotency-Key already used for a different request",
+            ),
             Ok(Some(row)) => (StatusCode::ACCEPTED, Json(view(&row))).into_response(),
             _ => error(ErrorCode::Internal, "job vanished"),
         },
@@ -206,8 +231,18 @@ pub fn view(row: &JobRow) -> serde_json::Value {
     })
 }
 
-async fn get_job(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
-    match state.db.get(&id) {
+/// A job `who` may see: another tenant's job is answered as missing, not as forbidden, so
+/// its existence does not leak.
+fn visible(row: Option<JobRow>, who: &Principal) -> Option<JobRow> {
+    row.filter(|r| who.sees(&r.owner))
+}
+
+async fn get_job(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Response {
+    match state.db.get(&id).map(|r| visible(r, &who)) {
         Ok(Some(row)) => Json(view(&row)).into_response(),
         Ok(None) => error(ErrorCode::NotFound, format!("no job {id}")),
         Err(e) => error(ErrorCode::DbUnavailable, e.to_string()),
@@ -221,14 +256,19 @@ struct ListQuery {
     offset: Option<u32>,
 }
 
-async fn list_jobs(State(state): State<Arc<AppState>>, Query(q): Query<ListQuery>) -> Response {
+async fn list_jobs(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Query(q): Query<ListQuery>,
+) -> Response {
     let filter = match q.state.as_deref().map(JobState::parse) {
         Some(None) => return error(ErrorCode::BadRequest, "unknown state filter"),
         Some(s) => s,
         None => None,
     };
     let limit = q.limit.unwrap_or(50).min(500);
-    match state.db.list(filter, limit, q.offset.unwrap_or(0)) {
+    let owner = (!who.admin).then_some(who.tenant.as_str());
+    match state.db.list(filter, owner, limit, q.offset.unwrap_or(0)) {
         Ok(rows) => {
             Json(json!({"jobs": rows.iter().map(view).collect::<Vec<_>>(), "limit": limit}))
                 .into_response()
@@ -237,8 +277,12 @@ async fn list_jobs(State(state): State<Arc<AppState>>, Query(q): Query<ListQuery
     }
 }
 
-async fn cancel_job(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
-    let row = match state.db.get(&id) {
+async fn cancel_job(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Response {
+    let row = match state.db.get(&id).map(|r| visible(r, &who)) {
         Ok(Some(r)) => r,
         Ok(None) => return error(ErrorCode::NotFound, format!("no job {id}")),
         Err(e) => return error(ErrorCode::DbUnavailable, e.to_string()),
@@ -271,7 +315,7 @@ async fn cancel_job(State(state): State<Arc<AppState>>, Path(id): Path<String>) 
 }
 
 async fn ready(State(state): State<Arc<AppState>>) -> Response {
-    match state.db.list(None, 1, 0) {
+    match state.db.list(None, None, 1, 0) {
         Ok(_) => "ready".into_response(),
         Err(e) => error(ErrorCode::NotReady, e.to_string()),
     }

@@ -2,10 +2,12 @@
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use tessera_farm::FarmError;
+use tokio_util::sync::CancellationToken;
 
 /// A job's lifecycle state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,6 +89,8 @@ pub struct JobRow {
     pub created_at: i64,
     /// Unix seconds of the last change.
     pub updated_at: i64,
+    /// The tenant the job belongs to.
+    pub owner: String,
 }
 
 /// The job database (one SQLite file, serialised access).
@@ -130,6 +134,7 @@ impl Db {
                 updated_at INTEGER NOT NULL
              );
              CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+             CREATE INDEX IF NOT EXISTS jobs_created ON jobs(created_at);
              CREATE TABLE IF NOT EXISTS seen_objects (
                 bucket TEXT NOT NULL,
                 key TEXT NOT NULL,
@@ -151,6 +156,18 @@ impl Db {
              );",
         )
         .map_err(db_err)?;
+        // Databases from before tenants: every job belonged to the one client there was.
+        let has_owner: bool = conn
+            .prepare("SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'owner'")
+            .and_then(|mut s| s.exists([]))
+            .map_err(db_err)?;
+        if !has_owner {
+            conn.execute_batch(
+                "ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT 'default';
+                 CREATE INDEX IF NOT EXISTS jobs_owner ON jobs(owner, created_at);",
+            )
+            .map_err(db_err)?;
+        }
         Ok(Db {
             conn: Arc::new(Mutex::new(conn)),
         })
@@ -164,11 +181,13 @@ impl Db {
         f(&conn).map_err(db_err)
     }
 
-    /// Inserts a job unless one with the same idempotency key exists; returns the job's id
-    /// and whether it was created now.
+    /// Inserts a job of tenant `owner` unless one with the same idempotency key exists
+    /// (keys are global: callers put the tenant in them); returns the job's id and whether it
+    /// was created now.
     pub fn insert(
         &self,
         id: &str,
+        owner: &str,
         idempotency_key: Option<&str>,
         request: &serde_json::Value,
     ) -> Result<(String, bool), FarmError> {
@@ -187,9 +206,9 @@ impl Db {
             }
             let t = now();
             c.execute(
-                "INSERT INTO jobs (id, idempotency_key, state, request, created_at, updated_at)
-                 VALUES (?1, ?2, 'queued', ?3, ?4, ?4)",
-                params![id, idempotency_key, request.to_string(), t],
+                "INSERT INTO jobs (id, owner, idempotency_key, state, request, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, 'queued', ?4, ?5, ?5)",
+                params![id, owner, idempotency_key, request.to_string(), t],
             )?;
             Ok((id.to_string(), true))
         })
@@ -256,19 +275,48 @@ impl Db {
         })
     }
 
-    /// Jobs newest first, optionally in one state, paged.
+    /// Jobs newest first, optionally in one state and of one tenant, paged.
     pub fn list(
         &self,
         state: Option<JobState>,
+        owner: Option<&str>,
         limit: u32,
         offset: u32,
     ) -> Result<Vec<JobRow>, FarmError> {
         self.with(|c| {
             let mut stmt = c.prepare(&format!(
-                "{SELECT} WHERE (?1 IS NULL OR state = ?1) ORDER BY created_at DESC, id LIMIT ?2 OFFSET ?3"
+                "{SELECT} WHERE (?1 IS NULL OR state = ?1) AND (?4 IS NULL OR owner = ?4)
+                 ORDER BY created_at DESC, id LIMIT ?2 OFFSET ?3"
             ))?;
-            let rows = stmt.query_map(params![state.map(|s| s.as_str()), limit, offset], row)?;
+            let args = params![state.map(|s| s.as_str()), limit, offset, owner];
+            let rows = stmt.query_map(args, row)?;
             rows.collect()
+        })
+    }
+
+    /// Unfinished jobs of tenant `owner` (its quota).
+    pub fn unfinished_of(&self, owner: &str) -> Result<u64, FarmError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT COUNT(*) FROM jobs WHERE owner = ?1
+                 AND state NOT IN ('done', 'failed', 'cancelled')",
+                [owner],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n.max(0) as u64)
+        })
+    }
+
+    /// Deletes final jobs last changed before `cutoff` (Unix seconds); returns how many went.
+    /// Jobs whose end is not complete (progress kept) stay.
+    pub fn prune(&self, cutoff: i64) -> Result<usize, FarmError> {
+        self.with(|c| {
+            c.execute(
+                "DELETE FROM jobs WHERE state IN ('done', 'failed', 'cancelled')
+                 AND updated_at < ?1
+                 AND id NOT IN (SELECT job_id FROM job_progress)",
+                [cutoff],
+            )
         })
     }
 
@@ -285,7 +333,7 @@ impl Db {
 }
 
 const SELECT: &str = "SELECT id, state, request, segments_total, segments_done, error_code,
-    error_message, report, created_at, updated_at FROM jobs";
+    error_message, report, created_at, updated_at, owner FROM jobs";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRow> {
     let state: String = r.get(1)?;
@@ -302,7 +350,26 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRow> {
         report: report.and_then(|s| serde_json::from_str(&s).ok()),
         created_at: r.get(8)?,
         updated_at: r.get(9)?,
+        owner: r.get(10)?,
     })
+}
+
+/// Prunes finished jobs older than `retention` now and then every hour, until `shutdown`.
+/// Why: the job table would otherwise grow forever (every job ever run, with its report).
+pub async fn prune_every_hour(db: Db, retention: Duration, shutdown: CancellationToken) {
+    loop {
+        let cutoff = now() - i64::try_from(retention.as_secs()).unwrap_or(i64::MAX);
+        let pruning = db.clone();
+        match tokio::task::spawn_blocking(move || pruning.prune(cutoff)).await {
+            Ok(Ok(n)) if n > 0 => tracing::info!(jobs = n, "finished jobs pruned"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "job pruning failed"),
+            _ => {}
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(3600)) => {}
+        }
+    }
 }
 
 #[cfg(test)]
@@ -314,11 +381,11 @@ mod tests {
         let db = Db::open(Path::new(":memory:")).unwrap();
         let req = serde_json::json!({"input": "s3://in/a.mp4"});
         assert_eq!(
-            db.insert("j1", Some("k"), &req).unwrap(),
+            db.insert("j1", "t", Some("k"), &req).unwrap(),
             ("j1".to_string(), true)
         );
         assert_eq!(
-            db.insert("j2", Some("k"), &req).unwrap(),
+            db.insert("j2", "t", Some("k"), &req).unwrap(),
             ("j1".to_string(), false)
         );
         db.set_state("j1", JobState::Encoding).unwrap();
@@ -336,8 +403,42 @@ mod tests {
         assert_eq!(j.state, JobState::Failed);
         assert_eq!(j.error_code.as_deref(), Some("input_invalid"));
         assert!(db.unfinished().unwrap().is_empty());
-        assert_eq!(db.list(Some(JobState::Failed), 10, 0).unwrap().len(), 1);
-        assert!(db.list(Some(JobState::Done), 10, 0).unwrap().is_empty());
+        assert_eq!(
+            db.list(Some(JobState::Failed), None, 10, 0).unwrap().len(),
+            1
+        );
+        assert!(db
+            .list(Some(JobState::Done), None, 10, 0)
+            .unwrap()
+            .is_empty());
         assert!(db.get("nope").unwrap().is_none());
+    }
+
+    #[test]
+    fn quotas_count_unfinished_jobs_and_pruning_keeps_recent_and_unended_ones() {
+        let db = Db::open(Path::new(":memory:")).unwrap();
+        for id in ["old", "new", "running", "uncleaned"] {
+            db.insert(id, "acme", None, &serde_json::json!({})).unwrap();
+        }
+        db.insert("other", "beta", None, &serde_json::json!({}))
+            .unwrap();
+        assert_eq!(db.unfinished_of("acme").unwrap(), 4);
+        for id in ["old", "new", "uncleaned"] {
+            db.fail(id, JobState::Failed, "x", "y").unwrap();
+        }
+        db.record_plan("uncleaned", 1).unwrap();
+        assert_eq!(db.unfinished_of("acme").unwrap(), 1);
+        db.with(|c| {
+            c.execute(
+                "UPDATE jobs SET updated_at = 100 WHERE id IN ('old', 'uncleaned', 'running')",
+                [],
+            )
+        })
+        .unwrap();
+        assert_eq!(db.prune(1000).unwrap(), 1);
+        assert!(db.get("old").unwrap().is_none());
+        for kept in ["new", "running", "uncleaned", "other"] {
+            assert!(db.get(kept).unwrap().is_some(), "{kept}");
+        }
     }
 }

@@ -97,7 +97,7 @@ impl EventRouter {
                         tracing::warn!(error = %e, "events queue unavailable");
                         tokio::select! {
                             _ = shutdown.cancelled() => return,
-                            _ = tokio::time::sleep(jittered(backoff)) => {}
+                            _ = tokio::time::sleep(tessera_farm::queue::jittered(backoff)) => {}
                         }
                         backoff = (backoff * 2).min(Duration::from_secs(30));
                         continue;
@@ -135,13 +135,4 @@ async fn reclaim(queue: &dyn Queue) -> Result<Box<dyn Consumer>, FarmError> {
     queue
         .consume(QUEUE_EVENTS, super::instance::EVENTS_PREFETCH)
         .await
-}
-
-/// `d` moved by up to half of itself either way, so that reconnects after an outage spread.
-pub(crate) fn jittered(d: Duration) -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |t| t.subsec_nanos());
-    // A share in [0.5, 1.5) from the clock's low bits: enough spread, no RNG dependency.
-    d.mul_f64(0.5 + f64::from(nanos % 1000) / 1000.0)
 }

@@ -28,21 +28,15 @@ pub(super) fn lock_database(db: &Path) -> Result<Option<File>, FarmError> {
         return Ok(None);
     }
     let path = PathBuf::from(format!("{}.lock", db.display()));
-    let file = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| FarmError::io(&path, e))?;
-    match file.try_lock() {
-        Ok(()) => Ok(Some(file)),
-        Err(std::fs::TryLockError::WouldBlock) => Err(FarmError::Io {
+    match tessera_farm::disk::try_lock_file(&path) {
+        Ok(Some(file)) => Ok(Some(file)),
+        Ok(None) => Err(FarmError::Io {
             path: db.display().to_string(),
             reason: "another dispatcher uses this job database (its lock file is held): one \
                      dispatcher per database"
                 .into(),
         }),
-        Err(std::fs::TryLockError::Error(e)) => Err(FarmError::io(&path, e)),
+        Err(e) => Err(FarmError::io(&path, e)),
     }
 }
 

@@ -191,7 +191,7 @@ fn jobs_are_counted_by_state_in_the_database() {
     let db = Db::open(Path::new(":memory:")).unwrap();
     let request = serde_json::json!({});
     for id in ["a", "b", "c"] {
-        db.insert(id, None, &request).unwrap();
+        db.insert(id, "t", None, &request).unwrap();
     }
     db.set_state("b", JobState::Encoding).unwrap();
     db.fail("c", JobState::Failed, "input_invalid", "bad")

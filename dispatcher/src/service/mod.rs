@@ -22,7 +22,7 @@ pub use auth::constant_time_eq;
 pub use db::{Db, JobRow, JobState};
 pub use events::EventRouter;
 pub use runner::{JobPlan, Runner, S3Uri};
-pub use settings::{DispatcherArgs, Settings};
+pub use settings::{AdmissionLimits, DispatcherArgs, Settings};
 pub use watch::Watch;
 
 use std::sync::{Arc, Mutex};
@@ -71,6 +71,8 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
         gate: crate::PublishGate::new(settings.queue_window),
         webhook_secret: settings.webhook_secret.clone(),
         webhook_guard: Arc::new(settings.webhook_guard.clone()),
+        admission: Arc::new(tokio::sync::Semaphore::new(settings.limits.running_jobs)),
+        max_input_bytes: settings.limits.input_bytes,
         metrics: Default::default(),
         max_decode_error_share: settings.max_decode_error_share,
         max_input_frames: settings.max_input_frames,
@@ -83,6 +85,7 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
         buckets: settings.buckets.clone(),
         upload_bucket: settings.upload_bucket.clone(),
         segment_seconds: settings.segment_seconds,
+        max_jobs_per_tenant: settings.limits.jobs_per_tenant,
         running: Mutex::new(Default::default()),
     });
     // Jobs whose outcome was recorded but whose end did not complete (marker, work area).
@@ -112,6 +115,11 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
         }
     }
     tokio::spawn(router.run(events, queue.clone(), shutdown.clone()));
+    tokio::spawn(db::prune_every_hour(
+        db.clone(),
+        settings.limits.retention,
+        shutdown.clone(),
+    ));
     // A task dead-lettered (deliveries spent, unreadable) fails its job with the reason.
     crate::dead_letters::spawn_forwarders(&queue, &shutdown);
     watch::spawn(

@@ -36,7 +36,7 @@ pub fn document() -> Value {
     let upload = json!({"type": "object", "properties": {
         "url": {"type": "string", "description": "presigned PUT URL; send the file's bytes as the body"},
         "input": {"type": "string", "example": "s3://in/uploads/0f3c/a.mov"},
-        "expires_in": {"type": "integer", "description": "seconds the URL stays valid", "example": 3600}}});
+        "expires_in": {"type": "integer", "description": "seconds the URL stays valid", "example": 900}}});
     let resp = |desc: &str, schema: &Value| json!({"description": desc, "content": {"application/json": {"schema": schema}}});
     let errors = json!({"401": resp("missing or wrong token", &error), "403": resp("bucket not allowed", &error),
         "404": resp("no such job", &error), "422": resp("invalid job", &error)});
@@ -49,7 +49,7 @@ pub fn document() -> Value {
             "/v1/jobs": {
                 "post": {"summary": "Submit a job", "parameters": [{"name": "Idempotency-Key", "in": "header", "schema": {"type": "string"}}],
                     "requestBody": {"required": true, "content": {"application/json": {"schema": job_in}}},
-                    "responses": merge(json!({"202": resp("accepted", &job)}), &errors)},
+                    "responses": merge(json!({"202": resp("accepted", &job), "429": resp("the tenant's unfinished jobs are at its quota", &error)}), &errors)},
                 "get": {"summary": "List jobs", "parameters": [
                     {"name": "state", "in": "query", "schema": {"type": "string"}},
                     {"name": "limit", "in": "query", "schema": {"type": "integer"}},

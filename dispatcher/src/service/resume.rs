@@ -134,7 +134,7 @@ mod tests {
         use crate::service::db::JobState;
         let db = Db::open(Path::new(":memory:")).unwrap();
         for id in ["a", "b", "c"] {
-            db.insert(id, None, &serde_json::json!({})).unwrap();
+            db.insert(id, "t", None, &serde_json::json!({})).unwrap();
             db.record_plan(id, 1).unwrap();
         }
         db.fail("a", JobState::Failed, "task_lost", "x").unwrap();

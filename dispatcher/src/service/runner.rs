@@ -155,6 +155,10 @@ pub struct Runner {
     pub max_input_frames: Option<u64>,
     /// See [`DispatchContext::task_deadline`].
     pub task_deadline: std::time::Duration,
+    /// Places for running jobs: a job waits `queued` for one (admission control).
+    pub admission: Arc<tokio::sync::Semaphore>,
+    /// Largest input accepted.
+    pub max_input_bytes: u64,
 }
 
 impl Runner {
@@ -169,9 +173,18 @@ impl Runner {
     ) {
         let staging = self.staging_dir.join(&id);
         let ctx = self.context(&id, &staging);
-        let result = self
-            .execute(&ctx, &id, &plan, &staging, &mut events, cancel.clone())
-            .await;
+        // Admission: at most `max_running_jobs` jobs stage, probe, split and encode at once.
+        let admitted = tokio::select! {
+            p = self.admission.clone().acquire_owned() => p.ok(),
+            _ = cancel.cancelled() => None,
+        };
+        let result = match admitted {
+            Some(_place) => {
+                self.execute(&ctx, &id, &plan, &staging, &mut events, cancel.clone())
+                    .await
+            }
+            None => Err(FarmError::Cancelled { job: id.clone() }),
+        };
         self.router.unregister(&id);
         // The outcome is durable before the end marker is written: a restart between the two
         // finds a final job to clean up, never an unfinished one whose tasks workers drop.
@@ -241,6 +254,52 @@ impl Runner {
                 }
             }
         }
+    }
+
+    /// Checks the input before it is downloaded: it exists, is not larger than the farm
+    /// accepts, and fits the staging disk (the input and its chunks, about twice its size).
+    async fn admit_input(
+        &self,
+        source: &S3Store,
+        plan: &JobPlan,
+        staging: &std::path::Path,
+    ) -> Result<(), FarmError> {
+        let head = crate::patience::patiently("look at input", || source.head(&plan.input.key));
+        let size = match head.await {
+            Ok(Some(info)) => info.size,
+            Ok(None) => {
+                return Err(FarmError::Media {
+                    code: ErrorCode::InputUnreadable,
+                    class: ErrorClass::Abort,
+                    message: format!("{}: no such object", plan.input),
+                })
+            }
+            // Reading the size failed; the download reports the reason.
+            Err(_) => return Ok(()),
+        };
+        if size > self.max_input_bytes {
+            return Err(FarmError::Media {
+                code: ErrorCode::InputTooLarge,
+                class: ErrorClass::Abort,
+                message: format!(
+                    "{}: {size} bytes, more than the {} this farm accepts",
+                    plan.input, self.max_input_bytes
+                ),
+            });
+        }
+        let free = tessera_farm::disk::free_bytes(staging);
+        let need = size.saturating_mul(2).saturating_add(1 << 30);
+        if free < need {
+            return Err(FarmError::Io {
+                path: staging.display().to_string(),
+                reason: format!(
+                    "{}: the dispatcher's staging has {free} bytes free, the input needs about \
+                     {need} (input and chunks)",
+                    plan.input
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// The dispatch context of one job: its staging, and progress recorded in the database.
@@ -322,6 +381,7 @@ impl Runner {
             .map_err(|e| FarmError::io(staging, e))?;
         let input = staging.join("input");
         let source = self.s3.store(&plan.input.bucket);
+        self.admit_input(&source, plan, staging).await?;
         crate::patience::patiently("fetch input", || source.get_file(&plan.input.key, &input))
             .await
             .map_err(|e| FarmError::Media {

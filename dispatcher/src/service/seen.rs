@@ -66,8 +66,13 @@ mod tests {
             db.unstarted_claim("in", "a.mp4", "e1").unwrap().as_deref(),
             Some("j1")
         );
-        db.insert("j1", Some("watch:in/a.mp4@e1"), &serde_json::json!({}))
-            .unwrap();
+        db.insert(
+            "j1",
+            "watch",
+            Some("watch:in/a.mp4@e1"),
+            &serde_json::json!({}),
+        )
+        .unwrap();
         assert_eq!(db.unstarted_claim("in", "a.mp4", "e1").unwrap(), None);
         assert_eq!(db.unstarted_claim("in", "nope.mp4", "e1").unwrap(), None);
     }

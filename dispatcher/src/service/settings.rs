@@ -85,6 +85,20 @@ pub struct DispatcherArgs {
         value_delimiter = ','
     )]
     pub webhook_allow: Vec<String>,
+    /// Jobs run at once (staging, probing, splitting, encoding); the rest wait `queued`
+    /// [default: 8].
+    #[arg(long, env = "TESSERA_MAX_RUNNING_JOBS")]
+    pub max_running_jobs: Option<usize>,
+    /// Unfinished jobs one tenant may have; more are refused with 429 [default: 100].
+    #[arg(long, env = "TESSERA_MAX_JOBS_PER_TENANT")]
+    pub max_jobs_per_tenant: Option<u64>,
+    /// Largest input in bytes; larger ones fail `input_too_large` before any download
+    /// [default: 64 GiB].
+    #[arg(long, env = "TESSERA_MAX_INPUT_BYTES")]
+    pub max_input_bytes: Option<u64>,
+    /// Days a finished job stays in the database [default: 30].
+    #[arg(long, env = "TESSERA_RETENTION_DAYS")]
+    pub retention_days: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -107,6 +121,10 @@ struct DispatcherFile {
     max_input_frames: Option<u64>,
     task_deadline_seconds: Option<u64>,
     webhook_allow: Option<Vec<String>>,
+    max_running_jobs: Option<usize>,
+    max_jobs_per_tenant: Option<u64>,
+    max_input_bytes: Option<u64>,
+    retention_days: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -134,7 +152,7 @@ pub struct Settings {
     /// Bucket that uploads by file name go to (one of `buckets`; "" when no bucket is allowed).
     pub upload_bucket: String,
     /// Bearer tokens (from `TESSERA_API_TOKENS` or the file; never flags or logs).
-    pub tokens: Vec<String>,
+    pub tokens: Vec<super::auth::ApiToken>,
     /// Webhook signing key (from `TESSERA_WEBHOOK_SECRET` or the file; never flags or logs).
     pub webhook_secret: Option<String>,
     /// Default segment length.
@@ -157,6 +175,22 @@ pub struct Settings {
     pub task_deadline: Duration,
     /// Where webhooks may go.
     pub webhook_guard: super::webhook_guard::WebhookGuard,
+    /// Admission control: jobs at once, per tenant, input size, retention.
+    pub limits: AdmissionLimits,
+}
+
+/// What the dispatcher admits, so that one client cannot exhaust its disk, memory or
+/// database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdmissionLimits {
+    /// Jobs running at once; the rest wait `queued`.
+    pub running_jobs: usize,
+    /// Unfinished jobs per tenant.
+    pub jobs_per_tenant: u64,
+    /// Largest input.
+    pub input_bytes: u64,
+    /// How long finished jobs stay in the database.
+    pub retention: Duration,
 }
 
 impl Settings {
@@ -164,7 +198,7 @@ impl Settings {
     pub fn resolve(args: &DispatcherArgs) -> Result<Self, String> {
         let file: FileConfig = tessera_farm::config::read_config_file(args.config.as_deref())?;
         let d = file.dispatcher;
-        let tokens: Vec<String> = std::env::var("TESSERA_API_TOKENS")
+        let entries: Vec<String> = std::env::var("TESSERA_API_TOKENS")
             .ok()
             .map(|v| {
                 v.split(',')
@@ -174,9 +208,13 @@ impl Settings {
             })
             .or(d.api_tokens)
             .unwrap_or_default();
-        if tokens.is_empty() {
+        if entries.is_empty() {
             return Err("no API tokens: set TESSERA_API_TOKENS or dispatcher.api_tokens".into());
         }
+        let tokens = entries
+            .iter()
+            .map(|e| super::auth::ApiToken::parse(e))
+            .collect::<Result<Vec<_>, _>>()?;
         let buckets = if args.buckets.is_empty() {
             d.buckets.unwrap_or_default()
         } else {
@@ -191,9 +229,17 @@ impl Settings {
             Some(b) => b,
             None => buckets.first().cloned().unwrap_or_default(),
         };
+        let service = ServiceConfig::resolve(&args.service, &file.service)?;
+        if buckets.contains(&service.work_bucket) {
+            return Err(format!(
+                "the work bucket '{}' may not be one of the allowed buckets: jobs could read \
+                 and overwrite other jobs' work objects and end markers",
+                service.work_bucket
+            ));
+        }
         let watches = watch::resolve(&args.watch, d.watch, &buckets)?;
         Ok(Settings {
-            service: ServiceConfig::resolve(&args.service, &file.service)?,
+            service,
             listen: args
                 .listen
                 .or(d.listen)
@@ -243,6 +289,29 @@ impl Settings {
                     args.webhook_allow.clone()
                 }),
             )?,
+            limits: AdmissionLimits {
+                running_jobs: args
+                    .max_running_jobs
+                    .or(d.max_running_jobs)
+                    .unwrap_or(8)
+                    .max(1),
+                jobs_per_tenant: args
+                    .max_jobs_per_tenant
+                    .or(d.max_jobs_per_tenant)
+                    .unwrap_or(100)
+                    .max(1),
+                input_bytes: args
+                    .max_input_bytes
+                    .or(d.max_input_bytes)
+                    .unwrap_or(64 << 30),
+                retention: Duration::from_secs(
+                    args.retention_days
+                        .or(d.retention_days)
+                        .unwrap_or(30)
+                        .max(1)
+                        * 86_400,
+                ),
+            },
             task_deadline: args
                 .task_deadline_seconds
                 .or(d.task_deadline_seconds)

@@ -5,17 +5,25 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::json;
 use tessera_farm::ErrorCode;
 
 use super::api::{error, AppState};
+use super::auth::Principal;
 use super::jobspec::Invalid;
 use super::runner::S3Uri;
 
-/// How long an upload URL stays valid.
-const UPLOAD_EXPIRES: std::time::Duration = std::time::Duration::from_secs(3600);
+/// How long an upload URL stays valid: long enough to start a large upload, short enough
+/// that a leaked URL is soon worthless.
+const UPLOAD_EXPIRES: std::time::Duration = std::time::Duration::from_secs(900);
+
+/// The prefix of a tenant's uploads: a tenant's URLs write only under it, so an upload can
+/// overwrite neither an output, nor another job's input, nor a watched prefix's files.
+pub(super) fn upload_prefix(tenant: &str) -> String {
+    format!("uploads/{tenant}/")
+}
 
 /// The body of `POST /v1/uploads`: an explicit object, or a file name placed in the upload bucket.
 #[derive(Deserialize)]
@@ -44,8 +52,9 @@ fn sanitise_filename(name: &str) -> String {
     }
 }
 
-/// Where an upload goes (bucket allowed, key valid), or (code, message).
-fn upload_target(state: &AppState, body: &[u8]) -> Result<S3Uri, Invalid> {
+/// Where an upload of `who` goes (bucket allowed, key valid and, for a tenant, under its
+/// upload prefix), or (code, message).
+fn upload_target(state: &AppState, who: &Principal, body: &[u8]) -> Result<S3Uri, Invalid> {
     let invalid = |m: String| (ErrorCode::InvalidUpload, m);
     let req: UploadRequest = serde_json::from_slice(body).map_err(|e| {
         let msg = format!("invalid upload JSON: {e}");
@@ -55,7 +64,11 @@ fn upload_target(state: &AppState, body: &[u8]) -> Result<S3Uri, Invalid> {
         (Some(b), Some(k), None) => (b, k),
         (None, None, Some(f)) => {
             let id = uuid::Uuid::new_v4().simple();
-            let key = format!("uploads/{id}/{}", sanitise_filename(&f));
+            let key = format!(
+                "{}{id}/{}",
+                upload_prefix(&who.tenant),
+                sanitise_filename(&f)
+            );
             (state.upload_bucket.clone(), key)
         }
         _ => {
@@ -68,15 +81,22 @@ fn upload_target(state: &AppState, body: &[u8]) -> Result<S3Uri, Invalid> {
         let msg = format!("upload bucket '{bucket}' is not one this farm may use");
         return Err((ErrorCode::BucketNotAllowed, msg));
     }
+    if !who.admin && !key.starts_with(&upload_prefix(&who.tenant)) {
+        return Err(invalid(format!(
+            "upload key '{key}': a tenant uploads under {} only (or give \"filename\")",
+            upload_prefix(&who.tenant)
+        )));
+    }
     S3Uri::parse(&format!("s3://{bucket}/{key}")).map_err(|e| invalid(format!("upload: {e}")))
 }
 
-/// Answers a presigned PUT URL (valid 1 h) so a client uploads its input straight to S3.
+/// Answers a presigned PUT URL (valid 15 min) so a client uploads its input straight to S3.
 pub(super) async fn create_upload(
     State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
     body: axum::body::Bytes,
 ) -> Response {
-    let uri = match upload_target(&state, &body) {
+    let uri = match upload_target(&state, &who, &body) {
         Ok(u) => u,
         Err((code, msg)) => return error(code, msg),
     };

@@ -85,6 +85,16 @@ impl std::fmt::Debug for Delivery {
 /// Part of the error of [`Queue::hold_lock`] when another connection holds the lock.
 pub const HELD_ELSEWHERE: &str = "held by another connection";
 
+/// `d` moved by up to half of itself either way. Why: after a broker restart every client
+/// reconnects; without jitter a fleet of workers retries in lockstep.
+pub fn jittered(d: std::time::Duration) -> std::time::Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |t| t.subsec_nanos());
+    // A share in [0.5, 1.5) from the clock's low bits: enough spread, no RNG dependency.
+    d.mul_f64(0.5 + f64::from(nanos % 1000) / 1000.0)
+}
+
 /// The dead-letter queue of a queue.
 pub fn dead_letter_queue(queue: &str) -> String {
     format!("{queue}.dead")

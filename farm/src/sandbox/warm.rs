@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::task::JoinHandle;
 
@@ -188,7 +188,7 @@ impl SandboxSlot {
 struct WarmChild {
     process: Child,
     stdin: ChildStdin,
-    stdout: Lines<BufReader<ChildStdout>>,
+    stdout: BufReader<ChildStdout>,
     stderr: Arc<Mutex<String>>,
     stderr_task: JoinHandle<()>,
     born: Instant,
@@ -202,24 +202,13 @@ impl WarmChild {
         let missing = || std::io::Error::other("child pipe missing");
         let stdin = process.stdin.take().ok_or_else(missing)?;
         let stdout = process.stdout.take().ok_or_else(missing)?;
-        let mut stderr = process.stderr.take().ok_or_else(missing)?;
-        let buffer = Arc::new(Mutex::new(String::new()));
-        let sink = buffer.clone();
+        let stderr = process.stderr.take().ok_or_else(missing)?;
         // Keeps only a recent tail: a long-lived child's stderr must not grow without bound.
-        let stderr_task = tokio::spawn(async move {
-            let mut chunk = vec![0u8; 4096];
-            while let Ok(n @ 1..) = stderr.read(&mut chunk).await {
-                let mut text = sink.lock().unwrap_or_else(|p| p.into_inner());
-                text.push_str(&String::from_utf8_lossy(&chunk[..n]));
-                if text.len() > 8192 {
-                    *text = tail_of(&text);
-                }
-            }
-        });
+        let (buffer, stderr_task) = super::pipes::stderr_tail(stderr);
         Ok(WarmChild {
             process,
             stdin,
-            stdout: BufReader::new(stdout).lines(),
+            stdout: BufReader::new(stdout),
             stderr: buffer,
             stderr_task,
             born: Instant::now(),
@@ -252,7 +241,12 @@ impl WarmChild {
         progress: &mut (dyn FnMut(u64) + Send),
     ) -> Result<ChildResponse, String> {
         loop {
-            let line = match self.stdout.next_line().await {
+            let line = match super::pipes::next_line_capped(
+                &mut self.stdout,
+                super::pipes::MAX_LINE_BYTES,
+            )
+            .await
+            {
                 Ok(Some(line)) => line,
                 Ok(None) => return Err("ended without a result".into()),
                 Err(e) => return Err(format!("pipe error: {e}")),

@@ -153,7 +153,8 @@ impl Ingest {
         }
         let stored =
             serde_json::to_value(&plan).map_err(|e| FarmError::BadMessage(e.to_string()))?;
-        let (id, created) = db.insert(&id, Some(&idem), &stored)?;
+        let (id, created) =
+            db.insert(&id, super::super::auth::WATCH_TENANT, Some(&idem), &stored)?;
         if !created {
             return Ok(Outcome::Seen);
         }
@@ -173,7 +174,10 @@ impl Ingest {
         message: &str,
     ) -> Result<Outcome, FarmError> {
         let request = json!({"input": {"bucket": bucket, "key": key}, "source": "watch"});
-        let (id, created) = self.state.db.insert(id, Some(idem), &request)?;
+        let (id, created) =
+            self.state
+                .db
+                .insert(id, super::super::auth::WATCH_TENANT, Some(idem), &request)?;
         if !created {
             return Ok(Outcome::Seen);
         }

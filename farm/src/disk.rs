@@ -1,10 +1,13 @@
-//! Free space on the staging disk.
+//! Free space on a staging disk.
+//!
+//! Why here: workers pause below their floor, and the dispatcher refuses an input its staging
+//! cannot hold; both read the same figure.
 
 use std::path::Path;
 
 /// Bytes available to unprivileged users on the filesystem holding `path`; `u64::MAX` when it
 /// cannot be read (the check then never blocks work).
-pub(crate) fn free_bytes(path: &Path) -> u64 {
+pub fn free_bytes(path: &Path) -> u64 {
     let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
         return u64::MAX;
     };
@@ -18,6 +21,22 @@ pub(crate) fn free_bytes(path: &Path) -> u64 {
     // SAFETY: rc == 0, so statvfs initialised the struct.
     let st = unsafe { st.assume_init() };
     st.f_bavail.saturating_mul(st.f_frsize)
+}
+
+/// Takes an exclusive lock on the file `path` (created if missing) for as long as the
+/// returned file lives: `Ok(None)` when another process (or handle) holds it. Why: a
+/// dispatcher per database and a worker per staging directory are enforced this way.
+pub fn try_lock_file(path: &Path) -> std::io::Result<Option<std::fs::File>> {
+    let file = std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
+    }
 }
 
 #[cfg(test)]
