@@ -17,6 +17,7 @@ for seed in "${seeds[@]}"; do
   echo "=== chaos seed $seed"
   if TESSERA_CHAOS_JOBS=${TESSERA_CHAOS_JOBS:-30} TESSERA_CHAOS_WORKERS=${TESSERA_CHAOS_WORKERS:-3} \
      TESSERA_CHAOS_FAULTS=${TESSERA_CHAOS_FAULTS:-12} TESSERA_CHAOS_STORE_OUTAGE=${TESSERA_CHAOS_STORE_OUTAGE:-20} TESSERA_CHAOS_GAP=${TESSERA_CHAOS_GAP:-5} \
+     TESSERA_CHAOS_BROKER_RESTART=${TESSERA_CHAOS_BROKER_RESTART:-1} \
      TESSERA_CHAOS_SEED="$seed" \
      cargo test --workspace --test chaos -- --nocapture 2>&1 | tee "/tmp/tessera-chaos-$seed.log" \
      | grep -E "^chaos|^done |^recovery|test result|panicked"; then :; else status=1; fi

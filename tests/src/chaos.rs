@@ -22,7 +22,8 @@ pub enum Fault {
     KillWorker,
     /// SIGTERM a random worker (it drains), start a new one.
     DrainWorker,
-    /// `rabbitmqctl stop_app`, a few seconds, `start_app`.
+    /// `rabbitmqctl stop_app`, a few seconds, `start_app` (or, sharing the broker, the farm's
+    /// vhost closed and refused for as long).
     RestartBroker,
     /// Stop Garage for a while, then start it again.
     StopStore,
@@ -45,6 +46,9 @@ pub struct Plan {
     pub store_outage_secs: u64,
     /// Seconds between faults: from this to twice this.
     pub gap_secs: u64,
+    /// Restart the whole broker (`stop_app`/`start_app`) rather than cut this farm's vhost
+    /// off: only where no other test shares the broker (`TESSERA_CHAOS_BROKER_RESTART=1`).
+    pub restart_broker: bool,
 }
 
 impl Plan {
@@ -64,6 +68,7 @@ impl Plan {
             seed: get("SEED", base.seed),
             store_outage_secs: get("STORE_OUTAGE", base.store_outage_secs),
             gap_secs: get("GAP", base.gap_secs),
+            restart_broker: get("BROKER_RESTART", u64::from(base.restart_broker)) != 0,
         }
     }
 }
@@ -226,10 +231,17 @@ fn inject(
             live.push(*next_worker);
             *next_worker += 1;
         }
-        Fault::RestartBroker => {
+        Fault::RestartBroker if plan.restart_broker => {
             rabbitmqctl(&["stop_app"]).assert_success();
             std::thread::sleep(Duration::from_secs(3));
             rabbitmqctl(&["start_app"]).assert_success();
+        }
+        Fault::RestartBroker => {
+            // Tests of other binaries may share the broker (nextest runs them at once): as
+            // this farm's clients see it, a blocked vhost is a broker that went away.
+            farm.vhost.block();
+            std::thread::sleep(Duration::from_secs(3));
+            farm.vhost.unblock();
         }
         Fault::StopStore => {
             farm.garage.stop();

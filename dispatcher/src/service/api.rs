@@ -44,7 +44,7 @@ pub struct AppState {
 impl AppState {
     /// Starts a job in the background. Its event route exists when this returns, so no
     /// event of the job (a resumed one has events waiting) can arrive before it.
-    pub fn spawn(self: &Arc<Self>, id: String, plan: super::runner::JobPlan) {
+    pub fn spawn(self: &Arc<Self>, id: String, plan: super::job_plan::JobPlan) {
         let events = self.runner.router.register(&id);
         let cancel = CancellationToken::new();
         self.running

@@ -6,7 +6,7 @@ use tessera_farm::ErrorCode;
 use tessera_media::settings::{default_crf, default_preset, resolve_preset};
 use tessera_media::{Container, RateControl, RenditionSpec, VideoCodec};
 
-use super::runner::{default_priority, JobPlan, PlannedOutput, S3Uri};
+use super::job_plan::{default_priority, JobPlan, PlannedOutput, S3Uri};
 
 /// Why a job is refused: its code (which carries the HTTP status) and the reason.
 pub type Invalid = (ErrorCode, String);

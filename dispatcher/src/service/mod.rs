@@ -5,6 +5,7 @@ mod auth;
 mod db;
 mod events;
 mod instance;
+mod job_plan;
 mod jobspec;
 mod metrics;
 mod openapi;
@@ -21,7 +22,8 @@ pub use api::{router, AppState};
 pub use auth::constant_time_eq;
 pub use db::{Db, JobRow, JobState};
 pub use events::EventRouter;
-pub use runner::{JobPlan, Runner, S3Uri};
+pub use job_plan::{JobPlan, PlannedOutput, S3Uri};
+pub use runner::Runner;
 pub use settings::{AdmissionLimits, DispatcherArgs, Settings};
 pub use watch::Watch;
 

@@ -4,100 +4,19 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use tessera_farm::queue::Queue;
 use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::{S3Client, S3Store, Store};
 use tessera_farm::{ErrorClass, ErrorCode, FarmError};
-use tessera_media::{Container, RenditionSpec};
 use tokio_util::sync::CancellationToken;
 
 use super::db::{Db, JobState};
 use super::events::EventRouter;
+use super::job_plan::JobPlan;
 use super::metrics::Metrics;
 use crate::{
     run_job, Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage, OutputSink,
 };
-
-/// An `s3://bucket/key` location.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct S3Uri {
-    /// Bucket.
-    pub bucket: String,
-    /// Key.
-    pub key: String,
-}
-
-impl S3Uri {
-    /// Parses and validates `s3://bucket/key`.
-    pub fn parse(s: &str) -> Result<Self, String> {
-        let rest = s
-            .strip_prefix("s3://")
-            .ok_or_else(|| format!("'{s}' is not an s3:// URI"))?;
-        let (bucket, key) = rest
-            .split_once('/')
-            .ok_or_else(|| format!("'{s}' has no key"))?;
-        let bucket_ok = (3..=63).contains(&bucket.len())
-            && bucket
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
-        if !bucket_ok {
-            return Err(format!("'{bucket}' is not a valid bucket name"));
-        }
-        tessera_farm::store::validate_key(key).map_err(|e| e.to_string())?;
-        if key.ends_with('/') {
-            return Err(format!("'{s}' names a prefix, not an object"));
-        }
-        Ok(S3Uri {
-            bucket: bucket.into(),
-            key: key.into(),
-        })
-    }
-}
-
-impl std::fmt::Display for S3Uri {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "s3://{}/{}", self.bucket, self.key)
-    }
-}
-
-/// One validated output of a job.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PlannedOutput {
-    /// The destination.
-    pub destination: S3Uri,
-    /// Output container.
-    pub container: Container,
-    /// The rendition (named `out{index}`).
-    pub rendition: RenditionSpec,
-}
-
-/// A validated job as the runner executes it (stored as the job's request).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct JobPlan {
-    /// The source.
-    pub input: S3Uri,
-    /// The outputs, each a rendition of the same segments.
-    pub outputs: Vec<PlannedOutput>,
-    /// Where segments may be encoded: "gpu", "cpu" or "any" (default).
-    #[serde(default)]
-    pub hardware: tessera_farm::model::Hardware,
-    /// Scheduling priority, 0 (lowest) to 9: higher-priority jobs' segments go first.
-    #[serde(default = "default_priority")]
-    pub priority: u8,
-    /// Segment length.
-    pub segment_seconds: f64,
-    /// Measure PSNR/SSIM.
-    pub psnr: bool,
-    /// Where to POST the job's final state (HMAC-signed).
-    #[serde(default)]
-    pub callback_url: Option<String>,
-}
-
-/// The priority of jobs that do not ask for one.
-pub fn default_priority() -> u8 {
-    5
-}
 
 /// Copies stitched outputs from the work bucket to their destination buckets, server-side.
 struct S3Sink {
@@ -120,6 +39,9 @@ impl OutputSink for S3Sink {
         }
     }
 }
+
+/// How long after a job's end its work area is swept again (see `Runner::run`).
+const LATE_SWEEP: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Shared state of every job run.
 pub struct Runner {
@@ -191,6 +113,19 @@ impl Runner {
         self.record_outcome(&id, result, cancel.is_cancelled())
             .await;
         crate::end_job(&*self.work, Some(&self.gate), &self.staging_dir, &id).await;
+        // A task still running when the job ended (a redelivered duplicate) may store its
+        // result after the cleanup: workers stop within seconds of the end marker, so one
+        // more sweep a minute later leaves the work area empty.
+        let (work, prefix) = (
+            self.work.clone(),
+            tessera_farm::model::keys::job_prefix(&id),
+        );
+        tokio::spawn(async move {
+            tokio::time::sleep(LATE_SWEEP).await;
+            if let Ok(n @ 1..) = work.delete_prefix(&prefix).await {
+                tracing::info!(%prefix, objects = n, "late work objects of an ended job removed");
+            }
+        });
         if let Err(e) = self.db.forget_progress(&id) {
             tracing::warn!(job = %id, error = %e, "ended job's progress not removed");
         }
@@ -428,29 +363,5 @@ impl Runner {
                 },
                 other => other,
             })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::S3Uri;
-
-    #[test]
-    fn s3_uris() {
-        let u = S3Uri::parse("s3://in-bucket/videos/a b.mp4").unwrap();
-        assert_eq!(
-            (u.bucket.as_str(), u.key.as_str()),
-            ("in-bucket", "videos/a b.mp4")
-        );
-        assert_eq!(u.to_string(), "s3://in-bucket/videos/a b.mp4");
-        for bad in [
-            "http://x/y",
-            "s3://bucket",
-            "s3://B/x",
-            "s3://ok-bucket/../x",
-            "s3://ok-bucket/dir/",
-        ] {
-            assert!(S3Uri::parse(bad).is_err(), "{bad}");
-        }
     }
 }

@@ -12,8 +12,8 @@ use tessera_farm::ErrorCode;
 
 use super::api::{error, AppState};
 use super::auth::Principal;
+use super::job_plan::S3Uri;
 use super::jobspec::Invalid;
-use super::runner::S3Uri;
 
 /// How long an upload URL stays valid: long enough to start a large upload, short enough
 /// that a leaked URL is soon worthless.

@@ -22,8 +22,8 @@ use tessera_media::{Container, VideoCodec};
 use tokio_util::sync::CancellationToken;
 
 use super::api::AppState;
+use super::job_plan::S3Uri;
 use super::jobspec::validate;
-use super::runner::S3Uri;
 
 /// One watched prefix and the output its uploads get unless a sidecar says otherwise.
 ///
