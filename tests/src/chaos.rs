@@ -130,6 +130,8 @@ pub struct Report {
     pub queued_left: u64,
     /// Objects left in the work area.
     pub work_left: usize,
+    /// The first few of them, for the report.
+    pub work_left_keys: Vec<String>,
     /// (fault, seconds from its end until the farm made progress again); faults that came
     /// after every job had ended are not listed.
     pub recoveries: Vec<(Fault, f64)>,
@@ -150,6 +152,9 @@ impl Report {
             self.queued_left,
             self.work_left
         );
+        for key in &self.work_left_keys {
+            out.push_str(&format!("left in the work area: {key}\n"));
+        }
         for (fault, secs) in &self.recoveries {
             out.push_str(&format!("recovery after {fault:?}: {secs:.1} s\n"));
         }
@@ -352,14 +357,18 @@ pub fn run(plan: Plan) -> Report {
         }
     }
     // The farm is left clean: queues drained, work area empty (cleanup is asynchronous).
-    let clean_by = Instant::now() + Duration::from_secs(60);
+    // Workers stop a dead job's tasks within seconds; the dispatcher sweeps an ended job's
+    // work area again a minute after its end.
+    let clean_by = Instant::now() + Duration::from_secs(120);
     loop {
         report.queued_left = ["tessera.encode.cpu", "tessera.stitch", "tessera.events"]
             .iter()
             .flat_map(|q| [q.to_string(), format!("{q}.dead")])
             .map(|q| farm.vhost.ready(&q))
             .sum();
-        report.work_left = farm.list("work", "jobs/").len();
+        let left = farm.list("work", "jobs/");
+        report.work_left = left.len();
+        report.work_left_keys = left.into_iter().take(5).collect();
         if (report.queued_left == 0 && report.work_left == 0) || Instant::now() > clean_by {
             break;
         }
