@@ -7,6 +7,7 @@
 //! previous stage's output, never job.rs or a later stage):
 //! - request.rs: the shared types (`JobRequest`, `DispatchContext`, `JobStage`, `JobReport`).
 //! - prepare.rs: probe, plan, split, publish; gives `Prepared`.
+//! - audio_step.rs: the audio transcode prepare starts and the stitch step waits for.
 //! - collect.rs: waits for every segment; gives `Collected`.
 //! - stitching.rs: stitch tasks, frame check, quality, delivery.
 //! - task_events.rs, patience.rs, gate.rs: event reading and task deadlines, store and
@@ -14,6 +15,7 @@
 //! - dead_letters.rs: dead-lettered tasks become failure events of their jobs.
 //! - service/: the HTTP dispatcher service around `run_job`.
 
+mod audio_step;
 mod collect;
 pub mod dead_letters;
 mod gate;

@@ -6,14 +6,14 @@ use std::time::Duration;
 use tessera_farm::model::{
     encode_message, keys, Hardware, SegmentEncode, SegmentTask, WIRE_VERSION,
 };
-use tessera_farm::sandbox::{ChildStats, Limits, MediaOp};
+use tessera_farm::sandbox::{Limits, MediaOp};
 use tessera_farm::FarmError;
 use tessera_media::{
-    plan_segments, timestamp_bias, AudioRequest, AudioResult, ChunkInfo, ErrorClass, ErrorCode,
-    Probe, ProbeInfo, SegmentPlan,
+    plan_segments, timestamp_bias, ChunkInfo, ErrorClass, ErrorCode, Probe, ProbeInfo, SegmentPlan,
 };
 use tokio::task::JoinHandle;
 
+use crate::audio_step::{spawn_audio, AudioTask};
 use crate::patience::{patiently, publish_patiently, recorded};
 use crate::request::{DispatchContext, JobRequest, JobStage};
 
@@ -23,9 +23,6 @@ const PLAN_TIMEOUT: Duration = Duration::from_secs(60);
 /// Most segments one job may have (each is a queue message, a chunk and an encoded object):
 /// 10 s segments of the longest input allowed (48 h) are 17,280.
 pub const MAX_SEGMENTS: usize = 20_000;
-
-/// AAC bitrate per channel (128 kb/s stereo).
-const AUDIO_BITRATE_PER_CHANNEL: u64 = 64_000;
 
 /// A job after preparation: its plan, and the audio step running beside the encodes.
 pub(crate) struct Prepared {
@@ -49,32 +46,6 @@ pub(crate) struct Prepared {
 
 /// Which segments of a job have been published, shared with its publisher.
 pub(crate) type OnQueue = std::sync::Arc<std::sync::Mutex<Vec<bool>>>;
-
-/// What the audio step gives: the transcoded tracks and the child's figures (none without
-/// audio).
-pub(crate) type AudioOutcome = Result<Option<(AudioResult, ChildStats)>, FarmError>;
-
-/// The audio step running beside the encodes. Dropping it (the job was cancelled or failed)
-/// aborts it, which kills its child: no audio transcode outlives its job.
-pub(crate) struct AudioTask(JoinHandle<AudioOutcome>);
-
-impl AudioTask {
-    /// Stops the audio step now.
-    pub(crate) fn abort(&self) {
-        self.0.abort();
-    }
-
-    /// Waits for the audio step's result.
-    pub(crate) async fn finish(&mut self) -> Result<AudioOutcome, tokio::task::JoinError> {
-        (&mut self.0).await
-    }
-}
-
-impl Drop for AudioTask {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
 
 /// A fingerprint of a plan's segment ranges (FNV-1a), stable across runs and builds.
 pub(crate) fn plan_fingerprint(plans: &[SegmentPlan]) -> u64 {
@@ -409,46 +380,4 @@ pub(crate) fn segment_task(
             })
             .collect(),
     }
-}
-
-fn spawn_audio(
-    ctx: &DispatchContext,
-    req: &JobRequest,
-    fingerprint: u64,
-    info: &ProbeInfo,
-    bias_seconds: f64,
-    staging: &Path,
-) -> AudioTask {
-    let mut tracks: Vec<usize> = info.audio.iter().map(|a| a.index).collect();
-    if req.first_audio_only {
-        tracks.truncate(1);
-    }
-    let ctx = ctx.clone();
-    let job = req.id.clone();
-    let request = AudioRequest {
-        input: req.input.clone(),
-        tracks,
-        bias_seconds,
-        copy_tracks: info
-            .audio
-            .iter()
-            .filter(|a| a.stream_copies())
-            .map(|a| a.index)
-            .collect(),
-        bitrate_per_channel: AUDIO_BITRATE_PER_CHANNEL,
-        output: staging.join("audio-encoded.nut"),
-    };
-    AudioTask(tokio::spawn(async move {
-        if request.tracks.is_empty() {
-            return Ok(None);
-        }
-        let (result, stats): (AudioResult, _) = ctx
-            .sandbox
-            .run(&MediaOp::Audio(request.clone()), ctx.limits, &mut |_| {})
-            .await?;
-        let key = keys::audio(&job, fingerprint);
-        patiently("store audio", || ctx.store.put_file(&key, &request.output)).await?;
-        let _ = tokio::fs::remove_file(&request.output).await;
-        Ok(Some((result, stats)))
-    }))
 }

@@ -10,8 +10,6 @@ use tessera_media::{
     VideoCodec,
 };
 
-use crate::FarmError;
-
 /// The wire version of the messages in this module.
 pub const WIRE_VERSION: u32 = 1;
 
@@ -286,109 +284,9 @@ fn is_any(hardware: &Hardware) -> bool {
 }
 
 /// Store keys of a job's work area, in one place so every component agrees.
-pub mod keys {
-    /// Prefix of everything a job keeps in the work area.
-    pub fn job_prefix(job: &str) -> String {
-        format!("jobs/{job}/")
-    }
-    /// Prefix of one plan's objects: a job re-planned after a restart (other settings, another
-    /// planner) never mixes its segments with an earlier plan's.
-    pub fn plan_prefix(job: &str, plan: u64) -> String {
-        format!("jobs/{job}/{plan:016x}/")
-    }
-    /// The chunk of a segment.
-    pub fn chunk(job: &str, plan: u64, seg: u32) -> String {
-        format!("{}chunks/{seg:06}.nut", plan_prefix(job, plan))
-    }
-    /// An encoded segment of a rendition.
-    pub fn encoded(job: &str, plan: u64, rendition: &str, seg: u32) -> String {
-        format!("{}encoded/{rendition}/{seg:06}.nut", plan_prefix(job, plan))
-    }
-    /// The job's transcoded audio.
-    pub fn audio(job: &str, plan: u64) -> String {
-        format!("{}audio/audio.nut", plan_prefix(job, plan))
-    }
-    /// The stitched file of one output, before the dispatcher delivers it.
-    pub fn output(job: &str, plan: u64, output: u32, ext: &str) -> String {
-        format!("{}output/{output:02}.{ext}", plan_prefix(job, plan))
-    }
-    /// The marker written when a job ends (done, failed, cancelled), outside the work area so
-    /// the cleanup keeps it: workers skip, or abort, segments of an ended job.
-    pub fn ended(job: &str) -> String {
-        format!("ended/{job}")
-    }
-}
-
-/// The job, plan and task a message is about, read leniently: any version, any other fields
-/// (a message without a plan has plan 0).
-///
-/// Why: a task that ends in a dead-letter queue (its deliveries ran out, or a worker could
-/// not read it) must still fail its job with a reason, even when it is from another wire
-/// version; this is all the dispatcher needs to find the job. Reads segment tasks
-/// (`segment`), stitch tasks (`output`) and events (`task`).
-pub fn task_identity(body: &[u8]) -> Option<(String, u64, TaskRef)> {
-    #[derive(Deserialize)]
-    struct Head {
-        job_id: String,
-        #[serde(default)]
-        plan: u64,
-        #[serde(default)]
-        task: Option<TaskRef>,
-        #[serde(default)]
-        segment: Option<u32>,
-        #[serde(default)]
-        output: Option<u32>,
-    }
-    let head: Head = serde_json::from_slice(body).ok()?;
-    let task = head
-        .task
-        .or(head.segment.map(TaskRef::Segment))
-        .or(head.output.map(TaskRef::Stitch))?;
-    Some((head.job_id, head.plan, task))
-}
-
-/// Serialises a message to JSON bytes.
-pub fn encode_message<T: Serialize>(msg: &T) -> Vec<u8> {
-    serde_json::to_vec(msg).unwrap_or_default()
-}
-
-/// Parses a message and checks its version.
-pub fn decode_message<T: for<'de> Deserialize<'de> + Versioned>(
-    body: &[u8],
-) -> Result<T, FarmError> {
-    let msg: T = serde_json::from_slice(body).map_err(|e| FarmError::BadMessage(e.to_string()))?;
-    if msg.version() != WIRE_VERSION {
-        return Err(FarmError::BadMessage(format!(
-            "wire version {} not supported (this build speaks {WIRE_VERSION})",
-            msg.version()
-        )));
-    }
-    Ok(msg)
-}
-
-/// A message that carries a wire version.
-pub trait Versioned {
-    /// The message's version.
-    fn version(&self) -> u32;
-}
-
-impl Versioned for SegmentTask {
-    fn version(&self) -> u32 {
-        self.v
-    }
-}
-
-impl Versioned for TaskEvent {
-    fn version(&self) -> u32 {
-        self.v
-    }
-}
-
-impl Versioned for StitchTask {
-    fn version(&self) -> u32 {
-        self.v
-    }
-}
+pub mod keys;
+mod wire;
+pub use wire::{decode_message, encode_message, task_identity, Versioned};
 
 #[cfg(test)]
 mod tests {
