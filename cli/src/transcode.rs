@@ -183,7 +183,7 @@ async fn run_farm(
                 JobStage::SegmentDone {
                     segment, frames, ..
                 } => p.segment_done(*segment, *frames),
-                JobStage::Stitching => p.stitching(),
+                JobStage::Stitching | JobStage::Delivering => p.stitching(),
             }
             Ok(())
         }),

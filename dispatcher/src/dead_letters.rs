@@ -9,6 +9,7 @@
 //! the farm would move. The dead-letter queues are durable, so a dispatcher that was down
 //! reads what was dead-lettered meanwhile when it comes back.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,6 +66,22 @@ pub fn lost_event(source: &str, dead: &Delivery) -> Option<TaskEvent> {
             message,
         },
     })
+}
+
+/// Dead letters that named a job (its job was sent their failure) since the process started.
+pub static NAMED_JOB: AtomicU64 = AtomicU64::new(0);
+/// Dead letters that named no job (not JSON, an impossible job id): logged and dropped.
+pub static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// The first 120 characters of a body, escaped, for a log line that lets an operator find
+/// where a poison message came from (never a whole, possibly huge, body).
+fn preview(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(480)]);
+    text.chars()
+        .take(120)
+        .collect::<String>()
+        .escape_debug()
+        .to_string()
 }
 
 /// Starts one [`forward_dead_letters`] per queue of [`DEAD_LETTER_SOURCES`].
@@ -133,14 +150,18 @@ async fn forward_one(
     shutdown: &CancellationToken,
 ) {
     let Some(event) = lost_event(source, &dead) else {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
             queue = source,
             bytes = dead.body.len(),
-            "dead letter without a job dropped"
+            reason = dead.dead_reason.as_deref().unwrap_or("unknown"),
+            start = %preview(&dead.body),
+            "dead letter naming no job dropped"
         );
         let _ = dead.acker.ack().await;
         return;
     };
+    NAMED_JOB.fetch_add(1, Ordering::Relaxed);
     let task: TaskRef = event.task;
     tracing::warn!(job = %event.job_id, %task, queue = source,
         reason = dead.dead_reason.as_deref().unwrap_or("unknown"), "task dead-lettered: its job fails");

@@ -29,9 +29,18 @@ pub async fn run_job(
 ) -> Result<JobReport, FarmError> {
     let started = Instant::now();
     let staging = ctx.staging_dir.join(&req.id);
+    run_stages(ctx, req, &staging, events, started, &cancel).await
+}
+
+/// `work`, or `Cancelled` as soon as `cancel` fires (dropping `work`).
+async fn or_cancel<T>(
+    cancel: &CancellationToken,
+    job: &str,
+    work: impl std::future::Future<Output = Result<T, FarmError>>,
+) -> Result<T, FarmError> {
     tokio::select! {
-        r = run_stages(ctx, req, &staging, events, started) => r,
-        _ = cancel.cancelled() => Err(FarmError::Cancelled { job: req.id.clone() }),
+        r = work => r,
+        _ = cancel.cancelled() => Err(FarmError::Cancelled { job: job.to_string() }),
     }
 }
 
@@ -57,10 +66,12 @@ async fn run_stages(
     staging: &Path,
     events: &mut dyn Consumer,
     started: Instant,
+    cancel: &CancellationToken,
 ) -> Result<JobReport, FarmError> {
-    let mut prepared = prepare(ctx, req, staging).await?;
+    let job = req.id.as_str();
+    let mut prepared = or_cancel(cancel, job, prepare(ctx, req, staging)).await?;
     let prepare_s = started.elapsed().as_secs_f64();
-    let collected = match collect(ctx, req, &mut prepared, events).await {
+    let collected = match or_cancel(cancel, job, collect(ctx, req, &mut prepared, events)).await {
         Ok(c) => c,
         Err(e) => {
             prepared.audio.abort();
@@ -84,14 +95,17 @@ async fn run_stages(
         }
     }
     crate::patience::recorded(&ctx.on_stage, &JobStage::Stitching).await;
-    let audio = prepared
-        .audio
-        .finish()
-        .await
-        .map_err(|e| FarmError::ChildCrashed {
-            what: "audio".into(),
-            detail: e.to_string(),
-        })??;
+    let audio_done = async {
+        prepared
+            .audio
+            .finish()
+            .await
+            .map_err(|e| FarmError::ChildCrashed {
+                what: "audio".into(),
+                detail: e.to_string(),
+            })?
+    };
+    let audio = or_cancel(cancel, job, audio_done).await?;
     let (audio_tracks, audio_rss) = match &audio {
         Some((result, stats)) => (Some(result.tracks.as_slice()), stats.peak_rss_bytes),
         None => (None, 0),
@@ -105,15 +119,22 @@ async fn run_stages(
         audio_tracks,
         collected.frames,
     );
-    let stitch_rss = stitching::stitch_all(ctx, req, &tasks, events).await?;
+    let stitch_rss =
+        or_cancel(cancel, job, stitching::stitch_all(ctx, req, &tasks, events)).await?;
     let mut quality = Vec::with_capacity(tasks.len());
     for task in &tasks {
         quality.push(if req.measure_quality {
-            Some(stitching::measure(ctx, req, task, staging).await?)
+            Some(or_cancel(cancel, job, stitching::measure(ctx, req, task, staging)).await?)
         } else {
             None
         });
     }
+    // The point of no return: from here a cancel cannot leave some outputs delivered and
+    // others not; a job cancelled before it is refused delivery.
+    if cancel.is_cancelled() {
+        return Err(FarmError::Cancelled { job: job.into() });
+    }
+    crate::patience::recorded_unless_cancelled(&ctx.on_stage, &JobStage::Delivering).await?;
     let sizes = stitching::deliver_all(ctx, req, &tasks).await?;
 
     let wall_s = started.elapsed().as_secs_f64();

@@ -66,9 +66,24 @@ pub async fn publish_patiently(
 /// Why no limit: the caller holds the event that the record acknowledges; giving up would
 /// either lose it or fail a job that resumes fine once the disk has room again.
 pub(crate) async fn recorded(record: &StageRecorder, stage: &JobStage) {
+    let _ = recorded_unless_cancelled(record, stage).await;
+}
+
+/// [`recorded`], except that a recorder answering `Cancelled` (the job was cancelled before
+/// the stage could be entered) ends the wait with that error.
+pub(crate) async fn recorded_unless_cancelled(
+    record: &StageRecorder,
+    stage: &JobStage,
+) -> Result<(), FarmError> {
     let mut backoff = Duration::from_secs(1);
-    while let Err(e) = record(stage) {
-        tracing::warn!(error = %e, retry_in = ?backoff, "progress not recorded; waiting");
+    loop {
+        match record(stage) {
+            Ok(()) => return Ok(()),
+            Err(e @ FarmError::Cancelled { .. }) => return Err(e),
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?backoff, "progress not recorded; waiting")
+            }
+        }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(30));
     }

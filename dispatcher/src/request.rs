@@ -134,6 +134,11 @@ pub enum JobStage {
     },
     /// All segments are in; stitching.
     Stitching,
+    /// Every output is stitched and checked; delivery starts. The point of no return: a
+    /// recorder answers `Cancelled` when the job was cancelled first, and once this stage is
+    /// recorded a cancel can no longer interrupt the job (its outputs arrive whole, all of
+    /// them, or none on failure).
+    Delivering,
 }
 
 /// Shared services of the dispatcher.

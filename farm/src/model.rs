@@ -286,7 +286,9 @@ fn is_any(hardware: &Hardware) -> bool {
 /// Store keys of a job's work area, in one place so every component agrees.
 pub mod keys;
 mod wire;
-pub use wire::{decode_message, encode_message, task_identity, Versioned};
+pub use wire::{
+    decode_message, encode_message, task_identity, valid_job_id, Versioned, MAX_MESSAGE_BYTES,
+};
 
 #[cfg(test)]
 mod tests {

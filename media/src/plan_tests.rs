@@ -204,7 +204,7 @@ fn short_inputs_give_every_worker_a_segment() {
 
 proptest::proptest! {
     #[test]
-    fn every_frame_is_planned_once(
+    fn fuzz_planning_plans_every_frame_once(
         frames in 1i64..400,
         gop in 1i64..120,
         open in proptest::bool::ANY,

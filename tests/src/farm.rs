@@ -27,18 +27,20 @@ pub struct Farm {
     /// `http://127.0.0.1:PORT` of the dispatcher.
     pub api: String,
     dispatcher: Child,
-    workers: Vec<Child>,
+    pub(crate) workers: Vec<Child>,
     /// Extra environment of the dispatcher (applied at each (re)start).
     dispatcher_env: Vec<(String, String)>,
     /// Temporary directory holding databases, staging and logs.
     pub dir: tempfile::TempDir,
+    /// The dispatcher's database, relative to `dir` (used at each (re)start).
+    pub db: String,
 }
 
 /// The test farm's admission limit on input frames: far above every fixture, low enough that
 /// a test can make a longer input in a second or two.
 pub const MAX_INPUT_FRAMES: u64 = 50_000;
 
-fn bin(name: &str) -> PathBuf {
+pub(crate) fn bin(name: &str) -> PathBuf {
     let dir = crate::run::tessera_bin();
     let path = dir.with_file_name(name);
     assert!(
@@ -71,6 +73,7 @@ impl Farm {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             dir,
+            db: "jobs.db".into(),
         };
         farm.start_dispatcher();
         for i in 0..workers {
@@ -80,7 +83,7 @@ impl Farm {
         farm
     }
 
-    fn env(&self, cmd: &mut Command) {
+    pub(crate) fn env(&self, cmd: &mut Command) {
         cmd.env("TESSERA_AMQP_URL", self.vhost.uri())
             .env("TESSERA_S3_ENDPOINT", &self.garage.endpoint)
             .env("TESSERA_S3_REGION", &self.garage.region)
@@ -99,7 +102,7 @@ impl Farm {
         let _ = self.dispatcher.kill();
         let _ = self.dispatcher.wait();
         let log = std::fs::File::create(self.dir.path().join("dispatcher.log")).expect("log");
-        let mut cmd = self.dispatcher_command("jobs.db");
+        let mut cmd = self.dispatcher_command(&self.db);
         cmd.stdout(Stdio::piped()).stderr(log);
         let mut child = cmd.spawn().expect("spawn dispatcher");
         let stdout = child.stdout.take().expect("stdout");
@@ -174,100 +177,6 @@ impl Farm {
             cmd.env(k, v);
         }
         cmd
-    }
-
-    fn spawn_worker(&self, i: usize) -> Child {
-        self.spawn_worker_with(i, &[])
-    }
-
-    /// Starts one more worker with extra flags (each replacing its default, if any).
-    pub fn add_worker_with(&mut self, i: usize, extra: &[&str]) {
-        let w = self.spawn_worker_with(i, extra);
-        self.workers.push(w);
-    }
-
-    fn spawn_worker_with(&self, i: usize, extra: &[&str]) -> Child {
-        let log =
-            std::fs::File::create(self.dir.path().join(format!("worker-{i}.log"))).expect("log");
-        let mut cmd = Command::new(bin("tessera-worker"));
-        self.env(&mut cmd);
-        let defaults = [
-            ("--slots", "1"),
-            ("--threads-per-slot", "1"),
-            ("--grace-seconds", "20"),
-            ("--min-free-mib", "64"),
-        ];
-        // A flag in `extra` replaces its default (clap refuses a flag given twice).
-        for (flag, value) in defaults.iter().filter(|(f, _)| !extra.contains(f)) {
-            cmd.args([flag, value]);
-        }
-        cmd.arg("--id")
-            .arg(format!("w{i}"))
-            .arg("--staging-dir")
-            .arg(self.dir.path().join(format!("worker-{i}")))
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(log);
-        cmd.spawn().expect("spawn worker")
-    }
-
-    /// Starts one more worker (index `i` names its log and staging directory).
-    pub fn add_worker(&mut self, i: usize) {
-        let w = self.spawn_worker(i);
-        self.workers.push(w);
-    }
-
-    /// The staging directory of worker `i` (its own directory under its staging root).
-    pub fn worker_staging(&self, i: usize) -> PathBuf {
-        self.dir
-            .path()
-            .join(format!("worker-{i}"))
-            .join(format!("w{i}"))
-    }
-
-    /// Waits until worker `i` holds a segment in progress (a chunk in its staging directory).
-    pub fn wait_for_segment_in_progress(&self, i: usize, timeout: Duration) {
-        let started = Instant::now();
-        loop {
-            let busy = std::fs::read_dir(self.worker_staging(i))
-                .map(|rd| rd.flatten().any(|e| e.path().join("chunk.nut").is_file()))
-                .unwrap_or(false);
-            if busy {
-                return;
-            }
-            assert!(
-                started.elapsed() < timeout,
-                "worker {i} never started a segment:\n{}",
-                self.log(&format!("worker-{i}.log"))
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Sends `signal` (e.g. "KILL", "TERM") to worker number `i` (in start order).
-    pub fn signal_worker(&self, i: usize, signal: &str) {
-        let pid = self.workers[i].id().to_string();
-        let ok = Command::new("kill")
-            .args([&format!("-{signal}"), &pid])
-            .status()
-            .map(|s| s.success());
-        assert_eq!(ok.ok(), Some(true), "kill -{signal} {pid}");
-    }
-
-    /// Waits for worker `i` to exit; its exit code (None if killed by a signal).
-    pub fn wait_worker_exit(&mut self, i: usize, timeout: Duration) -> Option<i32> {
-        let started = Instant::now();
-        loop {
-            if let Ok(Some(status)) = self.workers[i].try_wait() {
-                return status.code();
-            }
-            assert!(
-                started.elapsed() < timeout,
-                "worker {i} did not exit:\n{}",
-                self.log(&format!("worker-{i}.log"))
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
     }
 
     /// Kills the dispatcher with SIGKILL (its database stays).

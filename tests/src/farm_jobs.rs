@@ -66,3 +66,26 @@ impl Farm {
             .count()
     }
 }
+
+/// Helpers for the broker tests.
+impl Farm {
+    /// Runs `f` with a RabbitMQ connection to the farm's vhost on a one-off runtime, with the
+    /// farm's delivery limit (3), so queue declarations agree with the farm's.
+    pub fn with_broker<R, F>(&self, f: impl FnOnce(tessera_farm::queue::RabbitQueue) -> F) -> R
+    where
+        F: std::future::Future<Output = R>,
+    {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("rt");
+        rt.block_on(async {
+            let q = tessera_farm::queue::RabbitQueue::connect(self.vhost.config(3))
+                .await
+                .expect("connect to RabbitMQ");
+            let out = f(q.clone()).await;
+            q.close().await;
+            out
+        })
+    }
+}

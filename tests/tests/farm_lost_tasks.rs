@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tessera_farm::model::QUEUE_ENCODE_CPU;
-use tessera_farm::queue::{Queue, RabbitQueue};
+use tessera_farm::queue::Queue;
 use tessera_tests::farm::Farm;
 use tessera_tests::fixture::{fixture, Fixture};
 
@@ -74,17 +74,7 @@ fn busy_or_ended(farm: &Farm, i: usize, id: &str) -> Option<bool> {
 }
 
 fn publish_raw(farm: &Farm, queue: &str, body: &[u8]) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("rt");
-    rt.block_on(async {
-        let q = RabbitQueue::connect(farm.vhost.config(3))
-            .await
-            .expect("connect");
-        q.publish(queue, body.to_vec()).await.expect("publish");
-        q.close().await;
-    });
+    farm.with_broker(|q| async move { q.publish(queue, body.to_vec()).await.expect("publish") });
 }
 
 fn error_of(job: &serde_json::Value) -> (String, String) {

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tessera_farm::queue::{dead_letter_queue, Queue, RabbitConfig, RabbitQueue};
+use tessera_farm::queue::{dead_letter_queue, Queue};
 use tessera_tests::check::Summary;
 use tessera_tests::farm::{Farm, WATCH_EVENTS_QUEUE};
 use tessera_tests::fixture::{fixture, Fixture};
@@ -14,30 +14,9 @@ use tessera_tests::probe::streams_of;
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(180);
 
-/// Runs `f` with a RabbitMQ connection to the farm's vhost on a one-off runtime.
-fn with_queue<R, F>(farm: &Farm, f: impl FnOnce(RabbitQueue) -> F) -> R
-where
-    F: std::future::Future<Output = R>,
-{
-    let mut cfg = RabbitConfig::new(farm.vhost.uri());
-    cfg.delivery_limit = 3; // the farm's, so the queue declarations agree
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("rt");
-    rt.block_on(async {
-        let q = RabbitQueue::connect(cfg)
-            .await
-            .expect("connect to RabbitMQ");
-        let out = f(q.clone()).await;
-        q.close().await;
-        out
-    })
-}
-
 /// Publishes `body` to the events queue (declared by the dispatcher at start).
 fn publish(farm: &Farm, body: Vec<u8>) {
-    with_queue(farm, |q| async move {
+    farm.with_broker(|q| async move {
         q.declare(WATCH_EVENTS_QUEUE).await.expect("declare");
         q.publish(WATCH_EVENTS_QUEUE, body).await.expect("publish")
     });
@@ -169,7 +148,7 @@ fn uploads_start_exactly_one_job_by_polling_sidecar_and_s3_events() {
     assert_eq!(farm.jobs_for("input", key).len(), 1, "jobs for {key}");
     assert_eq!(farm.jobs().len(), 3, "{:?}", farm.jobs());
     let dead = dead_letter_queue(WATCH_EVENTS_QUEUE);
-    let (ready, dead_len) = with_queue(&farm, |q| async move {
+    let (ready, dead_len) = farm.with_broker(|q| async move {
         let ready = q.ready_len(WATCH_EVENTS_QUEUE).await.expect("queue length");
         (ready, q.ready_len(&dead).await.expect("dead-letter length"))
     });

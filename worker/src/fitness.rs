@@ -67,9 +67,59 @@ impl Fitness {
     }
 }
 
+/// The worker's fault behind `err` when a write failed for want of space (`ENOSPC`,
+/// `EDQUOT`), whether in this process (a download) or in a media child (a muxer); other
+/// errors as they are.
+///
+/// Why: a disk that fills during a task (a neighbour's download, logs, another container
+/// on the node) fails the write with an I/O error that would otherwise count against the
+/// task's deliveries; it is the worker that must pause, not the segment that must fail.
+pub fn disk_full_is_unfit(err: tessera_farm::FarmError) -> tessera_farm::FarmError {
+    if matches!(err, tessera_farm::FarmError::WorkerUnfit { .. }) {
+        return err;
+    }
+    let text = err.to_string();
+    let signs = [
+        "No space left on device",
+        "os error 28",
+        "Disk quota exceeded",
+        "os error 122",
+    ];
+    if signs.iter().any(|s| text.contains(s)) {
+        tessera_farm::FarmError::WorkerUnfit {
+            reason: format!("staging disk full: {text}"),
+            pause: true,
+        }
+    } else {
+        err
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writes_that_found_no_space_are_the_workers_fault() {
+        use tessera_farm::FarmError;
+        let enospc = std::io::Error::from_raw_os_error(28);
+        let io = FarmError::io(std::path::Path::new("/staging/chunk.nut"), enospc);
+        let child = FarmError::Media {
+            code: tessera_farm::ErrorCode::WriteFailed,
+            class: tessera_farm::ErrorClass::Retry,
+            message: "out.nut: write failed: packet: No space left on device".into(),
+        };
+        for err in [io, child] {
+            match disk_full_is_unfit(err) {
+                FarmError::WorkerUnfit { reason, pause } => {
+                    assert!(pause && reason.starts_with("staging disk full"), "{reason}")
+                }
+                other => panic!("not unfit: {other}"),
+            }
+        }
+        let other = FarmError::io(std::path::Path::new("/x"), "permission denied");
+        assert!(matches!(disk_full_is_unfit(other), FarmError::Io { .. }));
+    }
 
     #[test]
     fn a_pause_lasts_while_the_disk_is_short_of_its_floor() {

@@ -48,6 +48,7 @@ impl SegmentRunner {
         err: FarmError,
     ) {
         let (job, task) = (ticket.job, ticket.task);
+        let err = crate::fitness::disk_full_is_unfit(err);
         self.config.metrics.failed();
         let attempt = delivery.redeliveries + 1;
         let last = attempt >= self.config.delivery_limit;

@@ -293,6 +293,23 @@ async fn cancel_job(
             format!("job {id} is already {}", row.state.as_str()),
         );
     }
+    // The state moves first: a job that reached delivery keeps going (its outputs arrive
+    // whole) and the cancel is refused; otherwise the running task is stopped.
+    match state.db.cancel(&id, "cancelled by request") {
+        Ok(true) => {}
+        Ok(false) => {
+            let now = state.db.get(&id).ok().flatten().map(|r| r.state);
+            let why = match now {
+                Some(JobState::Delivering) => {
+                    format!("job {id} is delivering its outputs and can no longer be cancelled")
+                }
+                Some(s) => format!("job {id} is already {}", s.as_str()),
+                None => format!("job {id} has ended"),
+            };
+            return error(ErrorCode::JobFinished, why);
+        }
+        Err(e) => return error(ErrorCode::DbUnavailable, e.to_string()),
+    }
     if let Some(token) = state
         .running
         .lock()
@@ -301,12 +318,6 @@ async fn cancel_job(
     {
         token.cancel();
     }
-    let _ = state.db.fail(
-        &id,
-        JobState::Cancelled,
-        ErrorCode::Cancelled.as_str(),
-        "cancelled by request",
-    );
     (
         StatusCode::ACCEPTED,
         Json(json!({"id": id, "state": "cancelled"})),

@@ -19,8 +19,10 @@ pub enum JobState {
     Splitting,
     /// Segments on the queue.
     Encoding,
-    /// Stitching and uploading the output.
+    /// Stitching and checking the outputs.
     Stitching,
+    /// Copying the outputs to their destinations: too late to cancel.
+    Delivering,
     /// Output written.
     Done,
     /// Failed with a reason.
@@ -37,6 +39,7 @@ impl JobState {
             JobState::Splitting => "splitting",
             JobState::Encoding => "encoding",
             JobState::Stitching => "stitching",
+            JobState::Delivering => "delivering",
             JobState::Done => "done",
             JobState::Failed => "failed",
             JobState::Cancelled => "cancelled",
@@ -50,6 +53,7 @@ impl JobState {
             "splitting" => JobState::Splitting,
             "encoding" => JobState::Encoding,
             "stitching" => JobState::Stitching,
+            "delivering" => JobState::Delivering,
             "done" => JobState::Done,
             "failed" => JobState::Failed,
             "cancelled" => JobState::Cancelled,
@@ -237,6 +241,37 @@ impl Db {
         })
     }
 
+    /// Moves a job to `delivering` unless it ended first (a cancel won the race): then
+    /// `Cancelled`. Why one statement: the cancel request makes the opposite move
+    /// ([`Db::cancel`]), and SQLite serialises the two, so exactly one of them wins.
+    pub fn begin_delivery(&self, id: &str) -> Result<(), FarmError> {
+        let moved = self.with(|c| {
+            c.execute(
+                "UPDATE jobs SET state = 'delivering', updated_at = ?2
+                 WHERE id = ?1 AND state NOT IN ('done', 'failed', 'cancelled')",
+                params![id, now()],
+            )
+        })?;
+        if moved == 1 {
+            Ok(())
+        } else {
+            Err(FarmError::Cancelled { job: id.into() })
+        }
+    }
+
+    /// Cancels a job unless it has ended or is delivering its outputs; whether it did.
+    pub fn cancel(&self, id: &str, message: &str) -> Result<bool, FarmError> {
+        let moved = self.with(|c| {
+            c.execute(
+                "UPDATE jobs SET state = 'cancelled', error_code = 'cancelled',
+                 error_message = ?2, updated_at = ?3
+                 WHERE id = ?1 AND state NOT IN ('done', 'failed', 'cancelled', 'delivering')",
+                params![id, message, now()],
+            )
+        })?;
+        Ok(moved == 1)
+    }
+
     /// Marks a job done with its report.
     pub fn finish(&self, id: &str, report: &serde_json::Value) -> Result<(), FarmError> {
         self.with(|c| {
@@ -373,72 +408,5 @@ pub async fn prune_every_hour(db: Db, retention: Duration, shutdown: Cancellatio
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lifecycle_idempotency_and_final_states() {
-        let db = Db::open(Path::new(":memory:")).unwrap();
-        let req = serde_json::json!({"input": "s3://in/a.mp4"});
-        assert_eq!(
-            db.insert("j1", "t", Some("k"), &req).unwrap(),
-            ("j1".to_string(), true)
-        );
-        assert_eq!(
-            db.insert("j2", "t", Some("k"), &req).unwrap(),
-            ("j1".to_string(), false)
-        );
-        db.set_state("j1", JobState::Encoding).unwrap();
-        db.set_segments("j1", 4, 1).unwrap();
-        let j = db.get("j1").unwrap().unwrap();
-        assert_eq!(
-            (j.state, j.segments_total, j.segments_done),
-            (JobState::Encoding, 4, 1)
-        );
-        assert_eq!(db.unfinished().unwrap().len(), 1);
-        db.fail("j1", JobState::Failed, "input_invalid", "a.mp4: bad")
-            .unwrap();
-        db.set_state("j1", JobState::Encoding).unwrap(); // a final state is never left
-        let j = db.get("j1").unwrap().unwrap();
-        assert_eq!(j.state, JobState::Failed);
-        assert_eq!(j.error_code.as_deref(), Some("input_invalid"));
-        assert!(db.unfinished().unwrap().is_empty());
-        assert_eq!(
-            db.list(Some(JobState::Failed), None, 10, 0).unwrap().len(),
-            1
-        );
-        assert!(db
-            .list(Some(JobState::Done), None, 10, 0)
-            .unwrap()
-            .is_empty());
-        assert!(db.get("nope").unwrap().is_none());
-    }
-
-    #[test]
-    fn quotas_count_unfinished_jobs_and_pruning_keeps_recent_and_unended_ones() {
-        let db = Db::open(Path::new(":memory:")).unwrap();
-        for id in ["old", "new", "running", "uncleaned"] {
-            db.insert(id, "acme", None, &serde_json::json!({})).unwrap();
-        }
-        db.insert("other", "beta", None, &serde_json::json!({}))
-            .unwrap();
-        assert_eq!(db.unfinished_of("acme").unwrap(), 4);
-        for id in ["old", "new", "uncleaned"] {
-            db.fail(id, JobState::Failed, "x", "y").unwrap();
-        }
-        db.record_plan("uncleaned", 1).unwrap();
-        assert_eq!(db.unfinished_of("acme").unwrap(), 1);
-        db.with(|c| {
-            c.execute(
-                "UPDATE jobs SET updated_at = 100 WHERE id IN ('old', 'uncleaned', 'running')",
-                [],
-            )
-        })
-        .unwrap();
-        assert_eq!(db.prune(1000).unwrap(), 1);
-        assert!(db.get("old").unwrap().is_none());
-        for kept in ["new", "running", "uncleaned", "other"] {
-            assert!(db.get(kept).unwrap().is_some(), "{kept}");
-        }
-    }
-}
+#[path = "db_tests.rs"]
+mod tests;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::Deserialize;
-use tessera_farm::model::QUEUE_EVENTS;
+use tessera_farm::model::{valid_job_id, MAX_MESSAGE_BYTES, QUEUE_EVENTS};
 use tessera_farm::queue::{Consumer, Delivery, Queue, HELD_ELSEWHERE};
 use tessera_farm::FarmError;
 use tokio::sync::mpsc;
@@ -33,6 +33,14 @@ impl Consumer for JobEvents {
     async fn next(&mut self) -> Result<Option<Delivery>, FarmError> {
         Ok(self.rx.recv().await)
     }
+}
+
+/// An event no running job took.
+enum Unrouted {
+    /// Of a job this dispatcher does not run (finished, cancelled): acked away.
+    Orphan(Delivery),
+    /// Names no job (not JSON, too large, an impossible id): dead-lettered.
+    Poison(Delivery),
 }
 
 #[derive(Deserialize)]
@@ -59,14 +67,19 @@ impl EventRouter {
             .remove(job);
     }
 
-    fn route(&self, delivery: Delivery) -> Option<Delivery> {
-        let Ok(head) = serde_json::from_slice::<JobOnly>(&delivery.body) else {
-            return Some(delivery);
+    /// Hands `delivery` to its job; back with what to do when no running job takes it.
+    fn route(&self, delivery: Delivery) -> Result<(), Unrouted> {
+        let head = (delivery.body.len() <= MAX_MESSAGE_BYTES)
+            .then(|| serde_json::from_slice::<JobOnly>(&delivery.body).ok())
+            .flatten()
+            .filter(|h| valid_job_id(&h.job_id));
+        let Some(head) = head else {
+            return Err(Unrouted::Poison(delivery));
         };
         let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
         match routes.get(&head.job_id) {
-            Some(tx) => tx.send(delivery).err().map(|e| e.0),
-            None => Some(delivery),
+            Some(tx) => tx.send(delivery).map_err(|e| Unrouted::Orphan(e.0)),
+            None => Err(Unrouted::Orphan(delivery)),
         }
     }
 
@@ -111,12 +124,18 @@ impl EventRouter {
                     n = current.next() => n,
                 };
                 match next {
-                    Ok(Some(d)) => {
-                        if let Some(orphan) = self.route(d) {
+                    Ok(Some(d)) => match self.route(d) {
+                        Ok(()) => {}
+                        Err(Unrouted::Orphan(d)) => {
                             tracing::debug!("event for a job not running here dropped");
-                            let _ = orphan.acker.ack().await;
+                            let _ = d.acker.ack().await;
                         }
-                    }
+                        Err(Unrouted::Poison(d)) => {
+                            let bytes = d.body.len();
+                            tracing::warn!(bytes, "event naming no job dead-lettered");
+                            let _ = d.acker.nack(false).await;
+                        }
+                    },
                     Ok(None) => break,
                     Err(e) => {
                         tracing::warn!(error = %e, "events consumer lost");

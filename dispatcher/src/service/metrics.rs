@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::db::{Db, JobState};
+use crate::dead_letters::{DROPPED, NAMED_JOB};
 use crate::{GateCounts, JobReport};
 
 /// Distinct label values a labelled counter keeps; later new values count under `other`.
@@ -318,6 +319,12 @@ impl Metrics {
             gauge(o, "tessera_gate_window_segments", help, g.window as f64);
         }
 
+        let help = "Dead letters by what they named (job: its job was told; dropped: none).";
+        header(o, "tessera_dead_letters_total", "counter", help);
+        for (kind, n) in [("job", &NAMED_JOB), ("dropped", &DROPPED)] {
+            let n = n.load(std::sync::atomic::Ordering::Relaxed);
+            let _ = writeln!(o, "tessera_dead_letters_total{{kind=\"{kind}\"}} {n}");
+        }
         let help = "Job webhooks by final result after retries (ok, failed).";
         header(o, "tessera_webhook_deliveries_total", "counter", help);
         self.webhook_deliveries
@@ -340,11 +347,12 @@ pub fn jobs_by_state(db: &Db) -> Result<Vec<(JobState, u64)>, tessera_farm::Farm
 }
 
 /// Every job state, in lifecycle order.
-const ALL_STATES: [JobState; 7] = [
+const ALL_STATES: [JobState; 8] = [
     JobState::Queued,
     JobState::Splitting,
     JobState::Encoding,
     JobState::Stitching,
+    JobState::Delivering,
     JobState::Done,
     JobState::Failed,
     JobState::Cancelled,

@@ -197,7 +197,7 @@ fn jobs_are_counted_by_state_in_the_database() {
     db.fail("c", JobState::Failed, "input_invalid", "bad")
         .unwrap();
     let counts = jobs_by_state(&db).unwrap();
-    assert_eq!(counts.len(), 7);
+    assert_eq!(counts.len(), 8);
     let get = |s: JobState| counts.iter().find(|(st, _)| *st == s).unwrap().1;
     assert_eq!(get(JobState::Queued), 1);
     assert_eq!(get(JobState::Encoding), 1);

@@ -4,9 +4,12 @@ mod api;
 mod auth;
 mod db;
 mod events;
+mod http_server;
 mod instance;
 mod job_plan;
 mod jobspec;
+#[cfg(test)]
+mod jobspec_fuzz;
 mod metrics;
 mod openapi;
 mod resume;
@@ -22,6 +25,7 @@ pub use api::{router, AppState};
 pub use auth::constant_time_eq;
 pub use db::{Db, JobRow, JobState};
 pub use events::EventRouter;
+pub use http_server::HttpLimits;
 pub use job_plan::{JobPlan, PlannedOutput, S3Uri};
 pub use runner::Runner;
 pub use settings::{AdmissionLimits, DispatcherArgs, Settings};
@@ -146,17 +150,15 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
     // Tests and scripts read the bound address from this line.
     println!("tessera-dispatcher listening on http://{addr}");
     tracing::info!(%addr, "API listening");
-    let stop = shutdown.clone();
-    axum::serve(listener, router_with(state))
-        .with_graceful_shutdown(async move { stop.cancelled().await })
-        .await
-        .map_err(|e| FarmError::Io {
-            path: addr.to_string(),
-            reason: e.to_string(),
-        })?;
+    let limits = settings.http;
+    let deadline = limits.request_timeout;
+    let app = api::router(state)
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                http_server::request_deadline(deadline, req, next)
+            },
+        ))
+        .layer(axum::middleware::from_fn(http_server::json_errors));
+    http_server::serve(listener, app, limits, shutdown).await;
     Ok(())
-}
-
-fn router_with(state: Arc<AppState>) -> axum::Router {
-    api::router(state)
 }

@@ -288,6 +288,7 @@ impl Runner {
                         db.set_segments(&job, p.0, p.1)
                     }
                     JobStage::Stitching => db.set_state(&job, JobState::Stitching),
+                    JobStage::Delivering => db.begin_delivery(&job),
                 }
             }),
         }

@@ -99,6 +99,15 @@ pub struct DispatcherArgs {
     /// Days a finished job stays in the database [default: 30].
     #[arg(long, env = "TESSERA_RETENTION_DAYS")]
     pub retention_days: Option<u64>,
+    /// Seconds an API client has to send a request's headers [default: 10].
+    #[arg(long, env = "TESSERA_HTTP_HEADER_TIMEOUT_SECONDS")]
+    pub http_header_timeout_seconds: Option<u64>,
+    /// Seconds an API request may take, body included, before a 408 [default: 60].
+    #[arg(long, env = "TESSERA_HTTP_REQUEST_TIMEOUT_SECONDS")]
+    pub http_request_timeout_seconds: Option<u64>,
+    /// API connections served at once [default: 1024].
+    #[arg(long, env = "TESSERA_HTTP_MAX_CONNECTIONS")]
+    pub http_max_connections: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -125,6 +134,9 @@ struct DispatcherFile {
     max_jobs_per_tenant: Option<u64>,
     max_input_bytes: Option<u64>,
     retention_days: Option<u64>,
+    http_header_timeout_seconds: Option<u64>,
+    http_request_timeout_seconds: Option<u64>,
+    http_max_connections: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -177,6 +189,8 @@ pub struct Settings {
     pub webhook_guard: super::webhook_guard::WebhookGuard,
     /// Admission control: jobs at once, per tenant, input size, retention.
     pub limits: AdmissionLimits,
+    /// The API server's limits against slow and numerous clients.
+    pub http: super::http_server::HttpLimits,
 }
 
 /// What the dispatcher admits, so that one client cannot exhaust its disk, memory or
@@ -311,6 +325,29 @@ impl Settings {
                         .max(1)
                         * 86_400,
                 ),
+            },
+            http: {
+                let default = super::http_server::HttpLimits::default();
+                let secs = |flag: Option<u64>, file: Option<u64>, d: Duration| {
+                    flag.or(file).map_or(d, |s| Duration::from_secs(s.max(1)))
+                };
+                super::http_server::HttpLimits {
+                    header_timeout: secs(
+                        args.http_header_timeout_seconds,
+                        d.http_header_timeout_seconds,
+                        default.header_timeout,
+                    ),
+                    request_timeout: secs(
+                        args.http_request_timeout_seconds,
+                        d.http_request_timeout_seconds,
+                        default.request_timeout,
+                    ),
+                    max_connections: args
+                        .http_max_connections
+                        .or(d.http_max_connections)
+                        .unwrap_or(default.max_connections)
+                        .max(1),
+                }
             },
             task_deadline: args
                 .task_deadline_seconds

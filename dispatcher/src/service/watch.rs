@@ -10,6 +10,8 @@
 
 mod ingest;
 mod s3events;
+#[cfg(test)]
+mod s3events_fuzz;
 
 use std::fmt;
 use std::sync::Arc;

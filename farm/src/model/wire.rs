@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{SegmentTask, StitchTask, TaskEvent, TaskRef, WIRE_VERSION};
+use super::{keys, SegmentTask, StitchTask, TaskEvent, TaskRef, WIRE_VERSION};
 use crate::FarmError;
 
 /// The job, plan and task a message is about, read leniently: any version, any other fields
@@ -27,6 +27,9 @@ pub fn task_identity(body: &[u8]) -> Option<(String, u64, TaskRef)> {
         output: Option<u32>,
     }
     let head: Head = serde_json::from_slice(body).ok()?;
+    if !valid_job_id(&head.job_id) {
+        return None;
+    }
     let task = head
         .task
         .or(head.segment.map(TaskRef::Segment))
@@ -39,15 +42,58 @@ pub fn encode_message<T: Serialize>(msg: &T) -> Vec<u8> {
     serde_json::to_vec(msg).unwrap_or_default()
 }
 
-/// Parses a message and checks its version.
+/// The largest message a peer reads. Why: real tasks and events are a few KiB (a stitch task
+/// of a 20,000-segment job is about 1 MiB of keys); a larger body is a fault or an attack,
+/// and parsing it would hold a worker's memory for nothing.
+pub const MAX_MESSAGE_BYTES: usize = 4 << 20;
+
+/// Whether `id` can be a job id: 1 to 64 ASCII letters, digits, `-` or `_`.
+///
+/// Why: a job id becomes part of store keys and of a worker's staging paths; an id with
+/// `/`, `..` or control characters from a forged message must not reach either.
+pub fn valid_job_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// Parses a message and checks it: its size, its version, its job id, and that every store
+/// key it names lies in its job's work area (a forged task cannot make a worker read or
+/// overwrite another job's objects).
 pub fn decode_message<T: for<'de> Deserialize<'de> + Versioned>(
     body: &[u8],
 ) -> Result<T, FarmError> {
+    if body.len() > MAX_MESSAGE_BYTES {
+        return Err(FarmError::BadMessage(format!(
+            "{} bytes, over the {MAX_MESSAGE_BYTES}-byte limit of a message",
+            body.len()
+        )));
+    }
     let msg: T = serde_json::from_slice(body).map_err(|e| FarmError::BadMessage(e.to_string()))?;
     if msg.version() != WIRE_VERSION {
         return Err(FarmError::BadMessage(format!(
             "wire version {} not supported (this build speaks {WIRE_VERSION})",
             msg.version()
+        )));
+    }
+    let job = msg.job_id();
+    if !valid_job_id(job) {
+        let shown: String = job.chars().take(80).collect();
+        return Err(FarmError::BadMessage(format!(
+            "job id '{}' is not 1-64 letters, digits, '-' or '_'",
+            shown.escape_debug()
+        )));
+    }
+    let area = keys::job_prefix(job);
+    if let Some(key) = msg
+        .keys()
+        .into_iter()
+        .find(|k| !k.starts_with(&area) || k.split('/').any(|part| part.is_empty() || part == ".."))
+    {
+        return Err(FarmError::BadMessage(format!(
+            "key '{}' lies outside job {job}'s work area {area}",
+            key.escape_debug()
         )));
     }
     Ok(msg)
@@ -57,11 +103,26 @@ pub fn decode_message<T: for<'de> Deserialize<'de> + Versioned>(
 pub trait Versioned {
     /// The message's version.
     fn version(&self) -> u32;
+    /// The job the message is about.
+    fn job_id(&self) -> &str;
+    /// The store keys the message names (each must lie in its job's work area).
+    fn keys(&self) -> Vec<&str> {
+        Vec::new()
+    }
 }
 
 impl Versioned for SegmentTask {
     fn version(&self) -> u32 {
         self.v
+    }
+    fn job_id(&self) -> &str {
+        &self.job_id
+    }
+    fn keys(&self) -> Vec<&str> {
+        let renditions = self.renditions.iter().map(|(_, key)| key.as_str());
+        std::iter::once(self.chunk_key.as_str())
+            .chain(renditions)
+            .collect()
     }
 }
 
@@ -69,10 +130,143 @@ impl Versioned for TaskEvent {
     fn version(&self) -> u32 {
         self.v
     }
+    fn job_id(&self) -> &str {
+        &self.job_id
+    }
 }
 
 impl Versioned for StitchTask {
     fn version(&self) -> u32 {
         self.v
+    }
+    fn job_id(&self) -> &str {
+        &self.job_id
+    }
+    fn keys(&self) -> Vec<&str> {
+        let segments = self.segment_keys.iter().map(String::as_str);
+        segments
+            .chain(self.audio_key.as_deref())
+            .chain(std::iter::once(self.result_key.as_str()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A message of the smallest shape the checks read.
+    #[derive(Deserialize)]
+    struct Probe {
+        v: u32,
+        job_id: String,
+        keys: Vec<String>,
+    }
+
+    impl Versioned for Probe {
+        fn version(&self) -> u32 {
+            self.v
+        }
+        fn job_id(&self) -> &str {
+            &self.job_id
+        }
+        fn keys(&self) -> Vec<&str> {
+            self.keys.iter().map(String::as_str).collect()
+        }
+    }
+
+    fn probe(job: &str, keys: &[&str]) -> Result<Probe, FarmError> {
+        let body = serde_json::json!({"v": WIRE_VERSION, "job_id": job, "keys": keys});
+        decode_message::<Probe>(body.to_string().as_bytes())
+    }
+
+    #[test]
+    fn forged_messages_are_refused_with_the_reason() {
+        let good = "jobs/abc/0000000000000001/chunks/000000.nut";
+        assert!(probe("abc", &[good]).is_ok());
+        for (job, key, why) in [
+            ("../etc", good, "job id"),
+            ("", good, "job id"),
+            ("a/b", good, "job id"),
+            ("tab\there", good, "job id"),
+            (&"x".repeat(65), good, "job id"),
+            (
+                "abc",
+                "jobs/other/0000000000000001/chunks/000000.nut",
+                "outside",
+            ),
+            ("abc", "jobs/abc/../other/x", "outside"),
+            ("abc", "jobs/abc//x", "outside"),
+            ("abc", "ended/abc", "outside"),
+        ] {
+            let err = probe(job, &[key]).err().expect(job).to_string();
+            assert!(err.contains(why), "{job} {key}: {err}");
+        }
+        let huge = vec![b' '; MAX_MESSAGE_BYTES + 1];
+        let err = decode_message::<Probe>(&huge).err().unwrap().to_string();
+        assert!(err.contains("over the"), "{err}");
+    }
+
+    #[test]
+    fn dead_letters_with_an_impossible_job_id_name_no_job() {
+        let forged = br#"{"v":1,"job_id":"../../x","segment":0}"#;
+        assert_eq!(task_identity(forged), None);
+        let fine = br#"{"v":1,"job_id":"0f3a_b-9","segment":0}"#;
+        assert!(task_identity(fine).is_some());
+    }
+
+    /// A valid event body of `job` for segment `segment`.
+    fn event_body(job: &str, segment: u32, message: &str) -> Vec<u8> {
+        let ev = TaskEvent {
+            v: WIRE_VERSION,
+            job_id: job.into(),
+            plan: 3,
+            task: TaskRef::Segment(segment),
+            worker: "w".into(),
+            outcome: super::super::SegmentOutcome::Failed {
+                code: "input_invalid".into(),
+                class: tessera_media::ErrorClass::Abort,
+                message: message.into(),
+            },
+        };
+        encode_message(&ev)
+    }
+
+    proptest::proptest! {
+        /// Fuzz target (the chaos script runs it with more cases): any bytes, and valid
+        /// messages cut short or with bytes changed, decode to a checked message or an
+        /// error, never a panic; what decodes has a possible job id.
+        #[test]
+        fn fuzz_wire_decoding(
+            noise in proptest::collection::vec(proptest::num::u8::ANY, 0..600),
+            job in "[a-z0-9]{1,70}|[ -~]{0,20}",
+            message in "\\PC{0,40}",
+            segment in proptest::num::u32::ANY,
+            cut in proptest::num::usize::ANY,
+            flips in proptest::collection::vec((proptest::num::usize::ANY, proptest::num::u8::ANY), 0..4),
+        ) {
+            for body in [noise.clone(), event_body(&job, segment, &message)] {
+                let mut mutated = body.clone();
+                for (at, byte) in &flips {
+                    if !mutated.is_empty() {
+                        let i = at % mutated.len();
+                        mutated[i] = *byte;
+                    }
+                }
+                let short = &body[..cut % (body.len() + 1)];
+                for b in [&body[..], &mutated[..], short] {
+                    if let Ok(ev) = decode_message::<TaskEvent>(b) {
+                        proptest::prop_assert!(valid_job_id(&ev.job_id));
+                    }
+                    let _ = decode_message::<SegmentTask>(b);
+                    let _ = decode_message::<StitchTask>(b);
+                    if let Some((id, _, _)) = task_identity(b) {
+                        proptest::prop_assert!(valid_job_id(&id));
+                    }
+                }
+            }
+            let whole = decode_message::<TaskEvent>(&event_body(&job, segment, &message));
+            proptest::prop_assert_eq!(whole.is_ok(), valid_job_id(&job));
+        }
     }
 }

@@ -31,8 +31,9 @@ pub trait Store: Send + Sync + 'static {
     async fn delete_prefix(&self, prefix: &str) -> Result<u64, FarmError>;
 }
 
-/// Checks an object key: relative, `/`-separated, no empty, `.` or `..` parts, printable
-/// ASCII without backslashes, at most 1024 bytes.
+/// Checks an object key: relative, `/`-separated, no empty, `.` or `..` parts, UTF-8
+/// without control characters or backslashes (people name uploads in their own languages),
+/// at most 1024 bytes (S3's limit).
 ///
 /// Why: keys come from users (destinations, uploads); a key must never escape its bucket or
 /// the local store's root directory.
@@ -40,7 +41,7 @@ pub fn validate_key(key: &str) -> Result<(), FarmError> {
     let ok = !key.is_empty()
         && key.len() <= 1024
         && !key.starts_with('/')
-        && key.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'\\')
+        && key.chars().all(|c| !c.is_control() && c != '\\')
         && key
             .trim_end_matches('/')
             .split('/')
@@ -63,6 +64,8 @@ mod tests {
             "a",
             "in/My Video (1).mp4",
             "jobs/a/",
+            "in/vidéo été 🎬.mp4",
+            "in/動画.mov",
         ] {
             assert!(validate_key(good).is_ok(), "{good}");
         }
@@ -75,7 +78,10 @@ mod tests {
             "a/./b",
             "a\\b",
             "a\u{0}b",
-            "é",
+            "a\u{7f}b",
+            "a\u{85}b",
+            "a\nb",
+            &"k".repeat(1025),
         ] {
             assert!(validate_key(bad).is_err(), "{bad:?}");
         }

@@ -9,7 +9,7 @@ use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 use futures_util::{StreamExt, TryStreamExt};
 
 use super::s3::S3Store;
-use super::s3_multipart::{sdk_err, store_err};
+use super::s3_multipart::{abort, sdk_err, store_err, AbortGuard};
 use super::validate_key;
 use crate::FarmError;
 
@@ -113,6 +113,12 @@ impl S3Store {
             .upload_id()
             .ok_or_else(|| store_err(key, "create multipart copy: no upload id"))?
             .to_string();
+        let mut guard = AbortGuard {
+            store: self.clone(),
+            key: key.to_string(),
+            upload_id: upload_id.clone(),
+            armed: true,
+        };
         let parts = futures_util::stream::iter(copy_ranges(size))
             .map(|(number, start, end)| {
                 let upload_id = upload_id.clone();
@@ -165,15 +171,10 @@ impl S3Store {
             Err(e) => Err(e),
         };
         if completed.is_err() {
-            let _ = self
-                .client
-                .abort_multipart_upload()
-                .bucket(&*self.bucket)
-                .key(key)
-                .upload_id(&upload_id)
-                .send()
-                .await;
+            // Still armed while aborting: cancelled here, the guard aborts in the background.
+            abort(self, key, &upload_id).await;
         }
+        guard.armed = false;
         completed
     }
 }

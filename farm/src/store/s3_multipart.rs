@@ -232,7 +232,7 @@ async fn upload_part(
 
 /// Aborts an upload, so its parts stop taking space; a failure is logged, not returned (the
 /// caller already has the error that matters).
-async fn abort(store: &S3Store, key: &str, upload_id: &str) {
+pub(super) async fn abort(store: &S3Store, key: &str, upload_id: &str) {
     let result = store
         .client
         .abort_multipart_upload()
@@ -368,12 +368,14 @@ pub(super) async fn delete_prefix(store: &S3Store, prefix: &str) -> Result<u64, 
     Ok(deleted)
 }
 
-/// Aborts the upload from a background task if `put_multipart` is cancelled mid-way.
-struct AbortGuard {
-    store: S3Store,
-    key: String,
-    upload_id: String,
-    armed: bool,
+/// Aborts the upload from a background task if a multipart upload or copy is cancelled
+/// mid-way (its future dropped: a shutdown, a timeout), so no incomplete upload is left
+/// for the bucket to store and bill.
+pub(super) struct AbortGuard {
+    pub(super) store: S3Store,
+    pub(super) key: String,
+    pub(super) upload_id: String,
+    pub(super) armed: bool,
 }
 
 impl Drop for AbortGuard {

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use tessera_farm::queue::{Delivery, Queue};
 use tessera_farm::store::ObjectInfo;
 use tessera_farm::FarmError;
+use tessera_media::ErrorClass;
 use tokio_util::sync::CancellationToken;
 
 use super::ingest::{is_video, timed, Ingest, Via};
@@ -185,17 +186,25 @@ async fn handle(ingest: &Ingest, queue: &str, d: Delivery) {
             d.acker.nack(false).await
         }
         Ok(events) => {
-            let mut retry = false;
+            let (mut retry, mut poison) = (false, false);
             for ev in events {
                 if let Err(e) = start(ingest, &ev).await {
                     let (bucket, key) = (&ev.bucket, &ev.key);
-                    tracing::warn!(bucket, key, error = %e, "S3 event not handled; requeued");
-                    retry = true;
+                    if e.class() == ErrorClass::Retry {
+                        tracing::warn!(bucket, key, error = %e, "S3 event not handled; requeued");
+                        retry = true;
+                    } else {
+                        tracing::warn!(bucket, key, error = %e, "S3 event refused; dead-lettered");
+                        poison = true;
+                    }
                 }
             }
+            // Records already handled are claimed, so a requeued message starts no job twice.
             if retry {
                 tokio::time::sleep(RETRY_PAUSE).await;
                 d.acker.nack(true).await
+            } else if poison {
+                d.acker.nack(false).await
             } else {
                 d.acker.ack().await
             }
