@@ -1,26 +1,67 @@
 #!/usr/bin/env bash
-# The long chaos run (issue 9): 30 jobs of two outputs through three workers while a seeded
-# schedule of faults hits the farm (workers SIGKILLed and drained, RabbitMQ restarted, Garage
-# stopped for 20 s, the dispatcher SIGKILLed), once per seed. Each run ends with the checks
-# of tests/src/chaos.rs (hung = lost = corrupt = partial = 0, queues drained, work area empty)
-# and prints its figures.
+# The long chaos run (issue 9), in four parts, each printing its figures:
+#   1. the fuzz targets (proptest: wire decoding, S3 events, job specs, planning), each for
+#      TESSERA_FUZZ_CASES cases (default 20000);
+#   2. schemathesis against /openapi.json (scripts/api-fuzz.sh, TESSERA_API_FUZZ_SECONDS,
+#      default 120; installs schemathesis from PyPI once);
+#   3. poison on every queue with each seed, the network partition, the full disks;
+#   4. per seed: 30 jobs of two outputs through three workers while a seeded schedule of
+#      faults hits the farm (workers SIGKILLed and drained, RabbitMQ restarted, Garage
+#      stopped for 20 s, the dispatcher SIGKILLed); each run ends with the checks of
+#      tests/src/chaos.rs (hung = lost = duplicated = corrupt = partial = 0, queues drained,
+#      work area empty).
 #
 #   scripts/chaos.sh [SEED...]        default seeds: 11 23 37
-# Needs what the tests need (scripts/setup-deps.sh --services) and the debug binaries.
+# Needs what the tests need (scripts/setup-deps.sh --services), root (partition, tmpfs), and
+# the debug binaries. TESSERA_CHAOS_PARTS=1234 selects parts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=("$@")
 [ ${#seeds[@]} -gt 0 ] || seeds=(11 23 37)
+parts="${TESSERA_CHAOS_PARTS:-1234}"
 cargo build --workspace --bins --tests
 status=0
-for seed in "${seeds[@]}"; do
-  echo "=== chaos seed $seed"
-  if TESSERA_CHAOS_JOBS=${TESSERA_CHAOS_JOBS:-30} TESSERA_CHAOS_WORKERS=${TESSERA_CHAOS_WORKERS:-3} \
-     TESSERA_CHAOS_FAULTS=${TESSERA_CHAOS_FAULTS:-12} TESSERA_CHAOS_STORE_OUTAGE=${TESSERA_CHAOS_STORE_OUTAGE:-20} TESSERA_CHAOS_GAP=${TESSERA_CHAOS_GAP:-5} \
-     TESSERA_CHAOS_BROKER_RESTART=${TESSERA_CHAOS_BROKER_RESTART:-1} \
-     TESSERA_CHAOS_SEED="$seed" \
-     cargo test --workspace --test chaos -- --nocapture 2>&1 | tee "/tmp/tessera-chaos-$seed.log" \
-     | grep -E "^chaos|^done |^recovery|test result|panicked"; then :; else status=1; fi
-  grep -q "test result: ok" "/tmp/tessera-chaos-$seed.log" || status=1
-done
+
+if [[ $parts == *1* ]]; then
+  cases="${TESSERA_FUZZ_CASES:-20000}"
+  echo "=== fuzz targets, $cases cases each"
+  if PROPTEST_CASES="$cases" timeout 1800 cargo test --workspace --lib fuzz_ >/tmp/tessera-fuzz.log 2>&1; then :; else status=1; fi
+  grep -E "^test .*fuzz_.* \.\.\. " /tmp/tessera-fuzz.log | while read -r _ name _ result; do
+    echo "fuzz: ${name##*::}: $cases cases, $result"
+  done
+  grep -qE "FAILED|panicked" /tmp/tessera-fuzz.log && status=1
+fi
+
+if [[ $parts == *2* ]]; then
+  echo "=== schemathesis"
+  if bash scripts/api-fuzz.sh "${TESSERA_API_FUZZ_SECONDS:-120}" >/tmp/tessera-api-fuzz.log 2>&1; then :; else status=1; fi
+  grep -E "generated|passed|failures|test result" /tmp/tessera-api-fuzz.log | sed 's/^/schemathesis: /'
+fi
+
+if [[ $parts == *3* ]]; then
+  for seed in "${seeds[@]}"; do
+    echo "=== poison seed $seed"
+    if TESSERA_POISON_SEED="$seed" cargo test --workspace --test farm_poison >"/tmp/tessera-poison-$seed.log" 2>&1; then
+      echo "poison seed $seed: passed"
+    else
+      echo "poison seed $seed: FAILED (/tmp/tessera-poison-$seed.log)"; status=1
+    fi
+  done
+  echo "=== partition and full disks"
+  if cargo test --workspace --test farm_partition --test farm_disk_full -- --nocapture >/tmp/tessera-partition.log 2>&1; then :; else status=1; fi
+  grep -E "^partition:|^test .* \.\.\. |test result" /tmp/tessera-partition.log
+fi
+
+if [[ $parts == *4* ]]; then
+  for seed in "${seeds[@]}"; do
+    echo "=== chaos seed $seed"
+    if TESSERA_CHAOS_JOBS=${TESSERA_CHAOS_JOBS:-30} TESSERA_CHAOS_WORKERS=${TESSERA_CHAOS_WORKERS:-3} \
+       TESSERA_CHAOS_FAULTS=${TESSERA_CHAOS_FAULTS:-12} TESSERA_CHAOS_STORE_OUTAGE=${TESSERA_CHAOS_STORE_OUTAGE:-20} TESSERA_CHAOS_GAP=${TESSERA_CHAOS_GAP:-5} \
+       TESSERA_CHAOS_BROKER_RESTART=${TESSERA_CHAOS_BROKER_RESTART:-1} \
+       TESSERA_CHAOS_SEED="$seed" \
+       cargo test --workspace --test chaos -- --nocapture 2>&1 | tee "/tmp/tessera-chaos-$seed.log" \
+       | grep -E "^chaos|^done |^recovery|test result|panicked"; then :; else status=1; fi
+    grep -q "test result: ok" "/tmp/tessera-chaos-$seed.log" || status=1
+  done
+fi
 exit $status

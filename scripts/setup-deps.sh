@@ -19,6 +19,7 @@ readonly APT_PACKAGES=(
   libavfilter-dev libavdevice-dev
   pkg-config clang libclang-dev
   time
+  iproute2 python3-venv
 )
 
 export DEBIAN_FRONTEND=noninteractive

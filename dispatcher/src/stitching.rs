@@ -199,7 +199,11 @@ pub(crate) async fn deliver_all(
     let mut sizes = Vec::with_capacity(tasks.len());
     for (out, task) in req.outputs.iter().zip(tasks) {
         match deliver(ctx, &task.result_key, &out.destination).await {
-            Ok(size) => sizes.push(size),
+            Ok(size) => {
+                let destination = out.destination.to_string();
+                tracing::info!(job = %req.id, %destination, bytes = size, "output delivered");
+                sizes.push(size)
+            }
             Err(e) => {
                 for done in req.outputs.iter().take(sizes.len()) {
                     undeliver(ctx, &done.destination).await;

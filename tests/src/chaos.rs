@@ -124,6 +124,8 @@ pub struct Report {
     pub lost: usize,
     /// Outputs whose frame count differs from the source's.
     pub corrupt: usize,
+    /// Outputs the dispatcher delivered more than once (its log, across restarts).
+    pub duplicated: usize,
     /// Failed jobs with an output at a destination.
     pub partial: usize,
     /// Messages left on the farm's queues.
@@ -141,12 +143,13 @@ impl Report {
     /// The figures as lines for logs and docs.
     pub fn table(&self) -> String {
         let mut out = format!(
-            "done {} | failed with reason {} | hung {} | lost {} | corrupt {} | partial {} | \
-             queued left {} | work objects left {}\n",
+            "done {} | failed with reason {} | hung {} | lost {} | duplicated {} | corrupt {} | \
+             partial {} | queued left {} | work objects left {}\n",
             self.done,
             self.failed_with_reason,
             self.hung,
             self.lost,
+            self.duplicated,
             self.corrupt,
             self.partial,
             self.queued_left,
@@ -260,6 +263,20 @@ fn inject(
     }
 }
 
+/// Destinations the log shows delivered more than once ("output delivered" lines).
+pub fn duplicated_deliveries(log: &str) -> usize {
+    let mut seen = std::collections::HashMap::<&str, usize>::new();
+    for line in log.lines().filter(|l| l.contains("output delivered")) {
+        if let Some(dest) = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("destination="))
+        {
+            *seen.entry(dest).or_default() += 1;
+        }
+    }
+    seen.values().filter(|n| **n > 1).count()
+}
+
 /// Runs `plan` on a fresh farm and checks every job afterwards; panics with the report when
 /// a job hung, was lost, corrupt or partial, or the farm was left dirty.
 pub fn run(plan: Plan) -> Report {
@@ -356,6 +373,7 @@ pub fn run(plan: Plan) -> Report {
             _ => report.hung += 1,
         }
     }
+    report.duplicated = duplicated_deliveries(&farm.log("dispatcher.log"));
     // The farm is left clean: queues drained, work area empty (cleanup is asynchronous).
     // Workers stop a dead job's tasks within seconds; the dispatcher sweeps an ended job's
     // work area again a minute after its end.
@@ -379,6 +397,7 @@ pub fn run(plan: Plan) -> Report {
     assert!(
         report.hung == 0
             && report.lost == 0
+            && report.duplicated == 0
             && report.corrupt == 0
             && report.partial == 0
             && failed_without_reason == 0

@@ -26,7 +26,7 @@ pub struct Farm {
     pub vhost: TestVhost,
     /// `http://127.0.0.1:PORT` of the dispatcher.
     pub api: String,
-    dispatcher: Child,
+    pub(crate) dispatcher: Child,
     pub(crate) workers: Vec<Child>,
     /// Extra environment of the dispatcher (applied at each (re)start).
     dispatcher_env: Vec<(String, String)>,
@@ -101,7 +101,12 @@ impl Farm {
     pub fn start_dispatcher(&mut self) {
         let _ = self.dispatcher.kill();
         let _ = self.dispatcher.wait();
-        let log = std::fs::File::create(self.dir.path().join("dispatcher.log")).expect("log");
+        // Appended to across restarts: a run's whole story stays readable.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("dispatcher.log"))
+            .expect("log");
         let mut cmd = self.dispatcher_command(&self.db);
         cmd.stdout(Stdio::piped()).stderr(log);
         let mut child = cmd.spawn().expect("spawn dispatcher");

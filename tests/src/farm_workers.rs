@@ -137,4 +137,17 @@ impl Farm {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+
+    /// Process ids of the workers still running.
+    pub fn worker_pids(&mut self) -> Vec<u32> {
+        self.workers
+            .iter_mut()
+            .filter_map(|w| matches!(w.try_wait(), Ok(None)).then(|| w.id()))
+            .collect()
+    }
+
+    /// The dispatcher's process id.
+    pub fn dispatcher_pid(&self) -> u32 {
+        self.dispatcher.id()
+    }
 }

@@ -38,6 +38,7 @@ pub mod poison;
 pub mod probe;
 pub mod rabbit;
 pub mod run;
+pub mod soak;
 
 pub use check::{check_transcode, transcode_and_check, Comparison, Summary};
 pub use fixture::{fixture, Fixture};

@@ -99,9 +99,10 @@ impl SegmentRunner {
             expect: task.expect.clone(),
         };
         let started = std::time::Instant::now();
+        let limits = stitch_limits(self.config.limits, task.expected_frames);
         let (stitched, stats): (StitchResult, _) = self
             .sandbox
-            .run(&MediaOp::Stitch(request), self.config.limits, &mut |_| {})
+            .run(&MediaOp::Stitch(request), limits, &mut |_| {})
             .await?;
         let media_seconds = started.elapsed().as_secs_f64();
         if stitched.frames != task.expected_frames {
@@ -119,5 +120,41 @@ impl SegmentRunner {
             peak_rss_bytes: stats.peak_rss_bytes,
             decode_errors: 0,
         })
+    }
+}
+
+/// The slowest rate (frames per second) a stitch is allowed: stream copy plus the QC gate's
+/// decode of the whole output.
+const STITCH_FLOOR_FPS: u64 = 50;
+
+/// A stitch's limits: the segment limits, with time for the output's length. Why: the
+/// worker's timeout is sized for one segment, while a stitch copies and decodes a whole
+/// output; a three-hour output would otherwise be killed as hung and retried forever.
+fn stitch_limits(
+    mut limits: tessera_farm::sandbox::Limits,
+    frames: u64,
+) -> tessera_farm::sandbox::Limits {
+    let needed = std::time::Duration::from_secs(60 + frames / STITCH_FLOOR_FPS);
+    limits.timeout = limits.timeout.max(needed);
+    limits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_stitch_gets_time_for_its_whole_output() {
+        let base = tessera_farm::sandbox::Limits {
+            timeout: Duration::from_secs(1200),
+            ..Default::default()
+        };
+        // A short output keeps the segment timeout.
+        assert_eq!(stitch_limits(base, 3000).timeout, base.timeout);
+        // Three hours at 30 fps: 324,000 frames need more than 20 minutes at 50 fps.
+        let long = stitch_limits(base, 324_000).timeout;
+        assert_eq!(long, Duration::from_secs(60 + 324_000 / 50));
+        assert_eq!(stitch_limits(base, 324_000).memory_bytes, base.memory_bytes);
     }
 }
