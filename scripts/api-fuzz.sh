@@ -15,4 +15,4 @@ if [ ! -x "$venv/bin/st" ]; then
 fi
 cargo build --workspace --bins
 TESSERA_SCHEMATHESIS="$PWD/$venv/bin/st" TESSERA_SCHEMATHESIS_SECONDS="${1:-120}" \
-  cargo test --test api_hostile -- --ignored --nocapture schemathesis
+  cargo test --workspace --test api_hostile -- --ignored --nocapture schemathesis

@@ -281,10 +281,19 @@ fn s3_events_with_odd_keys_start_a_job_fail_one_with_a_reason_or_are_dead_letter
     wait_until("S3 events left on the queue", || {
         farm.vhost.ready(WATCH_EVENTS_QUEUE) == 0
     });
+    // Dead-lettering from a quorum queue is asynchronous: wait for the count to settle.
+    let dead = dead_letter_queue(WATCH_EVENTS_QUEUE);
+    let settle = Instant::now();
+    while farm.vhost.ready(&dead) < dead_expected && settle.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    std::thread::sleep(Duration::from_secs(1));
     assert_eq!(
-        farm.vhost.ready(&dead_letter_queue(WATCH_EVENTS_QUEUE)),
+        farm.vhost.ready(&dead),
         dead_expected,
-        "dead-lettered S3 events"
+        "dead-lettered S3 events; queues:\n{}\n--- dispatcher\n{}",
+        farm.vhost.list_queues(),
+        tessera_tests::run::tail(&farm.log("dispatcher.log"), 4000)
     );
     let (status, _) = farm.http("GET", "/healthz", Some(TOKEN), None);
     assert_eq!(status, 200);
