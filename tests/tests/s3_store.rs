@@ -229,7 +229,7 @@ async fn invalid_keys_are_refused() {
         };
     }
     for bad in [
-        "", "/abs", "a/../b", "..", "a//b", "a/./b", "a\\b", "é", "a\nb",
+        "", "/abs", "a/../b", "..", "a//b", "a/./b", "a\\b", "a\u{7f}b", "a\nb",
     ] {
         refused!(store.put_file(bad, &src).await);
         refused!(store.get_file(bad, &dst).await);
@@ -244,6 +244,19 @@ async fn invalid_keys_are_refused() {
     }
     assert!(store.list("", None, 10).await.unwrap().is_empty());
     assert!(!dst.exists());
+    // Keys in people's own languages are objects like any other.
+    let utf8 = "uploads/vidéo été 動画 🎬.mp4";
+    store.put_file(utf8, &src).await.unwrap();
+    assert!(store.exists(utf8).await.unwrap());
+    let got = dir.path().join("got");
+    store.get_file(utf8, &got).await.unwrap();
+    assert_eq!(std::fs::read(&got).unwrap(), b"data");
+    let listed = store.list("uploads/", None, 10).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(),
+        [utf8]
+    );
+    store.delete_prefix("uploads/").await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

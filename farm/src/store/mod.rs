@@ -5,7 +5,9 @@
 
 mod local;
 mod s3;
+mod s3_abort;
 mod s3_copy;
+mod s3_errors;
 mod s3_multipart;
 
 pub use local::LocalStore;

@@ -21,7 +21,8 @@ use aws_sdk_s3::operation::get_object::GetObjectOutput;
 use aws_sdk_s3::presigning::PresigningConfig;
 use tokio::io::AsyncWriteExt;
 
-use super::s3_multipart::{self, error_chain, sdk_err, store_err, PartPolicy};
+use super::s3_errors::{error_chain, sdk_err, store_err};
+use super::s3_multipart::{self, PartPolicy};
 use super::{validate_key, Store};
 use crate::FarmError;
 

@@ -9,7 +9,8 @@ use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 use futures_util::{StreamExt, TryStreamExt};
 
 use super::s3::S3Store;
-use super::s3_multipart::{abort, sdk_err, store_err, AbortGuard};
+use super::s3_abort::{abort, AbortGuard};
+use super::s3_errors::{sdk_err, store_err};
 use super::validate_key;
 use crate::FarmError;
 

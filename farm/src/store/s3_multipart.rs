@@ -7,13 +7,13 @@
 
 use std::path::Path;
 
-use aws_sdk_s3::config::http::HttpResponse;
-use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::{ByteStream, Length};
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, Delete, ObjectIdentifier};
 use futures_util::{StreamExt, TryStreamExt};
 
 use super::s3::{non_empty, validate_prefix, S3Store};
+use super::s3_abort::{abort, AbortGuard};
+use super::s3_errors::{sdk_err, store_err};
 use super::validate_key;
 use crate::FarmError;
 
@@ -230,87 +230,6 @@ async fn upload_part(
         .build())
 }
 
-/// Aborts an upload, so its parts stop taking space; a failure is logged, not returned (the
-/// caller already has the error that matters).
-pub(super) async fn abort(store: &S3Store, key: &str, upload_id: &str) {
-    let result = store
-        .client
-        .abort_multipart_upload()
-        .bucket(&*store.bucket)
-        .key(key)
-        .upload_id(upload_id)
-        .send()
-        .await;
-    match result {
-        Ok(_) => tracing::debug!(bucket = %store.bucket, key, "aborted multipart upload"),
-        Err(e) => tracing::warn!(
-            bucket = %store.bucket,
-            key,
-            error = %sdk_err(key, "abort multipart upload", &e),
-            "multipart upload left behind"
-        ),
-    }
-}
-
-/// A store error for `key`.
-pub(super) fn store_err(key: &str, reason: impl Into<String>) -> FarmError {
-    let (key, reason) = (key.to_string(), reason.into());
-    FarmError::Store { key, reason }
-}
-
-/// A store error for `key` from a failed SDK call of operation `op`, with a readable reason:
-/// the service's error code and message (or the HTTP status), else the transport error's
-/// chain (timeout, connection refused, ...). Never a Debug dump.
-pub(super) fn sdk_err<E>(key: &str, op: &str, err: &SdkError<E, HttpResponse>) -> FarmError
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-{
-    let unavailable = match err {
-        SdkError::ServiceError(se) => se.raw().status().as_u16() >= 500,
-        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
-            true
-        }
-        _ => false,
-    };
-    let reason = match err {
-        SdkError::ServiceError(se) => {
-            let status = se.raw().status().as_u16();
-            let e = se.err();
-            match (e.code(), e.message()) {
-                (Some(code), Some(msg)) => format!("{op}: {code} (HTTP {status}): {msg}"),
-                (Some(code), None) => format!("{op}: {code} (HTTP {status})"),
-                _ => format!("{op}: HTTP {status}"),
-            }
-        }
-        SdkError::TimeoutError(_) => format!("{op}: timed out"),
-        other => format!("{op}: {}", error_chain(other)),
-    };
-    if unavailable {
-        FarmError::StoreUnavailable {
-            key: key.to_string(),
-            reason,
-        }
-    } else {
-        store_err(key, reason)
-    }
-}
-
-/// An error and its sources, each by its `Display`, joined with `: ` (DisplayErrorContext
-/// would append a Debug dump).
-pub(super) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let more = cause.to_string();
-        if !text.ends_with(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 /// `Store::delete_prefix`: lists the "directory" `prefix/` page by page (at most 1000 keys)
 /// and deletes each page with one DeleteObjects; returns the count.
 pub(super) async fn delete_prefix(store: &S3Store, prefix: &str) -> Result<u64, FarmError> {
@@ -366,39 +285,6 @@ pub(super) async fn delete_prefix(store: &S3Store, prefix: &str) -> Result<u64, 
     }
     tracing::debug!(bucket = %store.bucket, prefix, deleted, "deleted prefix");
     Ok(deleted)
-}
-
-/// Aborts the upload from a background task if a multipart upload or copy is cancelled
-/// mid-way (its future dropped: a shutdown, a timeout), so no incomplete upload is left
-/// for the bucket to store and bill.
-pub(super) struct AbortGuard {
-    pub(super) store: S3Store,
-    pub(super) key: String,
-    pub(super) upload_id: String,
-    pub(super) armed: bool,
-}
-
-impl Drop for AbortGuard {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let (store, key, upload_id) = (
-            self.store.clone(),
-            std::mem::take(&mut self.key),
-            std::mem::take(&mut self.upload_id),
-        );
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => {
-                rt.spawn(async move { abort(&store, &key, &upload_id).await });
-            }
-            Err(_) => tracing::warn!(
-                bucket = %self.store.bucket,
-                key = %key,
-                "multipart upload cancelled outside a runtime; left behind"
-            ),
-        }
-    }
 }
 
 #[cfg(test)]
