@@ -183,14 +183,8 @@ fn submit(farm: &Farm, i: usize, kind: Fixture) -> String {
     let body = json!({"input": format!("s3://input/chaos/{kind:?}.mp4"), "outputs": outputs,
         "segment_seconds": 1});
     // The API may be restarting (a dispatcher kill): retry briefly.
-    for _ in 0..100 {
-        let (code, resp) = farm.http("POST", "/v1/jobs", Some(TOKEN), Some(&body.to_string()));
-        if code == 202 {
-            return resp["id"].as_str().expect("id").to_string();
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    }
-    panic!("job {i} could not be submitted");
+    farm.submit_retrying(&body, 100, Duration::from_millis(300))
+        .unwrap_or_else(|| panic!("job {i} could not be submitted"))
 }
 
 fn jobs_view(farm: &Farm, ids: &[String]) -> Vec<Value> {

@@ -67,6 +67,27 @@ impl Farm {
     }
 }
 
+/// Helpers for the long runs (chaos, soak).
+impl Farm {
+    /// Submits `body` as the admin, retrying every `pause` up to `tries` times while the API
+    /// refuses it (a dispatcher restarting, a tenant at its quota); the job id, if accepted.
+    pub fn submit_retrying(
+        &self,
+        body: &serde_json::Value,
+        tries: usize,
+        pause: Duration,
+    ) -> Option<String> {
+        for _ in 0..tries {
+            let (code, resp) = self.http("POST", "/v1/jobs", Some(TOKEN), Some(&body.to_string()));
+            if code == 202 {
+                return resp["id"].as_str().map(str::to_string);
+            }
+            std::thread::sleep(pause);
+        }
+        None
+    }
+}
+
 /// Helpers for the broker tests.
 impl Farm {
     /// Runs `f` with a RabbitMQ connection to the farm's vhost on a one-off runtime, with the

@@ -81,31 +81,31 @@ pub fn jobless(seed: u64, huge: usize) -> Vec<Poison> {
         .collect()
 }
 
-/// A task of `job` (plan `plan`) from a release that speaks wire version 99.
-pub fn newer_version(job: &str, plan: u64, task: Value) -> Poison {
-    let mut body = json!({"v": 99, "job_id": job, "plan": plan});
-    if let (Some(b), Some(t)) = (body.as_object_mut(), task.as_object()) {
-        b.extend(t.clone());
+/// A message naming `job`: `head` (version and any extra fields) with the job, its plan and
+/// `task`'s fields.
+fn naming(name: &str, job: &str, plan: u64, mut head: Value, task: Value) -> Poison {
+    if let Some(b) = head.as_object_mut() {
+        b.insert("job_id".into(), json!(job));
+        b.insert("plan".into(), json!(plan));
+        b.extend(task.as_object().cloned().unwrap_or_default());
     }
     Poison {
-        name: "wire version 99".into(),
-        body: body.to_string().into_bytes(),
+        name: name.into(),
+        body: head.to_string().into_bytes(),
         names_job: true,
     }
+}
+
+/// A task of `job` (plan `plan`) from a release that speaks wire version 99.
+pub fn newer_version(job: &str, plan: u64, task: Value) -> Poison {
+    naming("wire version 99", job, plan, json!({"v": 99}), task)
 }
 
 /// A task of `job` (plan `plan`) padded past the message limit with a field no release
 /// reads.
 pub fn oversized(job: &str, plan: u64, task: Value, huge: usize) -> Poison {
-    let mut body = json!({"v": 1, "job_id": job, "plan": plan, "pad": "x".repeat(huge)});
-    if let (Some(b), Some(t)) = (body.as_object_mut(), task.as_object()) {
-        b.extend(t.clone());
-    }
-    Poison {
-        name: "oversized".into(),
-        body: body.to_string().into_bytes(),
-        names_job: true,
-    }
+    let head = json!({"v": 1, "pad": "x".repeat(huge)});
+    naming("oversized", job, plan, head, task)
 }
 
 /// S3 event notifications with odd keys, each with the outcome the watch must reach.

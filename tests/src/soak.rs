@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::check::Summary;
-use crate::farm::{Farm, TOKEN};
+use crate::farm::Farm;
 use crate::fixture::{fixture, Fixture};
 
 /// What the soak measured.
@@ -98,14 +98,8 @@ fn submit(farm: &Farm, i: usize) -> String {
     let body = json!({"input": format!("s3://input/soak/{kind:?}.mp4"),
         "outputs": [{"destination": format!("s3://output/soak/{i}.mp4"), "preset": "ultrafast"}],
         "segment_seconds": 1});
-    for _ in 0..600 {
-        let (code, resp) = farm.http("POST", "/v1/jobs", Some(TOKEN), Some(&body.to_string()));
-        if code == 202 {
-            return resp["id"].as_str().expect("id").to_string();
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    panic!("soak job {i} could not be submitted");
+    farm.submit_retrying(&body, 600, Duration::from_millis(500))
+        .unwrap_or_else(|| panic!("soak job {i} could not be submitted"))
 }
 
 /// Runs `jobs` jobs, `in_flight` at a time, through two workers with the kill loop (seeded
