@@ -100,10 +100,26 @@ impl MediaOp {
 pub struct Limits {
     /// Wall-clock limit; the child is killed past it.
     pub timeout: Duration,
-    /// Address-space limit in bytes (RLIMIT_AS).
+    /// Memory limit in bytes: the address space (RLIMIT_AS), or with `bound_by_rss` the
+    /// resident memory, watched by the parent.
     pub memory_bytes: u64,
     /// Largest file the child may write, in bytes (RLIMIT_FSIZE).
     pub max_file_bytes: u64,
+    /// Bound the child's memory by its resident set (checked every 250 ms, killed above
+    /// `memory_bytes`) instead of by RLIMIT_AS. Why: the CUDA driver reserves host address
+    /// space on the order of the card's memory (and more for its pools) when it creates a
+    /// context, so an address-space limit makes every GPU child fail at `cuInit`.
+    pub bound_by_rss: bool,
+}
+
+impl Limits {
+    /// These limits for a child that opens a CUDA context: memory bounded by RSS.
+    pub fn for_gpu(self) -> Limits {
+        Limits {
+            bound_by_rss: true,
+            ..self
+        }
+    }
 }
 
 impl Default for Limits {
@@ -112,6 +128,7 @@ impl Default for Limits {
             timeout: Duration::from_secs(1800),
             memory_bytes: 8 << 30,
             max_file_bytes: 512 << 30,
+            bound_by_rss: false,
         }
     }
 }
@@ -223,12 +240,18 @@ impl Sandbox {
                 cmd.env(key, value);
             }
         }
+        // CUDA ordinals in PCI bus order, as NVML numbers the cards (CUDA's default is
+        // fastest first): the worker maps NVML cards to ordinals on that basis.
+        cmd.env("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
         let (mem, fsize) = (limits.memory_bytes, limits.max_file_bytes);
+        let address_space = !limits.bound_by_rss;
         // SAFETY: the closure runs in the forked child before exec and only calls
         // async-signal-safe functions (setrlimit, prctl) on stack values.
         unsafe {
             cmd.pre_exec(move || {
-                set_limit(libc::RLIMIT_AS, mem);
+                if address_space {
+                    set_limit(libc::RLIMIT_AS, mem);
+                }
                 set_limit(libc::RLIMIT_FSIZE, fsize);
                 set_limit(libc::RLIMIT_CORE, 0);
                 // Die with the parent: a killed worker must not leave encoders running.
@@ -273,7 +296,7 @@ impl Sandbox {
             .take()
             .ok_or_else(|| crashed("no stderr".into()))?;
         let (stderr_tail, stderr_task) = pipes::stderr_tail(stderr);
-
+        let pid = child.id();
         let io = async {
             stdin.write_all(&request).await?;
             drop(stdin);
@@ -289,7 +312,22 @@ impl Sandbox {
             let status = child.wait().await?;
             Ok::<_, std::io::Error>((result, status))
         };
-        let outcome = tokio::time::timeout(limits.timeout, io).await;
+        let outcome = tokio::time::timeout(limits.timeout, async {
+            tokio::select! {
+                r = io => Ok(r),
+                rss = child::rss_exceeds(pid, limits) => Err(rss),
+            }
+        })
+        .await;
+        let outcome = match outcome {
+            Ok(Err(rss)) => {
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+                return Err(crashed(child::rss_killed(rss, limits)));
+            }
+            Ok(Ok(r)) => Ok(r),
+            Err(e) => Err(e),
+        };
         let (result, status) = match outcome {
             Err(_) => {
                 let _ = child.start_kill();

@@ -137,6 +137,29 @@ pub(crate) fn open_video_decoder_with(
     dec.video().map_err(|e| unsupported_codec(stream, path, e))
 }
 
+/// Opens the decoder called `name` for a video stream (where the default decoder of the
+/// codec is the wrong one, e.g. AV1 on NVDEC); `prepare` runs before it opens.
+pub(crate) fn open_named_video_decoder(
+    stream: &ff::format::stream::Stream,
+    path: &Path,
+    name: &str,
+    prepare: impl FnOnce(&mut ff::codec::Context),
+) -> Result<ff::decoder::Video, MediaError> {
+    let codec = ff::decoder::find_by_name(name).ok_or_else(|| MediaError::Unsupported {
+        path: path.display().to_string(),
+        reason: format!("this FFmpeg build has no {name} decoder"),
+    })?;
+    let mut ctx = ff::codec::Context::new_with_codec(codec);
+    ctx.set_parameters(stream.parameters())
+        .map_err(|e| MediaError::invalid(path, e))?;
+    prepare(&mut ctx);
+    let mut dec = ctx.decoder();
+    dec.set_packet_time_base(stream.time_base());
+    dec.open_as(codec)
+        .and_then(|o| o.video())
+        .map_err(|e| unsupported_codec(stream, path, e))
+}
+
 /// Opens an audio decoder for a stream.
 pub(crate) fn open_audio_decoder(
     stream: &ff::format::stream::Stream,

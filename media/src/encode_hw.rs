@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use ffmpeg_next as ff;
 
+mod dts;
 mod rendition;
 mod upload;
 
@@ -75,6 +76,7 @@ pub(crate) fn encode_hw(
         settings.push(s);
     }
     let _capture = LogCapture::start();
+    cuda::clear_log();
     let device = cuda::device(dev)
         .map_err(|f| gpu_error(dev, GpuStage::Device, &f, |r| gpu_unavailable(dev, r)))?;
 
@@ -97,22 +99,19 @@ pub(crate) fn encode_hw(
     );
     tracing::debug!(device = dev, path = ?plan.path, reason = %plan.reason, "gpu decode path");
     let nvdec = plan.path == DecodePath::Nvdec;
-    // NVDEC does the decoding; CPU frame threads would only add latency and memory.
-    let threads = if nvdec { 1 } else { req.threads };
-    let mut decoder = open_video_decoder_with(&stream, chunk, threads, |ctx| {
-        if nvdec {
-            cuda::attach_nvdec(ctx, &device);
-        }
-    })?;
+    let mut decoder = open_gpu_decoder(&stream, chunk, nvdec, req.threads, &device, dev)?;
     let upload_format = ff::format::Pixel::from_str(plan.gpu_format)
         .map_err(|e| MediaError::encode("hwupload", e))?;
     let mut uploader = Uploader::new(device.clone(), upload_format, dev);
     let (sw, sh) = (decoder.width(), decoder.height());
+    let stream_rate = Some(stream.avg_frame_rate())
+        .filter(|r| r.numerator() > 0 && r.denominator() > 0)
+        .or(Some(stream.rate()));
     let mut renditions = req
         .outputs
         .iter()
         .zip(settings)
-        .map(|(o, s)| HwRendition::new(req, o, s, sw, sh))
+        .map(|(o, s)| HwRendition::new(req, o, s, (sw, sh), stream_rate))
         .collect::<Result<Vec<_>, _>>()?;
 
     let mut gate = RangeGate::new(req, chunk_tb);
@@ -135,10 +134,13 @@ pub(crate) fn encode_hw(
         progress(gate.in_range);
         Ok(())
     };
+    // On NVDEC every decode error stops the segment (a failed surface map or "No decoder
+    // surfaces left" would otherwise drop frames silently); a software decode skips a bad
+    // packet, as the software path does, unless the error is a GPU condition.
     let reject = |e: ff::Error| {
         let f = AvFailure::from_error(e, "decoding");
         match classify_gpu_failure(GpuStage::Running, f.code, &f.describe()) {
-            GpuFailure::Other => None,
+            GpuFailure::Other if !nvdec => None,
             _ => Some(gpu_error(dev, GpuStage::Running, &f, |r| {
                 MediaError::decode(chunk, r)
             })),
@@ -167,4 +169,35 @@ pub(crate) fn encode_hw(
         media_seconds: started.elapsed().as_secs_f64(),
         decode_errors: rejected + gate.damaged,
     })
+}
+
+/// The decoder of a GPU segment. On NVDEC: one thread (the card decodes), and for AV1 the
+/// native `av1` decoder, which decodes only through a hwaccel: FFmpeg's default AV1 decoder
+/// is libdav1d, which has no NVDEC. Where that open fails (no AV1 NVDEC on this card or
+/// build), and on the software-upload path, frame threads decode on the CPU.
+fn open_gpu_decoder(
+    stream: &ff::format::stream::Stream,
+    chunk: &std::path::Path,
+    nvdec: bool,
+    threads: usize,
+    device: &cuda::HwRef,
+    dev: u32,
+) -> Result<ff::decoder::Video, MediaError> {
+    if !nvdec {
+        return open_video_decoder_with(stream, chunk, threads, |_| {});
+    }
+    let attach = |ctx: &mut ff::codec::Context| cuda::attach_nvdec(ctx, device);
+    match crate::hw::nvdec_decoder_name(stream.parameters().id().name()) {
+        Some(name) => {
+            cuda::clear_log();
+            match crate::demux::open_named_video_decoder(stream, chunk, name, attach) {
+                Ok(d) => Ok(d),
+                Err(e) => {
+                    tracing::debug!(device = dev, error = %e, "{name} on NVDEC refused; CPU decode");
+                    open_video_decoder_with(stream, chunk, threads, |_| {})
+                }
+            }
+        }
+        None => open_video_decoder_with(stream, chunk, 1, attach),
+    }
 }

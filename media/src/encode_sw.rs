@@ -213,7 +213,7 @@ fn open_rendition(
 fn encode_frame(r: &mut Rendition, frame: &ff::frame::Video, pts: i64) -> Result<(), MediaError> {
     let direct =
         frame.format() == r.format && frame.width() == r.width && frame.height() == r.height;
-    // A clone is a new reference to the same buffers (av_frame_clone), not a pixel copy.
+    // A new reference to the same buffers, not a pixel copy (ffmpeg-next's clone() is one).
     let mut out = if let Some((source, graph)) = r.tonemap.as_mut() {
         if !graph.as_ref().is_some_and(|g| g.fits(frame)) {
             *graph = Some(Tonemapper::new(frame, source, r.width, r.height)?);
@@ -223,7 +223,7 @@ fn encode_frame(r: &mut Rendition, frame: &ff::frame::Video, pts: i64) -> Result
             None => scale(r, frame)?,
         }
     } else if direct {
-        frame.clone()
+        ffi::frame_ref(frame).map_err(|e| MediaError::encode(&r.name, e))?
     } else {
         scale(r, frame)?
     };

@@ -114,6 +114,15 @@ pub enum MediaError {
         /// FFmpeg's and the driver's words.
         reason: String,
     },
+    /// The card's NVENC refused what this request asks (a feature, bit depth or size it
+    /// lacks, a parameter it rejects): every attempt on such a card would fail the same way.
+    #[error("gpu {device}: the card cannot encode this request: {reason}")]
+    GpuRequestUnsupported {
+        /// CUDA ordinal of the card.
+        device: u32,
+        /// FFmpeg's and the driver's words.
+        reason: String,
+    },
     /// The driver reported a fault on the card (illegal address, ECC error, launch failure):
     /// requeue the work and mark the card unhealthy.
     #[error("gpu {device}: device fault: {reason}")]
@@ -143,6 +152,7 @@ impl MediaError {
             MediaError::GpuUnavailable { .. } => ErrorCode::GpuUnavailable,
             MediaError::GpuSessionUnavailable { .. } => ErrorCode::GpuSessionUnavailable,
             MediaError::GpuDeviceFault { .. } => ErrorCode::GpuDeviceFault,
+            MediaError::GpuRequestUnsupported { .. } => ErrorCode::GpuRequestUnsupported,
         }
     }
 
@@ -158,7 +168,8 @@ impl MediaError {
         match self {
             MediaError::GpuUnavailable { device, .. }
             | MediaError::GpuSessionUnavailable { device, .. }
-            | MediaError::GpuDeviceFault { device, .. } => Some(*device),
+            | MediaError::GpuDeviceFault { device, .. }
+            | MediaError::GpuRequestUnsupported { device, .. } => Some(*device),
             _ => None,
         }
     }

@@ -104,6 +104,10 @@ catalog! {
     GpuSessionUnavailable = "gpu_session_unavailable", Retry, 503;
     /// The driver reported a fault on the card.
     GpuDeviceFault = "gpu_device_fault", Retry, 503;
+    /// The card's NVENC cannot do what the rendition asks (10-bit H.264, temporal AQ, a
+    /// width beyond its limit): the same on every attempt, so a job that may run anywhere
+    /// is run again on the CPU path.
+    GpuRequestUnsupported = "gpu_request_unsupported", Abort, 422;
     // Job outcomes decided by the worker or the dispatcher.
     /// No card had the segment's sessions free within the wait: requeued, never failed.
     GpuNoSession = "gpu_no_session", Retry, 503;

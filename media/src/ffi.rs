@@ -3,15 +3,17 @@
 //! Why: keeping the FFI in one small audited module means the rest of the crate is safe Rust,
 //! and each block below states the invariant it relies on. The CUDA hardware-context FFI of
 //! the GPU path is the submodule `cuda` (ffi/cuda.rs, with the log capture in ffi/avlog.rs),
-//! and the decoder switches (ffi/decoder.rs) and the demuxer index reader (ffi/index.rs),
+//! frame references (ffi/frame.rs), the decoder switches (ffi/decoder.rs) and the demuxer index reader (ffi/index.rs),
 //! under the same rule.
 
 mod avlog;
 pub(crate) mod cuda;
 mod decoder;
+mod frame;
 mod index;
 
 pub(crate) use decoder::{decode_fast, skip_nonref_frames};
+pub(crate) use frame::{buffersrc_write, frame_ref};
 pub(crate) use index::keyframe_times;
 
 use ff::ffi;

@@ -9,6 +9,9 @@
 
 use serde::{Deserialize, Serialize};
 
+pub(crate) use crate::gpu_failure::{
+    classify_gpu_failure, gpu_error, gpu_unavailable, GpuFailure, GpuStage,
+};
 use crate::{ffi, MediaError};
 
 /// What the linked FFmpeg build offers for the GPU path (not whether a card is present).
@@ -76,6 +79,13 @@ pub fn warm_cuda_device(device: u32) -> Result<(), MediaError> {
 /// Drops every cached CUDA device context (after a device fault, or before exiting).
 pub fn release_cuda_devices() {
     ffi::cuda::forget_all_devices();
+}
+
+/// The decoder to open by name for NVDEC, where FFmpeg's default decoder of the codec has no
+/// hwaccel: AV1's default is libdav1d (software only); the native `av1` decoder decodes
+/// through NVDEC. `None`: the default decoder takes NVDEC.
+pub(crate) fn nvdec_decoder_name(codec: &str) -> Option<&'static str> {
+    (codec == "av1").then_some("av1")
 }
 
 /// Where a segment's frames are decoded.
@@ -157,121 +167,6 @@ pub fn choose_decode_path(
     }
 }
 
-/// Where on the GPU path a failure happened (it weighs how a bare error code is read).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum GpuStage {
-    /// Creating the CUDA device context.
-    Device,
-    /// Opening the NVENC encoder (the encode session is opened here).
-    EncoderOpen,
-    /// Decoding, filtering, uploading or encoding frames.
-    Running,
-}
-
-/// How a GPU failure is classified from FFmpeg's and the driver's words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum GpuFailure {
-    /// No encode session free, memory short or device busy: back off and requeue.
-    SessionUnavailable,
-    /// The driver reported a fault: mark the card unhealthy.
-    DeviceFault,
-    /// No driver, no such device, no NVENC on the card.
-    Unavailable,
-    /// Not a GPU condition (bad data, bad option).
-    Other,
-}
-
-const SESSION_MARKS: [&str; 8] = [
-    "openencodesessionex failed: out of memory",
-    "out of memory (10)",
-    "incompatible client key (21)",
-    "encoder busy",
-    "lock busy",
-    "cuda_error_out_of_memory",
-    "cuda_error_device_unavailable",
-    "cuda_error_launch_out_of_resources",
-];
-const FAULT_MARKS: [&str; 14] = [
-    "cuda_error_illegal_address",
-    "cuda_error_illegal_instruction",
-    "cuda_error_misaligned_address",
-    "cuda_error_invalid_pc",
-    "cuda_error_launch_failed",
-    "cuda_error_launch_timeout",
-    "cuda_error_ecc_uncorrectable",
-    "cuda_error_hardware_stack_error",
-    "cuda_error_unknown",
-    "cuda_error_system_not_ready",
-    "cuda_error_contexts_destroyed",
-    "device does not exist",
-    "map failed",
-    "resource register failed",
-];
-const UNAVAILABLE_MARKS: [&str; 13] = [
-    "cannot load libcuda",
-    "cannot load libnvidia-encode",
-    "cannot load libnvcuvid",
-    "could not dynamically load cuda",
-    "cuda_error_no_device",
-    "cuda_error_invalid_device",
-    "cuda_error_insufficient_driver",
-    "cuda_error_not_supported",
-    "cuda_error_system_driver_mismatch",
-    "no capable devices found",
-    "no nvenc capable devices found",
-    "doesn't support required nvenc features",
-    "driver does not support the required nvenc api version",
-];
-
-/// Classifies a failure from its stage, FFmpeg's error code and the captured log text.
-pub(crate) fn classify_gpu_failure(stage: GpuStage, averror: i32, text: &str) -> GpuFailure {
-    let t = text.to_ascii_lowercase();
-    let has = |marks: &[&str]| marks.iter().any(|m| t.contains(m));
-    if has(&FAULT_MARKS) {
-        GpuFailure::DeviceFault
-    } else if has(&SESSION_MARKS) {
-        GpuFailure::SessionUnavailable
-    } else if has(&UNAVAILABLE_MARKS) || stage == GpuStage::Device {
-        GpuFailure::Unavailable
-    } else if stage == GpuStage::EncoderOpen && averror == -libc::ENOMEM {
-        // NVENC maps NV_ENC_ERR_OUT_OF_MEMORY (the session limit) to AVERROR(ENOMEM).
-        GpuFailure::SessionUnavailable
-    } else if stage == GpuStage::EncoderOpen && averror == -libc::ENOSYS {
-        // NV_ENC_ERR_UNSUPPORTED_DEVICE / NO_ENCODE_DEVICE style answers.
-        GpuFailure::Unavailable
-    } else {
-        GpuFailure::Other
-    }
-}
-
-/// Turns a failed FFmpeg call on the GPU path into the right `MediaError`; `other` builds the
-/// error for failures that are not GPU conditions.
-pub(crate) fn gpu_error(
-    device: u32,
-    stage: GpuStage,
-    failure: &ffi::cuda::AvFailure,
-    other: impl FnOnce(String) -> MediaError,
-) -> MediaError {
-    let reason = failure.describe();
-    match classify_gpu_failure(stage, failure.code, &reason) {
-        GpuFailure::SessionUnavailable => MediaError::GpuSessionUnavailable { device, reason },
-        GpuFailure::DeviceFault => {
-            // A faulted context must not serve the next segment.
-            ffi::cuda::forget_device(device);
-            MediaError::GpuDeviceFault { device, reason }
-        }
-        GpuFailure::Unavailable => gpu_unavailable(device, reason),
-        GpuFailure::Other => other(reason),
-    }
-}
-
-pub(crate) fn gpu_unavailable(device: u32, reason: impl Into<String>) -> MediaError {
-    MediaError::GpuUnavailable {
-        device,
-        reason: reason.into(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,37 +199,6 @@ mod tests {
         assert_eq!((p.path, p.gpu_format), (DecodePath::SoftwareUpload, "nv12"));
         let p = choose_decode_path("hevc", "yuv420p12le", 12, true, true);
         assert_eq!(p.path, DecodePath::SoftwareUpload);
-    }
-
-    #[test]
-    fn failures_are_told_apart() {
-        use GpuFailure::*;
-        use GpuStage::*;
-        let c = classify_gpu_failure;
-        let oom =
-            "[h264_nvenc @ 0x55] OpenEncodeSessionEx failed: out of memory (10): (no details)";
-        assert_eq!(c(EncoderOpen, -libc::ENOMEM, oom), SessionUnavailable);
-        assert_eq!(c(EncoderOpen, -libc::ENOMEM, ""), SessionUnavailable);
-        assert_eq!(
-            c(Running, -libc::EAGAIN, "nvenc: encoder busy"),
-            SessionUnavailable
-        );
-        let fault = "cuMemcpy2DAsync(...) failed -> CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered";
-        assert_eq!(c(Running, -1, fault), DeviceFault);
-        assert_eq!(c(Device, -1, "CUDA_ERROR_ECC_UNCORRECTABLE"), DeviceFault);
-        assert_eq!(c(Device, -1, "Cannot load libcuda.so.1"), Unavailable);
-        assert_eq!(c(Device, -12, ""), Unavailable);
-        assert_eq!(c(EncoderOpen, -1, "No capable devices found"), Unavailable);
-        assert_eq!(
-            c(
-                Device,
-                -1,
-                "cuInit(0) failed -> CUDA_ERROR_NO_DEVICE: no CUDA-capable device"
-            ),
-            Unavailable
-        );
-        assert_eq!(c(Running, -libc::EINVAL, "Invalid data found"), Other);
-        assert_eq!(c(Running, -libc::ENOMEM, ""), Other);
     }
 
     #[test]

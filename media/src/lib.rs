@@ -12,6 +12,7 @@ mod encode_sw;
 mod error;
 mod error_code;
 mod ffi;
+mod gpu_failure;
 mod index_codec;
 mod nut;
 mod range;

@@ -164,20 +164,68 @@ pub(crate) fn decode_all(
             rejected += 1;
             tracing::debug!(error = %e, "decoder rejected a packet");
         }
-        while decoder.receive_frame(&mut frame).is_ok() {
-            on_frame(&mut frame)?;
-        }
+        rejected += drain_frames(decoder, &mut frame, on_frame, reject)?;
     }
     let _ = decoder.send_eof();
-    while decoder.receive_frame(&mut frame).is_ok() {
-        on_frame(&mut frame)?;
-    }
+    rejected += drain_frames(decoder, &mut frame, on_frame, reject)?;
     Ok(rejected)
+}
+
+/// Hands every frame the decoder has ready to `on_frame`. An error other than "needs more
+/// input" or "end" is a frame that failed (on NVDEC, mapping its surface failed): `reject`
+/// decides whether it stops the segment; otherwise it is counted and decoding goes on.
+/// Returns how many frames failed.
+fn drain_frames(
+    decoder: &mut ff::decoder::Video,
+    frame: &mut ff::frame::Video,
+    on_frame: &mut dyn FnMut(&mut ff::frame::Video) -> Result<(), MediaError>,
+    reject: RejectPolicy<'_>,
+) -> Result<u64, MediaError> {
+    // A decoder that fails frame after frame has nothing more to give for this packet.
+    const MAX_FAILED_IN_A_ROW: u64 = 64;
+    let mut failed = 0u64;
+    loop {
+        match decoder.receive_frame(frame) {
+            Ok(()) => on_frame(frame)?,
+            Err(e) if is_end_or_again(&e) => return Ok(failed),
+            Err(e) => {
+                if let Some(err) = reject.and_then(|f| f(e)) {
+                    return Err(err);
+                }
+                failed += 1;
+                tracing::debug!(error = %e, "decoder failed a frame");
+                if failed >= MAX_FAILED_IN_A_ROW {
+                    return Ok(failed);
+                }
+            }
+        }
+    }
+}
+
+/// "Send more input" (EAGAIN) or "no more output" (EOF): the normal ends of a receive loop.
+pub(crate) fn is_end_or_again(e: &ff::Error) -> bool {
+    matches!(e, ff::Error::Eof)
+        || matches!(e, ff::Error::Other { errno } if *errno == ff::util::error::EAGAIN)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_eagain_and_eof_end_a_receive_loop_quietly() {
+        assert!(is_end_or_again(&ff::Error::Eof));
+        assert!(is_end_or_again(&ff::Error::Other {
+            errno: ff::util::error::EAGAIN
+        }));
+        // ENOMEM ("No decoder surfaces left") and EXTERNAL (a failed cuvidMapVideoFrame) are
+        // failures, which the GPU path's policy turns into errors.
+        assert!(!is_end_or_again(&ff::Error::Other {
+            errno: ff::util::error::ENOMEM
+        }));
+        assert!(!is_end_or_again(&ff::Error::External));
+        assert!(!is_end_or_again(&ff::Error::InvalidData));
+    }
 
     #[test]
     fn the_lead_in_is_what_shows_before_the_range() {

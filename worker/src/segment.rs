@@ -324,7 +324,13 @@ impl SegmentRunner {
                 p(&job, seg, n);
             }
         };
-        let (op, limits) = (MediaOp::Encode(request), self.config.limits);
+        // A GPU child gets no address-space limit (CUDA reserves about the card's memory in
+        // address space); its resident memory is bounded instead.
+        let limits = match card {
+            Some(_) => self.config.limits.for_gpu(),
+            None => self.config.limits,
+        };
+        let op = MediaOp::Encode(request);
         // The one-process farm's software encodes share its warm children with the job's
         // other operations; elsewhere each slot keeps its own (GPU ones hold a device context).
         let run = if card.is_none() && self.sandbox.reuses_children() {

@@ -183,3 +183,37 @@ pub fn peak_rss() -> u64 {
         .map(|kb| kb * 1024)
         .unwrap_or(0)
 }
+
+/// Resident memory of process `pid` in bytes, from /proc/<pid>/statm (None once it is gone).
+fn resident_bytes(pid: u32) -> Option<u64> {
+    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf only reads a configuration value.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * u64::try_from(page).unwrap_or(4096))
+}
+
+/// Resolves with the child's resident size once it exceeds `limits.memory_bytes`, when the
+/// limits bound the child by RSS (a GPU child, which has no address-space limit); pending
+/// forever otherwise, or once the process is gone. Checked every 250 ms.
+pub(crate) async fn rss_exceeds(pid: Option<u32>, limits: super::Limits) -> u64 {
+    let Some(pid) = pid.filter(|_| limits.bound_by_rss) else {
+        return std::future::pending().await;
+    };
+    loop {
+        match resident_bytes(pid) {
+            Some(rss) if rss > limits.memory_bytes => return rss,
+            Some(_) => tokio::time::sleep(std::time::Duration::from_millis(250)).await,
+            None => return std::future::pending().await,
+        }
+    }
+}
+
+/// How a child killed for its resident memory is described.
+pub(crate) fn rss_killed(rss: u64, limits: super::Limits) -> String {
+    format!(
+        "killed: resident memory {} MiB above the limit of {} MiB",
+        rss >> 20,
+        limits.memory_bytes >> 20
+    )
+}

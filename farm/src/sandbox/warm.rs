@@ -168,7 +168,15 @@ impl SandboxSlot {
             },
             None => self.fresh(line, limits).await?,
         };
-        match child.receive(seq, progress).await {
+        let pid = child.process.id();
+        let received = tokio::select! {
+            r = child.receive(seq, progress) => r,
+            rss = super::child::rss_exceeds(pid, limits) => {
+                let _ = child.process.start_kill();
+                Err(super::child::rss_killed(rss, limits))
+            }
+        };
+        match received {
             Ok(resp) => Ok((resp, child)),
             Err(detail) => Err(format!("{detail}; {}", child.end().await)),
         }
@@ -221,6 +229,7 @@ impl WarmChild {
     fn usable(&self, limits: Limits, policy: &WarmPolicy) -> bool {
         self.limits.memory_bytes == limits.memory_bytes
             && self.limits.max_file_bytes == limits.max_file_bytes
+            && self.limits.bound_by_rss == limits.bound_by_rss
             && self.operations < policy.max_operations
             && self.born.elapsed() < policy.max_age
     }

@@ -6,8 +6,9 @@ use std::str::FromStr;
 
 use ffmpeg_next as ff;
 
+use super::dts::{frame_step, NvencDts};
 use super::{is_again, running};
-use crate::ffi::cuda::{self, AvFailure, HwRef};
+use crate::ffi::cuda::{self, clear_log, AvFailure, HwRef};
 use crate::hw::{gpu_error, gpu_unavailable, GpuStage};
 use crate::nvenc::NvencSettings;
 use crate::settings::output_size;
@@ -22,6 +23,36 @@ struct Opened {
     octx: ff::format::context::Output,
     enc_tb: ff::Rational,
     out_tb: ff::Rational,
+    /// Packet dts from the pts sent (FFmpeg 5.1's NVENC dts is wrong outside 1/fps).
+    dts: NvencDts,
+}
+
+/// The scale_cuda filter for a rendition. `passthrough=0` always: with equal size and format
+/// scale_cuda would otherwise hand NVDEC's mapped decode surfaces on to NVENC, which holds
+/// 15 or more input frames while NVDEC has only a few spare surfaces, so decoding would run
+/// dry ("No decoder surfaces left") and frames go missing. At 1:1 a nearest-neighbour copy
+/// is exact and cheapest.
+pub(super) fn scale_cuda_spec(width: u32, height: u32, format: &str, same_size: bool) -> String {
+    let interp = if same_size { "nearest" } else { "bicubic" };
+    format!("scale_cuda=w={width}:h={height}:format={format}:interp_algo={interp}:passthrough=0")
+}
+
+/// The frame rate NVENC's rate control gets: the request's, else the chunk stream's, else
+/// (for constant quality only, where it matters little) 30 fps. Without one NVENC assumes
+/// 1/time_base fps (90000 for TS) and starves every frame of bits in bitrate mode, so a
+/// bitrate rendition without a known rate is refused (the job then runs on the CPU).
+pub(super) fn nvenc_frame_rate(
+    requested: Option<(i32, i32)>,
+    stream: Option<(i32, i32)>,
+    bitrate_mode: bool,
+) -> Result<(i32, i32), &'static str> {
+    let valid = |r: Option<(i32, i32)>| r.filter(|&(n, d)| n > 0 && d > 0);
+    match valid(requested).or(valid(stream)) {
+        Some(r) => Ok(r),
+        None if bitrate_mode => Err("the source's frame rate is unknown, and NVENC's bitrate \
+             control needs it"),
+        None => Ok((30, 1)),
+    }
 }
 
 pub(super) struct HwRendition {
@@ -48,13 +79,23 @@ impl HwRendition {
         req: &EncodeRequest,
         out: &RenditionOutput,
         settings: NvencSettings,
-        src_w: u32,
-        src_h: u32,
+        (src_w, src_h): (u32, u32),
+        stream_rate: Option<ff::Rational>,
     ) -> Result<Self, MediaError> {
         let (width, height) = output_size(src_w, src_h, out.spec.height);
         let rate = |r: crate::Rational, den_ok: bool| {
             (r.num > 0 && den_ok).then(|| ff::Rational::new(r.num, r.den))
         };
+        let bitrate_mode = matches!(out.spec.rate, crate::types::RateControl::Bitrate(_));
+        let requested = (req.frame_rate.num, req.frame_rate.den);
+        let stream = stream_rate.map(|r| (r.numerator(), r.denominator()));
+        let (fr_num, fr_den) =
+            nvenc_frame_rate(Some(requested), stream, bitrate_mode).map_err(|why| {
+                MediaError::GpuRequestUnsupported {
+                    device: req.hardware.as_ref().map_or(0, |h| h.device),
+                    reason: format!("rendition {}: {why}", out.spec.name),
+                }
+            })?;
         let out_format = ff::format::Pixel::from_str(settings.sw_format)
             .map_err(|e| MediaError::encode(settings.encoder, e))?;
         Ok(HwRendition {
@@ -65,7 +106,7 @@ impl HwRendition {
             settings,
             out_format,
             tb: ff::Rational::new(req.time_base.num, req.time_base.den),
-            frame_rate: rate(req.frame_rate, req.frame_rate.den > 0),
+            frame_rate: Some(ff::Rational::new(fr_num, fr_den)),
             sar: rate(req.sample_aspect_ratio, true),
             color: req.color.clone(),
             graph: None,
@@ -102,12 +143,11 @@ impl HwRendition {
             self.graph = Some((graph, key));
         }
         if let Some((graph, _)) = self.graph.as_mut() {
-            // av_buffersrc_add_frame moves the references out of the frame it gets, and the
-            // other renditions still need this one: hand it a new reference (no pixel copy).
-            let copy = frame.clone();
+            // The other renditions still need this frame: the source takes its own reference
+            // (ffmpeg-next's clone() of a CUDA frame would be an empty frame).
             let mut src = graph.get("in").expect("graph has its source");
-            src.source()
-                .add(&copy)
+            clear_log();
+            ffi::buffersrc_write(&mut src, frame)
                 .map_err(|e| running(dev, e, "scale_cuda input", "scale_cuda"))?;
         }
         self.pull(dev)
@@ -135,15 +175,14 @@ impl HwRendition {
             sar.numerator(),
             sar.denominator()
         );
+        clear_log();
         let mut g = ff::filter::Graph::new();
         g.add(&find("buffer")?, "in", &args).map_err(fail)?;
         g.add(&find("buffersink")?, "out", "").map_err(fail)?;
         let mut src = g.get("in").ok_or_else(|| fail(ff::Error::Bug))?;
         cuda::set_buffersrc_frames(&mut src, frames)?;
-        let spec = format!(
-            "scale_cuda=w={}:h={}:format={}:interp_algo=bicubic",
-            self.width, self.height, self.settings.sw_format
-        );
+        let same_size = (frame.width(), frame.height()) == (self.width, self.height);
+        let spec = scale_cuda_spec(self.width, self.height, self.settings.sw_format, same_size);
         g.output("in", 0)
             .and_then(|p| p.input("out", 0))
             .and_then(|p| p.parse(&spec))
@@ -176,7 +215,7 @@ impl HwRendition {
             codec,
             &self.settings,
             &self.path,
-            self.tb,
+            (self.tb, self.frame_rate),
             dev,
         )?);
         Ok(())
@@ -214,15 +253,13 @@ impl HwRendition {
             };
             out.set_kind(kind);
             let pts = out.pts();
-            let Some(o) = self.opened.as_mut() else {
+            if self.opened.is_none() {
                 return Err(MediaError::encode(
                     self.settings.encoder,
                     "encoder not open",
                 ));
-            };
-            o.encoder
-                .send_frame(&out)
-                .map_err(|e| running(dev, e, "sending a frame", self.settings.encoder))?;
+            }
+            self.send(&out, dev)?;
             self.frames += 1;
             if let Some(p) = pts {
                 self.first_pts.get_or_insert(p);
@@ -230,6 +267,38 @@ impl HwRendition {
             }
             self.drain(dev)?;
         }
+    }
+
+    /// Sends one frame to the encoder. NVENC answers EAGAIN while its one buffered frame is
+    /// still waiting: then its packets are drained and the frame sent again.
+    fn send(&mut self, frame: &ff::frame::Video, dev: u32) -> Result<(), MediaError> {
+        const TRIES: u32 = 1000;
+        for _ in 0..TRIES {
+            let Some(o) = self.opened.as_mut() else {
+                return Err(MediaError::encode(
+                    self.settings.encoder,
+                    "encoder not open",
+                ));
+            };
+            clear_log();
+            match o.encoder.send_frame(frame) {
+                Ok(()) => {
+                    if let Some(p) = frame.pts() {
+                        o.dts.sent(p);
+                    }
+                    return Ok(());
+                }
+                Err(e) if is_again(&e) && !matches!(e, ff::Error::Eof) => {
+                    self.drain(dev)?;
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                Err(e) => return Err(running(dev, e, "sending a frame", self.settings.encoder)),
+            }
+        }
+        Err(MediaError::encode(
+            self.settings.encoder,
+            "the encoder kept refusing a frame (EAGAIN) with nothing to drain",
+        ))
     }
 
     /// Flushes the current graph (end of input, or before it is replaced).
@@ -250,12 +319,16 @@ impl HwRendition {
         };
         let mut packet = ff::Packet::empty();
         loop {
+            clear_log();
             match o.encoder.receive_packet(&mut packet) {
                 Ok(()) => {}
                 Err(e) if is_again(&e) => return Ok(()),
                 Err(e) => return Err(running(dev, e, "receiving a packet", self.settings.encoder)),
             }
             self.first_key.get_or_insert(packet.is_key());
+            if let Some(pts) = packet.pts() {
+                packet.set_dts(Some(o.dts.next(pts)));
+            }
             packet.set_stream(0);
             packet.rescale_ts(o.enc_tb, o.out_tb);
             nut::write(&mut o.octx, &packet, &self.path)?;
@@ -281,6 +354,7 @@ impl HwRendition {
             self.open(&frames, dev)?;
         }
         if let Some(o) = self.opened.as_mut() {
+            clear_log();
             o.encoder
                 .send_eof()
                 .map_err(|e| running(dev, e, "flushing", self.settings.encoder))?;
@@ -308,7 +382,7 @@ fn open_encoder(
     codec: ff::Codec,
     settings: &NvencSettings,
     path: &std::path::Path,
-    tb: ff::Rational,
+    (tb, rate): (ff::Rational, Option<ff::Rational>),
     dev: u32,
 ) -> Result<Opened, MediaError> {
     let name = settings.encoder;
@@ -317,6 +391,7 @@ fn open_encoder(
     for (k, v) in &settings.options {
         dict.set(k, v);
     }
+    clear_log();
     let encoder = enc.open_as_with(codec, dict).map_err(|e| {
         let f = AvFailure::from_error(e, "opening the encoder");
         gpu_error(dev, GpuStage::EncoderOpen, &f, |r| {
@@ -331,10 +406,60 @@ fn open_encoder(
     ost.set_time_base(tb);
     let enc_tb = encoder.time_base();
     let out_tb = nut::write_header(&mut octx, path)?[0];
+    let step = frame_step(
+        (enc_tb.numerator(), enc_tb.denominator()),
+        rate.map(|r| (r.numerator(), r.denominator())),
+    );
     Ok(Opened {
         encoder,
         octx,
         enc_tb,
         out_tb,
+        dts: NvencDts::new(crate::nvenc::NVENC_B_FRAMES, step),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scale_cuda_never_passes_decoder_surfaces_through() {
+        let same = scale_cuda_spec(1920, 1080, "nv12", true);
+        assert_eq!(
+            same,
+            "scale_cuda=w=1920:h=1080:format=nv12:interp_algo=nearest:passthrough=0"
+        );
+        let down = scale_cuda_spec(1280, 720, "p010le", false);
+        assert!(
+            down.ends_with(":interp_algo=bicubic:passthrough=0"),
+            "{down}"
+        );
+        // The options exist in this FFmpeg build's scale_cuda (where ffmpeg is installed).
+        if let Ok(out) = std::process::Command::new("ffmpeg")
+            .args(["-hide_banner", "-h", "filter=scale_cuda"])
+            .output()
+        {
+            let help = String::from_utf8_lossy(&out.stdout);
+            if help.contains("scale_cuda") {
+                for opt in ["passthrough", "interp_algo", "format"] {
+                    assert!(help.contains(opt), "scale_cuda has no {opt}: {help}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn nvenc_always_gets_a_frame_rate() {
+        assert_eq!(
+            nvenc_frame_rate(Some((30000, 1001)), Some((25, 1)), true),
+            Ok((30000, 1001))
+        );
+        assert_eq!(
+            nvenc_frame_rate(Some((0, 0)), Some((25, 1)), true),
+            Ok((25, 1))
+        );
+        assert_eq!(nvenc_frame_rate(Some((0, 1)), None, false), Ok((30, 1)));
+        assert!(nvenc_frame_rate(Some((0, 0)), Some((0, 1)), true).is_err());
+    }
 }

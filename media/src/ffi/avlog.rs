@@ -47,6 +47,13 @@ impl Drop for LogCapture {
     }
 }
 
+/// Forgets what was captured so far on this thread. Called right before an FFmpeg call
+/// whose failure is classified, so only that call's own lines decide (text from earlier in
+/// the segment, such as a fallen-back NVDEC init, must not).
+pub(crate) fn clear_log() {
+    let _ = take_log();
+}
+
 /// The text captured on this thread since the last take.
 pub(crate) fn take_log() -> String {
     CAPTURE

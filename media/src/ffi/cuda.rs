@@ -14,7 +14,7 @@ use ffmpeg_next as ff;
 use libc::{c_int, c_void};
 
 use super::avlog::take_log;
-pub(crate) use super::avlog::LogCapture;
+pub(crate) use super::avlog::{clear_log, LogCapture};
 
 /// A failed FFmpeg call: what was being done, FFmpeg's error code, and what FFmpeg logged on
 /// this thread meanwhile (NVENC and the CUDA loader say the useful part only in the log).
