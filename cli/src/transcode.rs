@@ -86,6 +86,11 @@ async fn run_farm(
             if found.is_none() && choice == GpuChoice::Require {
                 bail!("--gpu require: no NVIDIA GPU with a free NVENC session here");
             }
+            if let Some(g) = &found {
+                // Foreign sessions, driver faults and probation, as in the worker service.
+                let probe = tessera_worker::gpu::probe_in_child(Sandbox::current()?);
+                g.spawn_refresh(Duration::from_secs(5), shutdown.clone(), probe);
+            }
             found
         }
     };

@@ -79,6 +79,11 @@ pub enum MediaOp {
         /// The source.
         source: PathBuf,
     },
+    /// Open a CUDA context on a card (the probation probe of a card marked unhealthy).
+    GpuProbe {
+        /// CUDA ordinal of the card.
+        device: u32,
+    },
 }
 
 impl MediaOp {
@@ -91,6 +96,7 @@ impl MediaOp {
             MediaOp::Audio(_) => "audio",
             MediaOp::Stitch(_) => "stitch",
             MediaOp::Quality { .. } => "quality",
+            MediaOp::GpuProbe { .. } => "gpu probe",
         }
     }
 }

@@ -31,8 +31,8 @@ pub(crate) struct CardState {
     pub in_use_encode: u32,
     pub in_use_decode: u32,
     pub penalty: Option<Penalty>,
-    /// Set by `mark_unhealthy`; sticky until `mark_healthy`.
-    pub manual_fault: Option<String>,
+    /// Set by `mark_unhealthy` with when; lifted by `mark_healthy` (after a probation probe).
+    pub manual_fault: Option<(String, Instant)>,
     /// From the latest inventory (driver fault, card missing); refreshed by each update.
     pub inventory_fault: Option<String>,
 }
@@ -73,7 +73,7 @@ impl CardState {
             spec,
             base_encode,
             base_decode,
-            foreign_encode: info.encoder_sessions.map_or(0, |s| s.foreign),
+            foreign_encode: info.encoder_sessions.map_or(0, |s| counted_foreign(s, 0)),
             in_use_encode: 0,
             in_use_decode: 0,
             penalty: None,
@@ -90,7 +90,8 @@ impl CardState {
     /// Why the card gets no work, if it does not.
     pub fn fault(&self) -> Option<&str> {
         self.manual_fault
-            .as_deref()
+            .as_ref()
+            .map(|(why, _)| why.as_str())
             .or(self.inventory_fault.as_deref())
     }
 
@@ -141,6 +142,15 @@ impl CardState {
             until: now + duration,
         });
     }
+}
+
+/// Sessions of other processes on a card: those NVML lists under other pids, but never more
+/// than all sessions less the `own` ones this worker holds. Why both: in a container NVML
+/// reports host pids, so every own session looks foreign and would be subtracted twice
+/// (a T4 settling at 2 segments instead of 4); outside one the pid count is exact, and
+/// the smaller figure is right in both.
+pub(crate) fn counted_foreign(sessions: crate::inventory::EncoderSessions, own: u32) -> u32 {
+    sessions.foreign.min(sessions.total.saturating_sub(own))
 }
 
 #[cfg(test)]
@@ -198,7 +208,27 @@ mod tests {
         c.in_use_encode = 7;
         assert_eq!(c.free_encode(t0, 1), 0, "never below zero");
         c.inventory_fault = Some("GPU lost".into());
+        assert_eq!(counted_foreign(info.encoder_sessions.unwrap(), 0), 3);
         assert_eq!((c.encode_budget(t0, 1), c.decode_budget()), (0, 0));
         assert_eq!(c.fault(), Some("GPU lost"));
+    }
+
+    #[test]
+    fn own_sessions_are_never_counted_as_foreign() {
+        use crate::inventory::EncoderSessions;
+        // In a container: NVML's pids are host pids, so all 4 look foreign; 3 are ours.
+        let blind = EncoderSessions {
+            total: 4,
+            foreign: 4,
+        };
+        assert_eq!(counted_foreign(blind, 3), 1);
+        // On the host: the pid count is exact, and a session still closing stays ours.
+        let exact = EncoderSessions {
+            total: 4,
+            foreign: 1,
+        };
+        assert_eq!(counted_foreign(exact, 2), 1);
+        assert_eq!(counted_foreign(exact, 4), 0);
+        assert_eq!(counted_foreign(EncoderSessions::default(), 3), 0);
     }
 }

@@ -46,6 +46,9 @@ pub struct BudgetConfig {
     pub penalty_secs: u64,
     /// How many encode sessions each penalty takes off (penalties stack while active).
     pub penalty_step: u32,
+    /// How long a card marked unhealthy (a driver fault) stays out before a probe may bring
+    /// it back: NVML must show no fault and a new CUDA context must open on it.
+    pub probation_secs: u64,
     /// Per-card overrides keyed by UUID ("GPU-...") or by NVML index ("0"); a UUID entry
     /// wins over an index entry for the same card.
     pub overrides: BTreeMap<String, CardOverride>,
@@ -59,6 +62,7 @@ impl Default for BudgetConfig {
             unknown_card_encode_sessions: 2,
             penalty_secs: 60,
             penalty_step: 1,
+            probation_secs: 300,
             overrides: BTreeMap::new(),
         }
     }

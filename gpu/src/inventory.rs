@@ -67,6 +67,10 @@ pub struct CardInfo {
     pub encoder_capacity_hevc_pct: Option<u32>,
     /// A driver fault seen while probing (GPU lost, reset required): the card gets no work.
     pub fault: Option<String>,
+    /// The compute mode when it is not the default ("exclusive_process", "prohibited"):
+    /// an exclusive card allows one CUDA context, so one segment at a time.
+    #[serde(default)]
+    pub compute_mode: Option<String>,
     /// Queries that failed for this card, for the log.
     pub failed_queries: Vec<QueryFailure>,
 }
@@ -87,6 +91,7 @@ impl CardInfo {
             encoder_capacity_h264_pct: None,
             encoder_capacity_hevc_pct: None,
             fault: None,
+            compute_mode: None,
             failed_queries: Vec::new(),
         }
     }

@@ -7,9 +7,22 @@
 
 use crate::error::GpuError;
 use crate::inventory::{CardInfo, EncoderSessions, Inventory, MemoryUsage, QueryFailure};
-use nvml_wrapper::enum_wrappers::device::EncoderType;
+use std::sync::OnceLock;
+
+use nvml_wrapper::enum_wrappers::device::{ComputeMode, EncoderType};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
+
+/// The process's NVML handle, initialised once. Why: `nvmlInit`/`nvmlShutdown` on every
+/// refresh (every 5 s) is slow without persistence mode; a failed init is tried again later.
+fn nvml() -> Result<&'static Nvml, NvmlError> {
+    static NVML: OnceLock<Nvml> = OnceLock::new();
+    if let Some(n) = NVML.get() {
+        return Ok(n);
+    }
+    let n = Nvml::init()?;
+    Ok(NVML.get_or_init(|| n))
+}
 
 /// Probes every card through NVML, with `is_own(pid)` deciding which encoder sessions are
 /// ours. The worker encodes in sandbox child processes, so it passes a predicate that
@@ -19,7 +32,7 @@ use nvml_wrapper::{Device, Nvml};
 /// No NVML library or no driver gives [`GpuError::NvmlUnavailable`] (never a panic); a
 /// machine with a driver but no cards gives an empty inventory.
 pub fn probe(is_own: &dyn Fn(u32) -> bool) -> Result<Inventory, GpuError> {
-    let nvml = Nvml::init().map_err(|e| GpuError::NvmlUnavailable {
+    let nvml = nvml().map_err(|e| GpuError::NvmlUnavailable {
         reason: describe(&e),
     })?;
     let count = nvml.device_count().map_err(|e| GpuError::Nvml {
@@ -53,6 +66,7 @@ fn unreachable_card(index: u32, err: &NvmlError) -> CardInfo {
         encoder_capacity_h264_pct: None,
         encoder_capacity_hevc_pct: None,
         fault: Some(format!("cannot open device: {}", describe(err))),
+        compute_mode: None,
         failed_queries: Vec::new(),
     };
     card.failed_queries.push(QueryFailure {
@@ -106,11 +120,22 @@ fn card_info(index: u32, device: &Device<'_>, is_own: &dyn Fn(u32) -> bool) -> C
     let decoder_utilization_pct = r
         .take("decoder_utilization", device.decoder_utilization())
         .map(|u| u.utilization);
-    let encoder_sessions = r
-        .take("encoder_sessions", device.encoder_sessions())
-        .map(|sessions| EncoderSessions {
-            total: sessions.len() as u32,
-            foreign: sessions.iter().filter(|s| !is_own(s.pid)).count() as u32,
+    let listed = device
+        .encoder_sessions()
+        .map(|sessions| sessions.iter().map(|s| s.pid).collect::<Vec<_>>());
+    let encoder_sessions = sessions_from(
+        &mut r,
+        listed,
+        || device.encoder_stats().map(|s| s.session_count),
+        is_own,
+    );
+    let compute_mode = r
+        .take("compute_mode", device.compute_mode())
+        .and_then(|m| match m {
+            ComputeMode::Default => None,
+            ComputeMode::ExclusiveThread => Some("exclusive_thread".to_string()),
+            ComputeMode::ExclusiveProcess => Some("exclusive_process".to_string()),
+            ComputeMode::Prohibited => Some("prohibited".to_string()),
         });
     let encoder_capacity_h264_pct = r.take(
         "encoder_capacity_h264",
@@ -132,7 +157,33 @@ fn card_info(index: u32, device: &Device<'_>, is_own: &dyn Fn(u32) -> bool) -> C
         encoder_capacity_h264_pct,
         encoder_capacity_hevc_pct,
         fault: r.fault,
+        compute_mode,
         failed_queries: r.failed,
+    }
+}
+
+/// The card's encoder sessions: from the session list (pids tell ours from others'), or,
+/// when listing fails, from the session count alone, all taken as foreign until the
+/// scheduler subtracts its own. Why the fallback: nvml-wrapper knows only H.264 and HEVC
+/// sessions, so one AV1 session anywhere on an L4 makes the whole list fail
+/// (`UnexpectedVariant`), and foreign sessions would go uncounted.
+fn sessions_from(
+    r: &mut Recorder,
+    listed: Result<Vec<u32>, NvmlError>,
+    count: impl FnOnce() -> Result<u32, NvmlError>,
+    is_own: &dyn Fn(u32) -> bool,
+) -> Option<EncoderSessions> {
+    match r.take("encoder_sessions", listed) {
+        Some(pids) => Some(EncoderSessions {
+            total: pids.len() as u32,
+            foreign: pids.iter().filter(|&&pid| !is_own(pid)).count() as u32,
+        }),
+        None => r
+            .take("encoder_stats", count())
+            .map(|total| EncoderSessions {
+                total,
+                foreign: total,
+            }),
     }
 }
 
@@ -191,6 +242,41 @@ mod tests {
         assert_eq!(r.take("name", Ok(3u32)), Some(3));
         assert_eq!(r.failed.len(), 2);
         assert!(r.fault.as_deref().unwrap().starts_with("memory_info"));
+    }
+
+    #[test]
+    fn an_unreadable_session_list_falls_back_to_the_count() {
+        let mut r = Recorder {
+            failed: Vec::new(),
+            fault: None,
+        };
+        let own = |pid: u32| pid == 7;
+        let listed = sessions_from(&mut r, Ok(vec![7, 8, 9]), || Ok(99), &own);
+        assert_eq!(
+            listed,
+            Some(EncoderSessions {
+                total: 3,
+                foreign: 2
+            })
+        );
+        // An AV1 session makes nvml-wrapper's list fail: the count still counts.
+        let av1 = sessions_from(&mut r, Err(NvmlError::UnexpectedVariant(2)), || Ok(4), &own);
+        assert_eq!(
+            av1,
+            Some(EncoderSessions {
+                total: 4,
+                foreign: 4
+            })
+        );
+        assert_eq!(r.failed[0].query, "encoder_sessions");
+        let none = sessions_from(
+            &mut r,
+            Err(NvmlError::NotSupported),
+            || Err(NvmlError::NotSupported),
+            &own,
+        );
+        assert_eq!(none, None);
+        assert_eq!(r.fault, None);
     }
 
     #[test]

@@ -230,8 +230,10 @@ fn run_ops(cards: Vec<CardGen>, mut cfg: BudgetConfig, ops: Vec<Op>) {
                     }
                     let mut info =
                         CardInfo::simulated(i as u32, MODELS[cards[i].model], &format!("GPU-{i}"));
+                    // NVML's total includes this worker's own open sessions.
+                    let own = s.snapshot().card(i as u32).map_or(0, |c| c.encode_in_use);
                     info.encoder_sessions = foreign.map(|f| EncoderSessions {
-                        total: f,
+                        total: f + own,
                         foreign: f,
                     });
                     info.fault = fault.then(|| "GPU is lost".to_string());

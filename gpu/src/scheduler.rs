@@ -63,6 +63,7 @@ impl SessionScheduler {
             consumer_cap: config.consumer_system_cap,
             penalty_step: config.penalty_step,
             penalty_duration: config.penalty_duration(),
+            probation: std::time::Duration::from_secs(config.probation_secs),
         };
         SessionScheduler {
             shared: Arc::new(Shared::new(state, clock)),
@@ -136,8 +137,9 @@ impl SessionScheduler {
                 });
             let (foreign, fault) = match found {
                 Some(info) => (
-                    info.encoder_sessions
-                        .map_or(card.foreign_encode, |s| s.foreign),
+                    info.encoder_sessions.map_or(card.foreign_encode, |s| {
+                        crate::budget::counted_foreign(s, card.in_use_encode)
+                    }),
                     info.fault.clone(),
                 ),
                 None => (
@@ -190,6 +192,66 @@ impl SessionScheduler {
         let pos = self.position(index)?;
         self.shared.mark_unhealthy(pos, reason);
         Ok(())
+    }
+
+    /// Cards marked unhealthy for at least the probation time whose latest inventory shows
+    /// no fault: the worker probes each (a new CUDA context) and reports with
+    /// [`SessionScheduler::probation_result`]. Why: a fault may pass (a reset, a recovered
+    /// Xid), and a card kept out until the worker restarts wastes the node.
+    pub fn due_for_probation(&self) -> Vec<u32> {
+        let now = self.shared.clock.now();
+        let state = self.shared.lock();
+        state
+            .cards
+            .iter()
+            .filter(|c| c.inventory_fault.is_none())
+            .filter(|c| {
+                c.manual_fault.as_ref().is_some_and(|(_, since)| {
+                    now.saturating_duration_since(*since) >= state.probation
+                })
+            })
+            .map(|c| c.index)
+            .collect()
+    }
+
+    /// The probation probe of card `index`: passed, the card takes work again; failed, it
+    /// stays out for another probation time.
+    pub fn probation_result(&self, index: u32, passed: bool) -> Result<(), GpuError> {
+        if passed {
+            return self.mark_healthy(index);
+        }
+        let pos = self.position(index)?;
+        let now = self.shared.clock.now();
+        let mut state = self.shared.lock();
+        if let Some((why, since)) = state.cards[pos].manual_fault.as_mut() {
+            *since = now;
+            tracing::warn!(
+                card = index,
+                fault = why.as_str(),
+                "GPU failed its probation probe"
+            );
+        }
+        Ok(())
+    }
+
+    /// Whether some card could ever take `need` (its base budgets and features, ignoring
+    /// what is in use, foreign sessions, penalties and health). Why: a need above every
+    /// card's budget (more renditions than a T4 has sessions, AV1 on cards without AV1
+    /// NVENC) would wait and be given back until its bounces ran out; it is refused at once
+    /// so its job can run on the CPU.
+    pub fn could_ever_fit(&self, need: &SessionNeed) -> bool {
+        let state = self.shared.lock();
+        state.cards.iter().any(|c| {
+            let encode = need.encode_sessions == 0
+                || (c.base_encode >= need.encode_sessions
+                    && (!need.needs_av1_encode || c.spec.av1_encode)
+                    && (!c.spec.is_consumer() || state.consumer_cap >= need.encode_sessions));
+            let decode = match &need.nvdec {
+                Some(f) => c.spec.nvdec_decodes(f) && c.base_decode >= 1,
+                None => true,
+            };
+            encode && decode
+        })
     }
 
     /// Undo [`SessionScheduler::mark_unhealthy`] (e.g. after the card was reset). Faults

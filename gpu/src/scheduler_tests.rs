@@ -295,3 +295,77 @@ fn leases_from_many_threads_never_overbook_or_leak() {
     assert_eq!(in_use(&s), vec![0, 0, 0]);
     assert_eq!(s.capacity_for(&SessionNeed::encode(1)), 8 + 4 + 8);
 }
+
+/// Review H1: in a container NVML lists the worker's own sessions under host pids, so all
+/// look foreign; the count-based figure keeps a T4 at 4 segments, not 2.
+#[test]
+fn own_sessions_seen_as_foreign_do_not_halve_a_card() {
+    let (s, _) = sched(&["Tesla T4"]);
+    let one = SessionNeed::encode(1);
+    let held: Vec<_> = (0..2).map(|_| s.try_acquire(&one).unwrap()).collect();
+    let mut card = CardInfo::simulated(0, "Tesla T4", "GPU-0");
+    card.encoder_sessions = Some(crate::inventory::EncoderSessions {
+        total: 2,
+        foreign: 2,
+    });
+    s.update_inventory(&Inventory::simulated(vec![card.clone()]));
+    assert_eq!(s.snapshot().cards[0].foreign_encode, 0);
+    assert_eq!(s.capacity_for(&one), 2, "two more, as without containers");
+    // One real foreign session on top of ours still counts.
+    card.encoder_sessions = Some(crate::inventory::EncoderSessions {
+        total: 3,
+        foreign: 3,
+    });
+    s.update_inventory(&Inventory::simulated(vec![card]));
+    assert_eq!(s.snapshot().cards[0].foreign_encode, 1);
+    assert_eq!(s.capacity_for(&one), 1);
+    drop(held);
+}
+
+/// Review H2: a card marked unhealthy comes back after probation when its probe passes,
+/// stays out another period when it fails, and is never probed while NVML shows a fault.
+#[test]
+fn unhealthy_cards_return_after_a_probation_probe() {
+    let (s, clock) = sched(&["NVIDIA L4", "NVIDIA L4"]);
+    let one = SessionNeed::encode(1);
+    s.mark_unhealthy(1, "CUDA_ERROR_ILLEGAL_ADDRESS").unwrap();
+    assert_eq!(s.capacity_for(&one), 8);
+    assert!(s.due_for_probation().is_empty());
+    clock.advance(Duration::from_secs(299));
+    assert!(s.due_for_probation().is_empty());
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(s.due_for_probation(), vec![1]);
+    s.probation_result(1, false).unwrap();
+    assert!(s.due_for_probation().is_empty(), "another period");
+    assert_eq!(s.capacity_for(&one), 8);
+    clock.advance(Duration::from_secs(300));
+    // A fault in the inventory holds the probe back.
+    let mut lost = CardInfo::simulated(1, "NVIDIA L4", "GPU-1");
+    lost.fault = Some("GPU is lost".into());
+    let ok0 = CardInfo::simulated(0, "NVIDIA L4", "GPU-0");
+    s.update_inventory(&Inventory::simulated(vec![ok0.clone(), lost]));
+    assert!(s.due_for_probation().is_empty());
+    let ok1 = CardInfo::simulated(1, "NVIDIA L4", "GPU-1");
+    s.update_inventory(&Inventory::simulated(vec![ok0, ok1]));
+    assert_eq!(s.due_for_probation(), vec![1]);
+    s.probation_result(1, true).unwrap();
+    assert_eq!(s.capacity_for(&one), 16);
+    assert!(s.snapshot().cards[1].healthy);
+}
+
+/// A need no card could ever hold is told apart from one that must wait.
+#[test]
+fn needs_above_every_cards_budget_are_recognised() {
+    let (s, _) = sched(&["Tesla T4"]);
+    assert!(s.could_ever_fit(&SessionNeed::encode(4)));
+    assert!(!s.could_ever_fit(&SessionNeed::encode(5)));
+    assert!(!s.could_ever_fit(&SessionNeed::encode(1).with_av1_encode()));
+    // Busy or unhealthy is not "never".
+    let _all = s.try_acquire(&SessionNeed::encode(4)).unwrap();
+    s.mark_unhealthy(0, "x").unwrap();
+    assert!(s.could_ever_fit(&SessionNeed::encode(2)));
+    let (l4, _) = sched(&["NVIDIA L4"]);
+    assert!(l4.could_ever_fit(&SessionNeed::encode(1).with_av1_encode()));
+    let (h200, _) = sched(&["NVIDIA H200"]);
+    assert!(!h200.could_ever_fit(&SessionNeed::encode(1)));
+}

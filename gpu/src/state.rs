@@ -14,6 +14,8 @@ pub(crate) struct State {
     pub consumer_cap: u32,
     pub penalty_step: u32,
     pub penalty_duration: Duration,
+    /// How long a card marked unhealthy waits before its probation probe.
+    pub probation: Duration,
 }
 
 impl State {
@@ -139,11 +141,12 @@ impl Shared {
         );
     }
 
-    /// Take the card at `pos` out of scheduling until `mark_healthy`.
+    /// Take the card at `pos` out of scheduling until `mark_healthy` (after probation).
     pub fn mark_unhealthy(&self, pos: usize, reason: &str) {
+        let now = self.clock.now();
         let mut state = self.lock();
         let card = &mut state.cards[pos];
-        card.manual_fault = Some(reason.to_string());
+        card.manual_fault = Some((reason.to_string(), now));
         tracing::error!(
             card = card.index,
             reason,

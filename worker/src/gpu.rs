@@ -16,6 +16,10 @@ use tessera_gpu::{
     SessionScheduler,
 };
 use tessera_media::{HardwareEncode, VideoCodec};
+
+use crate::cuda_ordinal::CudaOrdinals;
+
+mod render;
 use tokio_util::sync::CancellationToken;
 
 /// Whether the worker uses its GPUs.
@@ -56,7 +60,13 @@ pub struct Gpus {
     inventory: Mutex<Inventory>,
     settings: GpuSettings,
     in_flight: Arc<AtomicUsize>,
+    ordinals: CudaOrdinals,
 }
+
+/// Opens a CUDA context on a card (by CUDA ordinal) in a media child: the probation probe.
+pub type CardProbe = Arc<
+    dyn Fn(u32) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>> + Send + Sync,
+>;
 
 impl std::fmt::Debug for Gpus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -100,13 +110,38 @@ impl Gpus {
             tracing::info!("GPU use is off: CPU-only worker");
             return None;
         }
-        let inventory = match tessera_gpu::probe(&is_own) {
+        let caps = tessera_media::hw::hw_capabilities();
+        if !caps.gpu_path() || !(caps.h264_nvenc || caps.hevc_nvenc) {
+            tracing::info!(
+                ?caps,
+                "this FFmpeg build lacks the CUDA path or NVENC: CPU-only worker"
+            );
+            return None;
+        }
+        let all = match tessera_gpu::probe(&is_own) {
             Ok(inv) => inv,
             Err(e) => {
                 tracing::info!(reason = %e, "no NVIDIA GPU usable: CPU-only worker");
                 return None;
             }
         };
+        let ordinals = CudaOrdinals::from_env(&all.cards);
+        let inventory = ordinals.visible(&all);
+        if inventory.cards.len() < all.cards.len() {
+            tracing::info!(
+                visible = inventory.cards.len(),
+                cards = all.cards.len(),
+                "CUDA_VISIBLE_DEVICES hides some cards: they get no work"
+            );
+        }
+        for card in inventory.cards.iter().filter(|c| c.compute_mode.is_some()) {
+            tracing::warn!(
+                card = card.index,
+                mode = card.compute_mode.as_deref(),
+                "card not in the default compute mode: an exclusive card takes one CUDA \
+                 context, so one segment at a time; set it with nvidia-smi -c DEFAULT"
+            );
+        }
         let scheduler = SessionScheduler::new(&inventory, &settings.budget);
         let snapshot = scheduler.snapshot();
         for card in &snapshot.cards {
@@ -123,12 +158,24 @@ impl Gpus {
             );
             return None;
         }
-        Some(Arc::new(Gpus {
+        Some(Arc::new(Gpus::with(
+            scheduler, inventory, settings, ordinals,
+        )))
+    }
+
+    fn with(
+        scheduler: SessionScheduler,
+        inventory: Inventory,
+        settings: &GpuSettings,
+        ordinals: CudaOrdinals,
+    ) -> Gpus {
+        Gpus {
             scheduler,
             inventory: Mutex::new(inventory),
             settings: settings.clone(),
             in_flight: Arc::new(AtomicUsize::new(0)),
-        }))
+            ordinals,
+        }
     }
 
     /// Whether the CPU queue is drained too.
@@ -137,11 +184,18 @@ impl Gpus {
     }
 
     /// The consumer prefetch: segments running now plus one-session segments that could
-    /// start now. It follows penalties, foreign sessions and card health.
+    /// start now. It follows penalties, foreign sessions and card health; 0 (nothing running,
+    /// no card able to start anything) means the worker stops consuming the GPU queue until
+    /// a card recovers, so other workers take its segments.
     pub fn prefetch(&self) -> u16 {
         let free = self.scheduler.capacity_for(&SessionNeed::encode(1)) as usize;
         let n = self.in_flight.load(Ordering::SeqCst) + free;
-        u16::try_from(n.max(1)).unwrap_or(u16::MAX)
+        u16::try_from(n).unwrap_or(u16::MAX)
+    }
+
+    /// Whether some card could ever hold `need` (see `SessionScheduler::could_ever_fit`).
+    pub fn could_ever_fit(&self, need: &SessionNeed) -> bool {
+        self.scheduler.could_ever_fit(need)
     }
 
     /// What a segment needs: one encode session per rendition on one card, and an NVDEC
@@ -195,8 +249,10 @@ impl Gpus {
 
     /// The media layer's hardware settings for a segment on `lease`'s card.
     pub fn hardware(&self, lease: &SessionLease) -> HardwareEncode {
+        let index = lease.card_index();
         HardwareEncode {
-            device: lease.card_index(),
+            // CUDA ordinal, not the NVML index; detection kept only cards CUDA sees.
+            device: self.ordinals.ordinal(index).unwrap_or(index),
             nvdec: lease.nvdec(),
             spatial_aq: self.settings.spatial_aq,
             temporal_aq: self.settings.temporal_aq,
@@ -205,8 +261,14 @@ impl Gpus {
     }
 
     /// Re-reads the inventory every `every` until `stop` (foreign sessions, faults, lost
-    /// cards); a failed read keeps the last one.
-    pub fn spawn_refresh(self: &Arc<Self>, every: Duration, stop: CancellationToken) {
+    /// cards; a failed read keeps the last one), and probes cards whose probation is over
+    /// with `probe`: passed, they take work again.
+    pub fn spawn_refresh(
+        self: &Arc<Self>,
+        every: Duration,
+        stop: CancellationToken,
+        probe: CardProbe,
+    ) {
         let gpus = self.clone();
         tokio::spawn(async move {
             loop {
@@ -214,9 +276,15 @@ impl Gpus {
                     _ = stop.cancelled() => return,
                     _ = tokio::time::sleep(every) => {}
                 }
+                for index in gpus.scheduler.due_for_probation() {
+                    let ordinal = gpus.ordinals.ordinal(index).unwrap_or(index);
+                    let passed = probe(ordinal).await;
+                    let _ = gpus.scheduler.probation_result(index, passed);
+                }
                 let probed = tokio::task::spawn_blocking(|| tessera_gpu::probe(&is_own)).await;
                 match probed {
                     Ok(Ok(inv)) => {
+                        let inv = gpus.ordinals.visible(&inv);
                         gpus.scheduler.update_inventory(&inv);
                         *gpus.inventory.lock().unwrap_or_else(|p| p.into_inner()) = inv;
                     }
@@ -226,80 +294,29 @@ impl Gpus {
             }
         });
     }
+}
 
-    /// Prometheus lines for every card: sessions in use and budget, utilization, health.
-    pub fn render_metrics(&self, out: &mut String) {
-        let snap = self.scheduler.snapshot();
-        let inv = self.inventory.lock().unwrap_or_else(|p| p.into_inner());
-        let gauge = |out: &mut String, name: &str, help: &str| {
-            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n"));
-        };
-        let label = |c: &tessera_gpu::CardSnapshot| {
-            format!(
-                "card=\"{}\",name=\"{}\"",
-                c.index,
-                c.name.replace('\\', "\\\\").replace('"', "\\\"")
-            )
-        };
-        type Field = fn(&tessera_gpu::CardSnapshot) -> u32;
-        let per_card: [(&str, &str, Field); 5] = [
-            (
-                "tessera_gpu_encode_sessions_in_use",
-                "NVENC sessions this worker holds.",
-                |c| c.encode_in_use,
-            ),
-            (
-                "tessera_gpu_encode_session_budget",
-                "NVENC sessions this worker may hold now.",
-                |c| c.encode_budget,
-            ),
-            (
-                "tessera_gpu_decode_sessions_in_use",
-                "NVDEC sessions this worker holds.",
-                |c| c.decode_in_use,
-            ),
-            (
-                "tessera_gpu_foreign_encode_sessions",
-                "NVENC sessions other processes hold.",
-                |c| c.foreign_encode,
-            ),
-            ("tessera_gpu_healthy", "1 when the card takes work.", |c| {
-                u32::from(c.healthy)
-            }),
-        ];
-        for (name, help, f) in per_card {
-            gauge(out, name, help);
-            for c in &snap.cards {
-                out.push_str(&format!("{name}{{{}}} {}\n", label(c), f(c)));
+/// The probation probe through `sandbox`: a media child opens a CUDA context on the card
+/// (no address-space limit, a minute at most) and exits.
+pub fn probe_in_child(sandbox: tessera_farm::sandbox::Sandbox) -> CardProbe {
+    Arc::new(move |device| {
+        let sandbox = sandbox.clone();
+        Box::pin(async move {
+            let limits = tessera_farm::sandbox::Limits {
+                timeout: Duration::from_secs(60),
+                ..tessera_farm::sandbox::Limits::default()
             }
-        }
-        type Util = fn(&tessera_gpu::CardInfo) -> Option<u32>;
-        let utilization: [(&str, &str, Util); 2] = [
-            (
-                "tessera_gpu_encoder_utilization_ratio",
-                "NVENC utilization (NVML), 0-1.",
-                |i| i.encoder_utilization_pct,
-            ),
-            (
-                "tessera_gpu_decoder_utilization_ratio",
-                "NVDEC utilization (NVML), 0-1.",
-                |i| i.decoder_utilization_pct,
-            ),
-        ];
-        for (name, help, util) in utilization {
-            gauge(out, name, help);
-            for c in &snap.cards {
-                let pct = inv.cards.iter().find(|i| i.index == c.index).and_then(util);
-                if let Some(p) = pct {
-                    out.push_str(&format!(
-                        "{name}{{{}}} {}\n",
-                        label(c),
-                        f64::from(p) / 100.0
-                    ));
+            .for_gpu();
+            let op = tessera_farm::sandbox::MediaOp::GpuProbe { device };
+            match sandbox.run::<bool>(&op, limits, &mut |_| {}).await {
+                Ok((ok, _)) => ok,
+                Err(e) => {
+                    tracing::warn!(device, error = %e, "GPU probation probe failed");
+                    false
                 }
             }
-        }
-    }
+        })
+    })
 }
 
 /// The NVDEC format of a source from its FFmpeg codec and pixel format names; `None` for
@@ -328,56 +345,4 @@ pub fn decode_format(codec: &str, pix_fmt: &str, bit_depth: u8) -> Option<Decode
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn source_formats_map_to_nvdec_formats() {
-        let f = decode_format("h264", "yuv420p", 8).unwrap();
-        assert_eq!(f, DecodeFormat::yuv420_8bit(Codec::H264));
-        let f = decode_format("hevc", "yuv420p10le", 10).unwrap();
-        assert_eq!((f.chroma, f.bit_depth), (ChromaFormat::Yuv420, 10));
-        assert_eq!(decode_format("prores", "yuv422p10le", 10), None);
-        assert_eq!(
-            decode_format("h264", "yuv444p", 8).unwrap().chroma,
-            ChromaFormat::Yuv444
-        );
-        assert_eq!(decode_format("h264", "rgb24", 8), None);
-    }
-
-    #[test]
-    fn our_own_pid_is_ours_and_others_are_not() {
-        assert!(is_own(std::process::id()));
-        let child = std::process::Command::new("sleep")
-            .arg("5")
-            .spawn()
-            .unwrap();
-        assert!(is_own(child.id()));
-        assert!(!is_own(1));
-        let mut child = child;
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-
-    #[test]
-    fn without_nvml_the_worker_is_cpu_only() {
-        // This machine has no NVIDIA driver: detection must say so and return None.
-        assert!(Gpus::detect(&GpuSettings::default()).is_none());
-        let off = GpuSettings {
-            enabled: GpuMode::Off,
-            ..GpuSettings::default()
-        };
-        assert!(Gpus::detect(&off).is_none());
-    }
-
-    #[test]
-    fn settings_from_toml() {
-        let s: GpuSettings = toml::from_str(
-            "enabled = \"auto\"\ndrain_cpu_queue = true\nspatial_aq = true\n[budget]\nconsumer_system_cap = 5\n",
-        )
-        .unwrap();
-        assert!(s.drain_cpu_queue && s.spatial_aq);
-        assert_eq!(s.budget.consumer_system_cap, 5);
-        assert!(toml::from_str::<GpuSettings>("bogus = 1").is_err());
-    }
-}
+mod tests;

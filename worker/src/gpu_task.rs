@@ -16,13 +16,36 @@ use crate::segment::{decode_task, SegmentRunner};
 /// prefetch follows the budget, so waiting is rare (a budget lowered after a failure).
 const SESSION_WAIT: Duration = Duration::from_secs(30);
 
-/// No session could be opened, the card is busy or faulted, or no card fits: the segment is
-/// retried later (as a fresh message), never failed for it.
+/// No session could be opened, the card is busy, faulted or unusable from this host, or
+/// no card fits now: the segment goes back as a fresh message (another card or worker may
+/// take it), up to the bounce limit; past it the job fails with the fault, or runs on the
+/// CPU when it may run anywhere.
 pub(crate) fn is_gpu_busy(err: &FarmError) -> bool {
     matches!(
         err.code(),
-        ErrorCode::GpuSessionUnavailable | ErrorCode::GpuDeviceFault | ErrorCode::GpuNoSession
+        ErrorCode::GpuSessionUnavailable
+            | ErrorCode::GpuDeviceFault
+            | ErrorCode::GpuNoSession
+            | ErrorCode::GpuUnavailable
     )
+}
+
+/// A segment whose need no card of this worker could ever hold: refused at once, as a
+/// request the GPU path cannot serve, instead of waiting and bouncing until its limit.
+fn never_fits(need: &tessera_gpu::SessionNeed) -> FarmError {
+    FarmError::Media {
+        code: ErrorCode::GpuRequestUnsupported,
+        class: ErrorClass::Abort,
+        message: format!(
+            "no card of this worker can hold {} NVENC session(s){}",
+            need.encode_sessions,
+            if need.needs_av1_encode {
+                " with AV1"
+            } else {
+                ""
+            }
+        ),
+    }
 }
 
 impl SegmentRunner {
@@ -35,6 +58,9 @@ impl SegmentRunner {
         let staging = self.segment_staging(&task);
         let work = async {
             let need = gpus.need_for(&task);
+            if !gpus.could_ever_fit(&need) {
+                return Err(never_fits(&need));
+            }
             let Some(lease) = gpus.acquire(&need, SESSION_WAIT).await else {
                 return Err(FarmError::Media {
                     code: ErrorCode::GpuNoSession,
@@ -55,7 +81,11 @@ impl SegmentRunner {
             if let Err(e) = &result {
                 match e.code() {
                     ErrorCode::GpuSessionUnavailable => lease.lease.penalize(),
-                    ErrorCode::GpuDeviceFault => lease.lease.mark_unhealthy(&e.to_string()),
+                    // Out until its probation probe passes (a faulted context, or a card
+                    // this host cannot use now).
+                    ErrorCode::GpuDeviceFault | ErrorCode::GpuUnavailable => {
+                        lease.lease.mark_unhealthy(&e.to_string())
+                    }
                     _ => {}
                 }
             }

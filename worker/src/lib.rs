@@ -3,6 +3,7 @@
 //! Why a library: the distributed worker binary (RabbitMQ + S3) and the one-process farm
 //! (embedded queue + local store) run this same loop; only the queue and store differ.
 
+mod cuda_ordinal;
 mod fitness;
 pub mod gpu;
 mod gpu_task;
@@ -93,8 +94,9 @@ impl Source {
 }
 
 /// Moves one queue's deliveries into the worker's channel. While the worker is unfit (its
-/// staging disk full) it cancels its consumer, so the broker hands the queue's tasks to other
-/// workers, and consumes again once the worker is fit.
+/// staging disk full), or for the GPU queue while no card can start anything and nothing
+/// runs (every card unhealthy or its budget taken), it cancels its consumer, so the broker
+/// hands the queue's tasks to other workers, and consumes again once it can take work.
 fn forward(
     source: Source,
     mut consumer: Box<dyn Consumer>,
@@ -106,9 +108,17 @@ fn forward(
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut prefetch = source.prefetch();
         loop {
-            if !fitness.is_fit() {
+            if !fitness.is_fit() || source.prefetch() == 0 {
                 drop(consumer);
-                fitness.wait_fit().await;
+                loop {
+                    if !fitness.is_fit() {
+                        fitness.wait_fit().await;
+                    } else if source.prefetch() == 0 {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    } else {
+                        break;
+                    }
+                }
                 prefetch = source.prefetch();
                 consumer = match source.queue.consume(&source.name, prefetch).await {
                     Ok(c) => c,
@@ -122,6 +132,10 @@ fn forward(
                 d = consumer.next() => d,
                 _ = tick.tick() => {
                     let want = source.prefetch();
+                    if want == 0 {
+                        tracing::warn!("no GPU can take work: GPU queue left to other workers");
+                        continue;
+                    }
                     if source.gpus.is_some() && want != prefetch {
                         if let Err(e) = consumer.set_prefetch(want).await {
                             tracing::warn!(error = %e, "prefetch not changed");

@@ -181,7 +181,8 @@ pub async fn serve(
     let mut settings = settings;
     settings.worker.gpus = Gpus::detect(&settings.gpu);
     if let Some(gpus) = &settings.worker.gpus {
-        gpus.spawn_refresh(Duration::from_secs(5), shutdown.clone());
+        let probe = crate::gpu::probe_in_child(sandbox.clone());
+        gpus.spawn_refresh(Duration::from_secs(5), shutdown.clone(), probe);
     }
     let metrics = settings.worker.metrics.clone();
     if let Some(addr) = settings.metrics_listen {
