@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::time::Instant;
 
+use tessera_farm::model::Hardware;
 use tessera_farm::queue::Consumer;
 use tessera_farm::store::Store;
 use tessera_farm::FarmError;
@@ -69,15 +70,30 @@ async fn run_stages(
     cancel: &CancellationToken,
 ) -> Result<JobReport, FarmError> {
     let job = req.id.as_str();
-    let mut prepared = or_cancel(cancel, job, prepare(ctx, req, staging)).await?;
-    let prepare_s = started.elapsed().as_secs_f64();
-    let collected = match or_cancel(cancel, job, collect(ctx, req, &mut prepared, events)).await {
-        Ok(c) => c,
-        Err(e) => {
-            prepared.audio.abort();
-            return Err(e);
+    let mut req = std::borrow::Cow::Borrowed(req);
+    let (mut prepared, collected) = loop {
+        let mut prepared = or_cancel(cancel, job, prepare(ctx, &req, staging)).await?;
+        match or_cancel(cancel, job, collect(ctx, &req, &mut prepared, events)).await {
+            Ok(c) => break (prepared, c),
+            Err(e) => {
+                prepared.audio.abort();
+                let on_gpu = prepared.encode_queue == ctx.gpu_queue;
+                if !falls_back_to_cpu(req.hardware, on_gpu, e.code()) {
+                    return Err(e);
+                }
+                tracing::warn!(
+                    job, error = %e,
+                    "the GPU path cannot do this job: running it again on the CPU path"
+                );
+                req = std::borrow::Cow::Owned(JobRequest {
+                    hardware: Hardware::Cpu,
+                    ..req.into_owned()
+                });
+            }
         }
     };
+    let req: &JobRequest = &req;
+    let prepare_s = started.elapsed().as_secs_f64();
     let collected_at = started.elapsed().as_secs_f64();
     let mut warnings: Vec<String> = (prepared.info.ignored.iter())
         .map(|s| format!("{s}: left out of the outputs"))
@@ -182,6 +198,28 @@ async fn run_stages(
     })
 }
 
+/// Whether a job whose segments failed on the GPU path runs again, whole, on the CPU path:
+/// only a job that may run anywhere (`hardware: any`) and went to the GPU queue, and only
+/// for GPU conditions (a request the card's NVENC refuses, no usable card, sessions or a
+/// fault that outlasted the bounce limit). A job asking for the GPU fails with the reason.
+fn falls_back_to_cpu(
+    hardware: Hardware,
+    on_gpu_queue: bool,
+    code: tessera_farm::ErrorCode,
+) -> bool {
+    use tessera_farm::ErrorCode as C;
+    hardware == Hardware::Any
+        && on_gpu_queue
+        && matches!(
+            code,
+            C::GpuRequestUnsupported
+                | C::GpuUnavailable
+                | C::GpuSessionUnavailable
+                | C::GpuDeviceFault
+                | C::GpuNoSession
+        )
+}
+
 async fn mark_ended(store: &dyn Store, staging_dir: &Path, job: &str) {
     let marker = staging_dir.join(job).with_extension("ended");
     let written = async {
@@ -199,4 +237,51 @@ async fn mark_ended(store: &dyn Store, staging_dir: &Path, job: &str) {
         tracing::warn!(job, error = %e, "end-of-job marker not written");
     }
     let _ = tokio::fs::remove_file(&marker).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_farm::ErrorCode as C;
+
+    #[test]
+    fn only_gpu_conditions_of_anywhere_jobs_on_the_gpu_queue_fall_back() {
+        for code in [
+            C::GpuRequestUnsupported,
+            C::GpuUnavailable,
+            C::GpuSessionUnavailable,
+            C::GpuDeviceFault,
+            C::GpuNoSession,
+        ] {
+            assert!(
+                falls_back_to_cpu(Hardware::Any, true, code.clone()),
+                "{code:?}"
+            );
+            assert!(
+                !falls_back_to_cpu(Hardware::Gpu, true, code.clone()),
+                "{code:?}"
+            );
+            assert!(
+                !falls_back_to_cpu(Hardware::Any, false, code.clone()),
+                "{code:?}"
+            );
+            assert!(
+                !falls_back_to_cpu(Hardware::Cpu, false, code.clone()),
+                "{code:?}"
+            );
+        }
+        for code in [C::DecodeFailed, C::QcFailed, C::EncodeFailed, C::TaskLost] {
+            assert!(
+                !falls_back_to_cpu(Hardware::Any, true, code.clone()),
+                "{code:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_cpu_run_of_a_plan_has_its_own_keys() {
+        use crate::prepare::path_salt;
+        assert_ne!(path_salt(Hardware::Cpu), path_salt(Hardware::Any));
+        assert_eq!(path_salt(Hardware::Any), path_salt(Hardware::Gpu));
+    }
 }

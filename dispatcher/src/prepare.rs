@@ -47,6 +47,16 @@ pub(crate) struct Prepared {
 /// Which segments of a job have been published, shared with its publisher.
 pub(crate) type OnQueue = std::sync::Arc<std::sync::Mutex<Vec<bool>>>;
 
+/// Sets a CPU-only run of a job apart from a run of the same plan on the GPU path: a job
+/// that falls back to the CPU gets other work-area keys and events, so segments its GPU run
+/// still has in flight can never mix into it (one encoder per rendition).
+pub(crate) fn path_salt(hardware: tessera_farm::model::Hardware) -> u64 {
+    match hardware {
+        tessera_farm::model::Hardware::Cpu => 0x9e37_79b9_7f4a_7c15,
+        _ => 0,
+    }
+}
+
 /// A fingerprint of a plan's segment ranges (FNV-1a), stable across runs and builds.
 pub(crate) fn plan_fingerprint(plans: &[SegmentPlan]) -> u64 {
     plans
@@ -83,7 +93,7 @@ pub(crate) async fn prepare(
         .await?;
     let (probe, plans, bias) = plan(req, probe).await?;
     let video = &probe.info.video;
-    let fingerprint = plan_fingerprint(&plans);
+    let fingerprint = plan_fingerprint(&plans) ^ path_salt(req.hardware);
     // A restarted dispatcher keeps what the earlier run did, if it planned the same segments.
     let resume = req
         .resume

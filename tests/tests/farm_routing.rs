@@ -113,3 +113,99 @@ fn cpu_workers_take_any_jobs_and_gpu_jobs_wait_for_gpu_workers() {
     );
     assert_eq!(value("tessera_worker_gpus"), 0.0);
 }
+
+/// Review M2 / H2: an "any" job whose GPU workers refuse its segments (a request the cards'
+/// NVENC cannot do) runs again, whole, on the CPU path and is delivered frame-exact. The
+/// refusing GPU worker here is a client of the real broker speaking the task protocol: it
+/// answers every GPU task with `gpu_request_unsupported`, as a worker on a T4 does for a
+/// rendition the card refuses; a "gpu" job would fail with that reason instead.
+#[test]
+fn an_any_job_the_gpus_refuse_runs_again_on_the_cpu() {
+    use tessera_farm::model::{
+        decode_message, encode_message, SegmentOutcome, SegmentTask, TaskEvent, QUEUE_ENCODE_GPU,
+        QUEUE_EVENTS,
+    };
+    use tessera_farm::queue::{Queue, RabbitQueue};
+    let farm = Farm::start("refuse", 1);
+    let config = farm.vhost.config(3);
+    let refused = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let seen = refused.clone();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = stop.clone();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let gpu_worker = std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async move {
+            let q = RabbitQueue::connect(config).await.unwrap();
+            q.declare(QUEUE_ENCODE_GPU).await.unwrap();
+            let mut consumer = q.consume(QUEUE_ENCODE_GPU, 4).await.unwrap();
+            ready_tx.send(()).unwrap();
+            loop {
+                if stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                let next = tokio::time::timeout(Duration::from_millis(500), consumer.next()).await;
+                let Ok(next) = next else { continue };
+                let Ok(Some(d)) = next else { return };
+                let task: SegmentTask = decode_message(&d.body).unwrap();
+                let event = TaskEvent {
+                    v: task.v,
+                    job_id: task.job_id.clone(),
+                    plan: task.plan,
+                    task: tessera_farm::model::TaskRef::Segment(task.segment),
+                    worker: "refusing-gpu".into(),
+                    outcome: SegmentOutcome::Failed {
+                        code: tessera_farm::ErrorCode::GpuRequestUnsupported,
+                        class: tessera_farm::ErrorClass::Abort,
+                        message: "gpu 0: the card cannot encode this request: 10 bit encode not supported".into(),
+                    },
+                };
+                q.publish(QUEUE_EVENTS, encode_message(&event)).await.unwrap();
+                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                d.acker.ack().await.unwrap();
+            }
+        })
+    });
+    ready_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+
+    let src = fixture(Fixture::NoAudio);
+    farm.upload(&src, "input", "refuse/a.mp4");
+    let any = farm.submit(
+        "s3://input/refuse/a.mp4",
+        "s3://output/refuse/any.mp4",
+        json!({"preset": "ultrafast"}),
+        json!({"segment_seconds": 1, "hardware": "any"}),
+    );
+    let done = farm.wait_job(&any, Duration::from_secs(180));
+    assert_eq!(done["state"], "done", "{done}");
+    assert!(
+        refused.load(std::sync::atomic::Ordering::SeqCst) >= 1,
+        "the job went to the GPU queue first"
+    );
+    farm.assert_frame_exact(&src, "refuse/any.mp4");
+    assert!(
+        farm.log("dispatcher.log")
+            .contains("running it again on the CPU path"),
+        "the fallback is logged"
+    );
+
+    // A job that asks for the GPU fails with the cards' reason.
+    let gpu = farm.submit(
+        "s3://input/refuse/a.mp4",
+        "s3://output/refuse/gpu.mp4",
+        json!({"preset": "p4"}),
+        json!({"segment_seconds": 1, "hardware": "gpu"}),
+    );
+    let failed = farm.wait_job(&gpu, Duration::from_secs(120));
+    assert_eq!(failed["state"], "failed", "{failed}");
+    assert_eq!(
+        failed["error"]["code"], "gpu_request_unsupported",
+        "{failed}"
+    );
+    assert!(
+        farm.list("output", "refuse/gpu").is_empty(),
+        "nothing delivered"
+    );
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    gpu_worker.join().unwrap();
+}
