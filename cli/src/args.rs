@@ -20,6 +20,9 @@ pub enum GpuChoice {
     Off,
     /// NVENC only: fail when there is no usable card.
     Require,
+    /// Decode and scale on a card (NVDEC, scale_cuda), encode with the software encoders:
+    /// for cards without NVENC (A100, H100, H200); fail when there is no usable card.
+    Decode,
 }
 
 /// HDR handling on the command line (see `tessera_media::hdr::HdrMode`).

@@ -82,9 +82,16 @@ async fn run_farm(
     let gpus = match cfg.gpu {
         GpuChoice::Off => None,
         choice => {
-            let found = Gpus::detect(&GpuSettings::default());
+            let settings = GpuSettings {
+                software_encode: choice == GpuChoice::Decode,
+                ..GpuSettings::default()
+            };
+            let found = Gpus::detect(&settings);
             if found.is_none() && choice == GpuChoice::Require {
                 bail!("--gpu require: no NVIDIA GPU with a free NVENC session here");
+            }
+            if found.is_none() && choice == GpuChoice::Decode {
+                bail!("--gpu decode: no NVIDIA GPU with NVDEC and the CUDA path here");
             }
             if let Some(g) = &found {
                 // Foreign sessions, driver faults and probation, as in the worker service.

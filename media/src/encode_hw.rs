@@ -62,6 +62,10 @@ pub(crate) fn encode_hw(
     }
     let mut settings = Vec::with_capacity(req.outputs.len());
     for o in &req.outputs {
+        if hw.software_encode {
+            settings.push(software_settings(&o.spec, req.source_bit_depth)?);
+            continue;
+        }
         if !caps.has_encoder(o.spec.codec) {
             return Err(gpu_unavailable(
                 dev,
@@ -168,6 +172,27 @@ pub(crate) fn encode_hw(
         renditions: results,
         media_seconds: started.elapsed().as_secs_f64(),
         decode_errors: rejected + gate.damaged,
+    })
+}
+
+/// What a software-encoded rendition needs of the GPU side: the frames' format on the card
+/// (p010 for a 10-bit output, else nv12) and the encoder's name.
+fn software_settings(
+    spec: &crate::types::RenditionSpec,
+    source_bit_depth: u8,
+) -> Result<crate::nvenc::NvencSettings, MediaError> {
+    let encoder = crate::settings::encoder_name(spec.codec);
+    if ff::encoder::find_by_name(encoder).is_none() {
+        return Err(MediaError::encode(
+            encoder,
+            "encoder not in this FFmpeg build",
+        ));
+    }
+    let ten_bit = crate::settings::output_pix_fmt(spec.codec, source_bit_depth).contains("10");
+    Ok(crate::nvenc::NvencSettings {
+        encoder,
+        options: Vec::new(),
+        sw_format: if ten_bit { "p010le" } else { "nv12" },
     })
 }
 

@@ -85,22 +85,8 @@ pub(crate) fn encode_sw(
     }
 
     let mut results = Vec::with_capacity(renditions.len());
-    for mut r in renditions {
-        r.encoder
-            .send_eof()
-            .map_err(|e| MediaError::encode(&r.name, e))?;
-        drain(&mut r)?;
-        nut::finish(&mut r.octx, &r.path)?;
-        results.push(RenditionResult {
-            name: r.name,
-            frames: r.frames,
-            first_pts: r.first_pts.map(|p| p - req.bias),
-            last_pts: r.last_pts.map(|p| p - req.bias),
-            width: r.width,
-            height: r.height,
-            bytes: nut::file_size(&r.path),
-            starts_with_keyframe: r.first_key.unwrap_or(false),
-        });
+    for r in renditions {
+        results.push(finish_rendition(r, req)?);
     }
     Ok(EncodeResult {
         decoded_frames: decoded,
@@ -108,6 +94,57 @@ pub(crate) fn encode_sw(
         renditions: results,
         media_seconds: started.elapsed().as_secs_f64(),
         decode_errors: rejected + gate.damaged,
+    })
+}
+
+/// A software-encoded rendition fed with frames decoded and scaled elsewhere (the GPU
+/// path's NVDEC -> scale_cuda -> hwdownload): the same encoder settings and output as
+/// the software path's own renditions.
+pub(crate) struct SwRendition(Rendition);
+
+impl SwRendition {
+    /// Opens the encoder and output of `out` for a source of `src` size; frames may come in
+    /// any size and format (converted when they differ).
+    pub(crate) fn open(
+        req: &EncodeRequest,
+        out: &RenditionOutput,
+        src: (u32, u32),
+        src_format: ff::format::Pixel,
+    ) -> Result<Self, MediaError> {
+        open_rendition(req, out, src, src_format).map(SwRendition)
+    }
+
+    /// The output size.
+    pub(crate) fn size(&self) -> (u32, u32) {
+        (self.0.width, self.0.height)
+    }
+
+    /// Encodes one frame at output pts `pts`.
+    pub(crate) fn encode(&mut self, frame: &ff::frame::Video, pts: i64) -> Result<(), MediaError> {
+        encode_frame(&mut self.0, frame, pts)
+    }
+
+    /// Flushes the encoder and closes the output.
+    pub(crate) fn finish(self, req: &EncodeRequest) -> Result<RenditionResult, MediaError> {
+        finish_rendition(self.0, req)
+    }
+}
+
+fn finish_rendition(mut r: Rendition, req: &EncodeRequest) -> Result<RenditionResult, MediaError> {
+    r.encoder
+        .send_eof()
+        .map_err(|e| MediaError::encode(&r.name, e))?;
+    drain(&mut r)?;
+    nut::finish(&mut r.octx, &r.path)?;
+    Ok(RenditionResult {
+        name: r.name,
+        frames: r.frames,
+        first_pts: r.first_pts.map(|p| p - req.bias),
+        last_pts: r.last_pts.map(|p| p - req.bias),
+        width: r.width,
+        height: r.height,
+        bytes: nut::file_size(&r.path),
+        starts_with_keyframe: r.first_key.unwrap_or(false),
     })
 }
 

@@ -328,6 +328,11 @@ pub struct HardwareEncode {
     /// Rate-control look-ahead in frames (NVENC's `rc-lookahead`).
     #[serde(default)]
     pub lookahead: Option<u16>,
+    /// Decode and scale on the card, encode with the software encoders (scale_cuda ->
+    /// hwdownload -> libx264/libx265): for cards without NVENC (A100, H100, H200), whose
+    /// NVDEC and CUDA cores still take decoding and scaling off the CPU.
+    #[serde(default)]
+    pub software_encode: bool,
 }
 
 fn yes() -> bool {
@@ -343,6 +348,7 @@ impl Default for HardwareEncode {
             temporal_aq: false,
             aq_strength: None,
             cbr: false,
+            software_encode: false,
             lookahead: None,
         }
     }

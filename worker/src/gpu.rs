@@ -49,6 +49,11 @@ pub struct GpuSettings {
     /// NVENC temporal adaptive quantisation.
     #[serde(default)]
     pub temporal_aq: bool,
+    /// Decode and scale on the cards (NVDEC, scale_cuda), encode with the software
+    /// encoders: for cards without NVENC (A100, H100, H200). Sources NVDEC cannot decode
+    /// are refused (their jobs run on the CPU path).
+    #[serde(default)]
+    pub software_encode: bool,
     /// Per-card session budgets.
     #[serde(default)]
     pub budget: BudgetConfig,
@@ -111,7 +116,8 @@ impl Gpus {
             return None;
         }
         let caps = tessera_media::hw::hw_capabilities();
-        if !caps.gpu_path() || !(caps.h264_nvenc || caps.hevc_nvenc) {
+        let encoders = settings.software_encode || caps.h264_nvenc || caps.hevc_nvenc;
+        if !caps.gpu_path() || !encoders {
             tracing::info!(
                 ?caps,
                 "this FFmpeg build lacks the CUDA path or NVENC: CPU-only worker"
@@ -151,10 +157,11 @@ impl Gpus {
                 healthy = card.healthy, "GPU session budget"
             );
         }
-        if scheduler.capacity_for(&SessionNeed::encode(1)) == 0 {
+        if scheduler.capacity_for(&unit_need(settings)) == 0 {
             tracing::info!(
                 cards = snapshot.cards.len(),
-                "no GPU with a free NVENC session (decode-only cards?): CPU-only worker"
+                software_encode = settings.software_encode,
+                "no GPU with a free NVENC session (or NVDEC, with software_encode): CPU-only worker"
             );
             return None;
         }
@@ -188,24 +195,34 @@ impl Gpus {
     /// no card able to start anything) means the worker stops consuming the GPU queue until
     /// a card recovers, so other workers take its segments.
     pub fn prefetch(&self) -> u16 {
-        let free = self.scheduler.capacity_for(&SessionNeed::encode(1)) as usize;
+        let free = self.scheduler.capacity_for(&unit_need(&self.settings)) as usize;
         let n = self.in_flight.load(Ordering::SeqCst) + free;
         u16::try_from(n).unwrap_or(u16::MAX)
     }
 
-    /// Whether some card could ever hold `need` (see `SessionScheduler::could_ever_fit`).
+    /// Whether some card could ever hold `need` (see `SessionScheduler::could_ever_fit`);
+    /// with software encode, only sources NVDEC decodes use the cards.
     pub fn could_ever_fit(&self, need: &SessionNeed) -> bool {
+        if self.settings.software_encode && need.nvdec.is_none() {
+            return false;
+        }
         self.scheduler.could_ever_fit(need)
     }
 
     /// What a segment needs: one encode session per rendition on one card, and an NVDEC
     /// session when some card can decode the source.
     pub fn need_for(&self, task: &SegmentTask) -> SessionNeed {
-        let mut need = SessionNeed::encode(task.renditions.len() as u32);
-        if task
-            .renditions
-            .iter()
-            .any(|(r, _)| r.codec == VideoCodec::Av1)
+        let encode = if self.settings.software_encode {
+            0
+        } else {
+            task.renditions.len() as u32
+        };
+        let mut need = SessionNeed::encode(encode);
+        if encode > 0
+            && task
+                .renditions
+                .iter()
+                .any(|(r, _)| r.codec == VideoCodec::Av1)
         {
             need = need.with_av1_encode();
         }
@@ -256,6 +273,7 @@ impl Gpus {
             nvdec: lease.nvdec(),
             spatial_aq: self.settings.spatial_aq,
             temporal_aq: self.settings.temporal_aq,
+            software_encode: self.settings.software_encode,
             ..HardwareEncode::default()
         }
     }
@@ -293,6 +311,16 @@ impl Gpus {
                 }
             }
         });
+    }
+}
+
+/// What one segment at least takes: an NVENC session, or with software encode an NVDEC
+/// session (for the prefetch and the "any card usable" check).
+fn unit_need(settings: &GpuSettings) -> SessionNeed {
+    if settings.software_encode {
+        SessionNeed::encode(0).with_nvdec(DecodeFormat::yuv420_8bit(Codec::H264))
+    } else {
+        SessionNeed::encode(1)
     }
 }
 

@@ -8,6 +8,7 @@ use ffmpeg_next as ff;
 
 use super::dts::{frame_step, NvencDts};
 use super::{is_again, running};
+use crate::encode_sw::SwRendition;
 use crate::ffi::cuda::{self, clear_log, AvFailure, HwRef};
 use crate::hw::{gpu_error, gpu_unavailable, GpuStage};
 use crate::nvenc::NvencSettings;
@@ -35,6 +36,22 @@ struct Opened {
 pub(super) fn scale_cuda_spec(width: u32, height: u32, format: &str, same_size: bool) -> String {
     let interp = if same_size { "nearest" } else { "bicubic" };
     format!("scale_cuda=w={width}:h={height}:format={format}:interp_algo={interp}:passthrough=0")
+}
+
+/// The filters of a rendition: scale_cuda, and for a software encode the download of the
+/// scaled frames from the card.
+pub(super) fn rendition_filters(
+    (width, height): (u32, u32),
+    format: &str,
+    same_size: bool,
+    software_encode: bool,
+) -> String {
+    let scale = scale_cuda_spec(width, height, format, same_size);
+    if software_encode {
+        format!("{scale},hwdownload,format={format}")
+    } else {
+        scale
+    }
 }
 
 /// The frame rate NVENC's rate control gets: the request's, else the chunk stream's, else
@@ -68,6 +85,9 @@ pub(super) struct HwRendition {
     color: crate::ColorInfo,
     graph: Option<(ff::filter::Graph, GraphKey)>,
     opened: Option<Opened>,
+    /// Software encode (`HardwareEncode::software_encode`): frames leave the card after
+    /// scale_cuda and go to this encoder instead of NVENC.
+    software: Option<SwRendition>,
     frames: u64,
     first_pts: Option<i64>,
     last_pts: Option<i64>,
@@ -98,6 +118,13 @@ impl HwRendition {
             })?;
         let out_format = ff::format::Pixel::from_str(settings.sw_format)
             .map_err(|e| MediaError::encode(settings.encoder, e))?;
+        let software = match req.hardware.as_ref().is_some_and(|h| h.software_encode) {
+            true => Some(SwRendition::open(req, out, (src_w, src_h), out_format)?),
+            false => None,
+        };
+        if let Some(sw) = &software {
+            debug_assert_eq!(sw.size(), (width, height));
+        }
         Ok(HwRendition {
             name: out.spec.name.clone(),
             path: out.path.clone(),
@@ -111,6 +138,7 @@ impl HwRendition {
             color: req.color.clone(),
             graph: None,
             opened: None,
+            software,
             frames: 0,
             first_pts: None,
             last_pts: None,
@@ -133,7 +161,7 @@ impl HwRendition {
                     MediaError::encode("scale_cuda", r)
                 })
             })?;
-            if self.opened.is_none() {
+            if self.opened.is_none() && self.software.is_none() {
                 let out = graph
                     .get("out")
                     .and_then(|s| cuda::buffersink_frames(&s))
@@ -182,7 +210,12 @@ impl HwRendition {
         let mut src = g.get("in").ok_or_else(|| fail(ff::Error::Bug))?;
         cuda::set_buffersrc_frames(&mut src, frames)?;
         let same_size = (frame.width(), frame.height()) == (self.width, self.height);
-        let spec = scale_cuda_spec(self.width, self.height, self.settings.sw_format, same_size);
+        let spec = rendition_filters(
+            (self.width, self.height),
+            self.settings.sw_format,
+            same_size,
+            self.software.is_some(),
+        );
         g.output("in", 0)
             .and_then(|p| p.input("out", 0))
             .and_then(|p| p.parse(&spec))
@@ -253,6 +286,12 @@ impl HwRendition {
             };
             out.set_kind(kind);
             let pts = out.pts();
+            if let Some(sw) = self.software.as_mut() {
+                let p = pts.ok_or_else(|| MediaError::encode("scale_cuda", "frame without pts"))?;
+                sw.encode(&out, p)?;
+                self.frames += 1;
+                continue;
+            }
             if self.opened.is_none() {
                 return Err(MediaError::encode(
                     self.settings.encoder,
@@ -342,6 +381,9 @@ impl HwRendition {
         dev: u32,
     ) -> Result<RenditionResult, MediaError> {
         self.drain_graph(dev)?;
+        if let Some(sw) = self.software.take() {
+            return sw.finish(req);
+        }
         if self.opened.is_none() {
             // No frame reached this rendition: still write a valid (empty) file, as the
             // software path does.
@@ -446,6 +488,21 @@ mod tests {
                     assert!(help.contains(opt), "scale_cuda has no {opt}: {help}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_software_encode_downloads_the_scaled_frames() {
+        assert_eq!(
+            rendition_filters((1280, 720), "nv12", false, true),
+            "scale_cuda=w=1280:h=720:format=nv12:interp_algo=bicubic:passthrough=0,\
+             hwdownload,format=nv12"
+        );
+        assert!(!rendition_filters((1280, 720), "nv12", false, false).contains("hwdownload"));
+        // The graph parses in this build (hwdownload, format and scale_cuda exist).
+        crate::init();
+        for f in ["hwdownload", "format", "scale_cuda"] {
+            assert!(ff::filter::find(f).is_some(), "no {f} filter");
         }
     }
 

@@ -80,3 +80,39 @@ fn settings_from_toml() {
     assert_eq!(s.budget.consumer_system_cap, 5);
     assert!(toml::from_str::<GpuSettings>("bogus = 1").is_err());
 }
+
+/// Cards without NVENC (an H200) take segments with `software_encode`: one NVDEC session
+/// each, sources NVDEC cannot decode refused (their jobs run on the CPU path).
+#[tokio::test]
+async fn software_encode_uses_cards_without_nvenc() {
+    let inv = Inventory::simulated(vec![tessera_gpu::CardInfo::simulated(
+        0,
+        "NVIDIA H200",
+        "GPU-h",
+    )]);
+    let settings = GpuSettings {
+        software_encode: true,
+        ..GpuSettings::default()
+    };
+    let scheduler = SessionScheduler::new(&inv, &settings.budget);
+    assert_eq!(
+        scheduler.capacity_for(&SessionNeed::encode(1)),
+        0,
+        "no NVENC"
+    );
+    let ordinals = CudaOrdinals::new(&inv.cards, None);
+    let gpus = Gpus::with(scheduler, inv, &settings, ordinals);
+    assert!(gpus.prefetch() > 0);
+    let h264 = SessionNeed::encode(0).with_nvdec(DecodeFormat::yuv420_8bit(Codec::H264));
+    assert!(gpus.could_ever_fit(&h264));
+    assert!(
+        !gpus.could_ever_fit(&SessionNeed::encode(0)),
+        "NVDEC cannot decode it"
+    );
+    let lease = gpus
+        .acquire(&h264, Duration::from_millis(10))
+        .await
+        .unwrap();
+    let hw = gpus.hardware(&lease.lease);
+    assert!(hw.software_encode && hw.nvdec);
+}
