@@ -68,6 +68,10 @@ pub struct TranscodeArgs {
     /// Output height, keeping the aspect ratio.
     #[arg(long, env = "TESSERA_HEIGHT")]
     pub height: Option<u32>,
+    /// Another output at another height from the same decode (same codec and settings),
+    /// as HEIGHT=FILE, e.g. `--also 480=small.mp4`; repeatable.
+    #[arg(long, value_name = "HEIGHT=FILE")]
+    pub also: Vec<String>,
     /// HDR sources: auto keeps HDR in HEVC/AV1 and tone-maps to SDR for H.264 [default: auto].
     #[arg(long, env = "TESSERA_HDR")]
     pub hdr: Option<HdrArg>,
@@ -148,6 +152,8 @@ pub struct TranscodeConfig {
     pub container: Container,
     /// The rendition.
     pub rendition: RenditionSpec,
+    /// Further outputs from the same decode (`--also`): rendition, container, file.
+    pub extra_outputs: Vec<(RenditionSpec, Container, PathBuf)>,
     /// Segment length.
     pub segment_seconds: f64,
     /// Parallel segment encodes.
@@ -170,6 +176,33 @@ pub struct TranscodeConfig {
     pub gpu: GpuChoice,
     /// Share of damaged source frames tolerated (with a warning).
     pub max_decode_error_share: f64,
+}
+
+/// One `--also HEIGHT=FILE`: the main rendition at another height, written to FILE.
+fn extra_output(
+    arg: &str,
+    i: usize,
+    main: &RenditionSpec,
+) -> anyhow::Result<(RenditionSpec, Container, PathBuf)> {
+    let (h, file) = arg
+        .split_once('=')
+        .with_context(|| format!("--also {arg}: give HEIGHT=FILE, e.g. 480=small.mp4"))?;
+    let height: u32 = h
+        .trim()
+        .parse()
+        .with_context(|| format!("--also {arg}: {h} is not a height"))?;
+    if !(2..=16384).contains(&height) {
+        bail!("--also {arg}: height {height} must be within 2..=16384");
+    }
+    let path = PathBuf::from(file);
+    let container = Container::from_path(&path)
+        .with_context(|| format!("--also {arg}: unsupported container (use .mp4 or .mkv)"))?;
+    let rendition = RenditionSpec {
+        name: format!("also{}", i + 1),
+        height: Some(height),
+        ..main.clone()
+    };
+    Ok((rendition, container, path))
 }
 
 fn read_file(path: Option<&Path>) -> anyhow::Result<FileTranscode> {
@@ -239,18 +272,26 @@ impl TranscodeConfig {
         if !(0.0..=1.0).contains(&max_decode_error_share) {
             bail!("max decode error share {max_decode_error_share} must be between 0 and 1");
         }
+        let main = RenditionSpec {
+            name: "main".into(),
+            codec,
+            rate,
+            preset,
+            height,
+            hdr: args.hdr.or(file.hdr).unwrap_or_default().into(),
+        };
+        let extra_outputs = args
+            .also
+            .iter()
+            .enumerate()
+            .map(|(i, a)| extra_output(a, i, &main))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         Ok(TranscodeConfig {
+            extra_outputs,
             input: args.input,
             output: args.output,
             container,
-            rendition: RenditionSpec {
-                name: "main".into(),
-                codec,
-                rate,
-                preset,
-                height,
-                hdr: args.hdr.or(file.hdr).unwrap_or_default().into(),
-            },
+            rendition: main,
             segment_seconds,
             workers,
             work_dir: args.work_dir.or(file.work_dir),
@@ -328,5 +369,27 @@ mod tests {
         let file = dir.path().join("t.toml");
         std::fs::write(&file, "[transcode]\ncodek = 1\n").unwrap();
         assert!(TranscodeConfig::resolve(args(&[]), Some(&file)).is_err());
+    }
+
+    #[test]
+    fn also_outputs_are_the_main_rendition_at_other_heights() {
+        let main = RenditionSpec {
+            name: "main".into(),
+            codec: tessera_media::VideoCodec::H264,
+            rate: RateControl::Crf(23.0),
+            preset: "fast".into(),
+            height: None,
+            hdr: Default::default(),
+        };
+        let (r, c, p) = extra_output("480=small.mkv", 0, &main).unwrap();
+        assert_eq!(
+            (r.name.as_str(), r.height, r.preset.as_str()),
+            ("also1", Some(480), "fast")
+        );
+        assert_eq!((c, p), (Container::Mkv, PathBuf::from("small.mkv")));
+        for bad in ["480", "x=a.mp4", "1=a.mp4", "480=a.avi"] {
+            let e = extra_output(bad, 0, &main).unwrap_err().to_string();
+            assert!(e.contains(bad), "{e}");
+        }
     }
 }

@@ -203,11 +203,17 @@ async fn run_farm(
     let request = JobRequest {
         id: job_id.to_string(),
         input: cfg.input.clone(),
-        outputs: vec![JobOutput {
+        outputs: std::iter::once(JobOutput {
             rendition: cfg.rendition.clone(),
             container: cfg.container,
             destination: Destination::File(cfg.output.clone()),
-        }],
+        })
+        .chain(cfg.extra_outputs.iter().map(|(r, c, p)| JobOutput {
+            rendition: r.clone(),
+            container: *c,
+            destination: Destination::File(p.clone()),
+        }))
+        .collect(),
         segment_seconds: cfg.segment_seconds,
         parallelism: cfg.workers,
         priority: 0,
