@@ -141,12 +141,18 @@ pub(crate) fn encode_hw(
     // On NVDEC every decode error stops the segment (a failed surface map or "No decoder
     // surfaces left" would otherwise drop frames silently); a software decode skips a bad
     // packet, as the software path does, unless the error is a GPU condition.
+    // An NVDEC error that is no GPU condition (a damaged packet, a stream NVDEC refuses) is
+    // `gpu_request_unsupported`: a job that may run anywhere then runs on the CPU path, whose
+    // decoder skips and counts damaged packets against the job's limit.
     let reject = |e: ff::Error| {
         let f = AvFailure::from_error(e, "decoding");
         match classify_gpu_failure(GpuStage::Running, f.code, &f.describe()) {
             GpuFailure::Other if !nvdec => None,
             _ => Some(gpu_error(dev, GpuStage::Running, &f, |r| {
-                MediaError::decode(chunk, r)
+                MediaError::GpuRequestUnsupported {
+                    device: dev,
+                    reason: format!("NVDEC could not decode {}: {r}", chunk.display()),
+                }
             })),
         }
     };
