@@ -201,6 +201,24 @@ mod tests {
         assert_eq!(p.path, DecodePath::SoftwareUpload);
     }
 
+    /// Review M1: AV1 on NVDEC opens the native decoder (FFmpeg's default AV1 decoder,
+    /// libdav1d or libaom, has no hwaccel); the native one exists in this build.
+    #[test]
+    fn av1_on_nvdec_opens_the_native_decoder() {
+        assert_eq!(nvdec_decoder_name("av1"), Some("av1"));
+        assert_eq!(nvdec_decoder_name("h264"), None);
+        assert_eq!(nvdec_decoder_name("hevc"), None);
+        crate::init();
+        let native = ffmpeg_next::decoder::find_by_name("av1").expect("native av1 decoder");
+        let default = ffmpeg_next::decoder::find(ffmpeg_next::codec::Id::AV1).unwrap();
+        assert_ne!(
+            default.name(),
+            "av1",
+            "the default AV1 decoder is a library one"
+        );
+        assert_eq!(native.name(), "av1");
+    }
+
     #[test]
     fn hardware_request_defaults_from_json() {
         let hw: HardwareEncode = serde_json::from_str(r#"{"device":1}"#).unwrap();
