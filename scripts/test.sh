@@ -51,4 +51,19 @@ else
   cargo test --workspace --no-fail-fast
 fi
 
+stage "static: the self-contained binaries (scripts/build-static.sh, scripts/check-static.sh)"
+static_prefix=$(bash scripts/build-static.sh --print-prefix 2>/dev/null || true)
+if [[ -n $static_prefix && -f $static_prefix/lib/libavcodec.a && -f $static_prefix/lib/libx264.a ]]; then
+  # The static FFmpeg is cached on this machine: link this commit's binaries against it (a
+  # target dir outside the clone keeps the dependencies compiled) and check them: ldd, a run
+  # in a bare root, and the software-path tests against the static `tessera transcode`.
+  TESSERA_STATIC_TARGET_DIR="${TESSERA_CACHE_DIR:-${HOME:-/root}/.cache/tessera}/static-target" \
+    bash scripts/build-static.sh --skip-deps
+  bash scripts/check-static.sh --quick
+else
+  echo "static build skipped: no static FFmpeg cached on this machine (a fresh one);" \
+    "scripts/build-static.sh builds it once (about 30 min on 2 cores), and from then on CI" \
+    "builds and checks each commit's static binaries (docs/static-build.md)"
+fi
+
 stage "all stages passed in ${SECONDS} s"
