@@ -67,13 +67,14 @@ pub(crate) fn encode_hw(
             continue;
         }
         if !caps.has_encoder(o.spec.codec) {
-            return Err(gpu_unavailable(
-                dev,
-                format!(
+            // The codec, not the card: a job that may run anywhere then runs on the CPU.
+            return Err(MediaError::GpuRequestUnsupported {
+                device: dev,
+                reason: format!(
                     "this FFmpeg build has no {}",
                     nvenc_encoder_name(o.spec.codec)
                 ),
-            ));
+            });
         }
         let s = nvenc_settings(&o.spec, hw, req.source_bit_depth)
             .map_err(MediaError::InvalidRequest)?;

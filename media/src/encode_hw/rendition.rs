@@ -10,7 +10,7 @@ use super::dts::{frame_step, NvencDts};
 use super::{is_again, running};
 use crate::encode_sw::SwRendition;
 use crate::ffi::cuda::{self, clear_log, AvFailure, HwRef};
-use crate::hw::{gpu_error, gpu_unavailable, GpuStage};
+use crate::hw::{gpu_error, GpuStage};
 use crate::nvenc::NvencSettings;
 use crate::settings::output_size;
 use crate::types::{EncodeRequest, RenditionOutput, RenditionResult};
@@ -226,8 +226,11 @@ impl HwRendition {
 
     fn open(&mut self, frames: &HwRef, dev: u32) -> Result<(), MediaError> {
         let name = self.settings.encoder;
-        let codec = ff::encoder::find_by_name(name)
-            .ok_or_else(|| gpu_unavailable(dev, format!("this FFmpeg build has no {name}")))?;
+        let codec =
+            ff::encoder::find_by_name(name).ok_or_else(|| MediaError::GpuRequestUnsupported {
+                device: dev,
+                reason: format!("this FFmpeg build has no {name}"),
+            })?;
         let mut enc = ff::codec::Context::new_with_codec(codec)
             .encoder()
             .video()
