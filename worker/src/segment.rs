@@ -219,7 +219,7 @@ impl SegmentRunner {
     }
 
     /// Whether the dispatcher marked the job as ended (a failed check counts as "not ended").
-    async fn job_ended(&self, job: &str) -> bool {
+    pub(crate) async fn job_ended(&self, job: &str) -> bool {
         self.store
             .exists(&tessera_farm::model::keys::ended(job))
             .await
@@ -345,6 +345,17 @@ impl SegmentRunner {
         let mut bytes = 0;
         for (out, (_, key)) in outputs.iter().zip(&task.renditions) {
             bytes += self.store.put_file(key, &out.path).await?;
+        }
+        // The dispatcher writes a job's end marker, then empties its work area. Checked after
+        // the uploads: no marker yet means the emptying comes after them; a marker means it
+        // may have come before, so these objects are removed here. Either way none is left.
+        if self.job_ended(&task.job_id).await {
+            for (_, key) in &task.renditions {
+                let _ = self.store.delete(key).await;
+            }
+            return Err(FarmError::Cancelled {
+                job: task.job_id.clone(),
+            });
         }
         let (ms, media) = (|d: Duration| d.as_millis() as u64, result.media_seconds);
         tracing::debug!(job = %task.job_id, segment = task.segment, fetch_ms = ms(t_fetched - t0),

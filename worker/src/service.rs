@@ -208,7 +208,9 @@ pub async fn serve(
                     _ = shutdown.cancelled() => break,
                     _ = tokio::time::sleep(tessera_farm::queue::jittered(backoff)) => {}
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(30));
+                // At most 5 s: a broker back from a failover should see its workers within
+                // seconds (a connect attempt is cheap, and the sleep is jittered).
+                backoff = (backoff * 2).min(Duration::from_secs(5));
                 continue;
             }
         };

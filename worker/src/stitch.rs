@@ -113,6 +113,14 @@ impl SegmentRunner {
             ));
         }
         let bytes = self.store.put_file(&task.result_key, &output).await?;
+        // As for segments: an end marker seen after the upload means this object may have
+        // missed the work area's emptying, so it is removed here.
+        if self.job_ended(&task.job_id).await {
+            let _ = self.store.delete(&task.result_key).await;
+            return Err(FarmError::Cancelled {
+                job: task.job_id.clone(),
+            });
+        }
         Ok(Done {
             frames: stitched.frames,
             bytes,

@@ -97,6 +97,15 @@ impl Store for LocalStore {
             reason: e.to_string(),
         })?
     }
+
+    async fn delete(&self, key: &str) -> Result<(), FarmError> {
+        let path = self.path_of(key)?;
+        match tokio::fs::remove_file(&path).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(FarmError::io(&path, e)),
+        }
+    }
 }
 
 fn count_files(dir: &Path) -> u64 {
@@ -139,6 +148,13 @@ mod tests {
         assert_eq!(std::fs::read(&out).unwrap(), b"hello");
         assert!(store.get_file("jobs/j/none", &out).await.is_err());
         assert!(store.put_file("../escape", &src).await.is_err());
+        // One object deleted, absent ones fine, escapes refused.
+        store.put_file("jobs/j/chunks/1.nut", &src).await.unwrap();
+        store.delete("jobs/j/chunks/1.nut").await.unwrap();
+        store.delete("jobs/j/chunks/1.nut").await.unwrap();
+        assert!(!store.exists("jobs/j/chunks/1.nut").await.unwrap());
+        assert!(store.exists("jobs/j/chunks/0.nut").await.unwrap());
+        assert!(store.delete("../escape").await.is_err());
         assert_eq!(store.delete_prefix("jobs/j/").await.unwrap(), 1);
         assert!(!store.exists("jobs/j/chunks/0.nut").await.unwrap());
     }

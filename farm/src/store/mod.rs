@@ -31,6 +31,9 @@ pub trait Store: Send + Sync + 'static {
     async fn exists(&self, key: &str) -> Result<bool, FarmError>;
     /// Deletes every object under `prefix`; returns how many.
     async fn delete_prefix(&self, prefix: &str) -> Result<u64, FarmError>;
+    /// Deletes one object (absent is fine). Why: a worker whose upload may have missed its
+    /// ended job's cleanup removes what it wrote.
+    async fn delete(&self, key: &str) -> Result<(), FarmError>;
 }
 
 /// Checks an object key: relative, `/`-separated, no empty, `.` or `..` parts, UTF-8

@@ -369,6 +369,10 @@ impl Store for S3Store {
     async fn delete_prefix(&self, prefix: &str) -> Result<u64, FarmError> {
         s3_multipart::delete_prefix(self, prefix).await
     }
+
+    async fn delete(&self, key: &str) -> Result<(), FarmError> {
+        S3Store::delete(self, key).await
+    }
 }
 
 /// A temporary file next to its destination (one filesystem, so the rename is atomic),
