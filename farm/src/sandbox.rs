@@ -436,4 +436,6 @@ pub fn run_child_if_requested() {
 }
 
 #[cfg(test)]
+mod limits_tests;
+#[cfg(test)]
 mod tests;

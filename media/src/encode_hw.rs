@@ -12,6 +12,7 @@ use std::time::Instant;
 use ffmpeg_next as ff;
 
 mod dts;
+mod filters;
 mod rendition;
 mod upload;
 
@@ -39,10 +40,8 @@ pub(super) fn running(dev: u32, e: ff::Error, what: &str, other: &str) -> MediaE
     )
 }
 
-pub(super) fn is_again(e: &ff::Error) -> bool {
-    matches!(e, ff::Error::Eof)
-        || matches!(e, ff::Error::Other { errno } if *errno == ff::util::error::EAGAIN)
-}
+/// "Send more input" or "no more output": the normal ends of a receive loop.
+pub(super) use crate::range::is_end_or_again as is_again;
 
 /// Encodes the frames of `[start_pts, end_pts)` from the chunk on card `hw.device`;
 /// `progress` gets the running count of frames encoded. The request is already checked.
