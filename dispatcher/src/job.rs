@@ -71,8 +71,13 @@ async fn run_stages(
 ) -> Result<JobReport, FarmError> {
     let job = req.id.as_str();
     let mut req = std::borrow::Cow::Borrowed(req);
+    // Seconds spent preparing (probe, plan, split up to the first publish), summed over a
+    // CPU fallback's second preparation: the encodes run between preparing and collecting.
+    let mut prepare_s = 0.0;
     let (mut prepared, collected) = loop {
+        let preparing = Instant::now();
         let mut prepared = or_cancel(cancel, job, prepare(ctx, &req, staging)).await?;
+        prepare_s += preparing.elapsed().as_secs_f64();
         match or_cancel(cancel, job, collect(ctx, &req, &mut prepared, events)).await {
             Ok(c) => break (prepared, c),
             Err(e) => {
@@ -93,7 +98,6 @@ async fn run_stages(
         }
     };
     let req: &JobRequest = &req;
-    let prepare_s = started.elapsed().as_secs_f64();
     let collected_at = started.elapsed().as_secs_f64();
     let mut warnings: Vec<String> = (prepared.info.ignored.iter())
         .map(|s| format!("{s}: left out of the outputs"))

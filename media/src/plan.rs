@@ -32,7 +32,7 @@ pub fn plan_segments(
         // A short input: aim for one segment per worker, none shorter than a quarter second.
         let share = (last_pts - first_pts + 1) / parallelism as i64;
         if share >= tb.ticks(0.25).max(1) {
-            starts = frames.starts(share);
+            starts = balance::balanced_starts(&frames, &DecodeStarts::of(packets), parallelism);
         }
     } else if parallelism > 1 && starts.len() > 1 && !starts.len().is_multiple_of(parallelism) {
         let n = starts.len();
@@ -207,6 +207,9 @@ pub fn timestamp_bias(packets: &[PacketEntry], tb: Rational) -> i64 {
     // Ten seconds of headroom covers any encoder's reorder delay.
     (-min).max(0) + tb.ticks(10.0)
 }
+
+#[path = "plan_balance.rs"]
+mod balance;
 
 #[cfg(test)]
 #[path = "plan_tests.rs"]

@@ -197,6 +197,21 @@ fn short_inputs_give_every_worker_a_segment() {
     let plans = plan_segments(&pk, TB, 10.0, 3);
     check_partition(&pk, &plans);
     assert_eq!(plans.len(), 3);
+    // One keyframe: the second segment decodes the first one's frames as its lead-in, so it
+    // gets fewer frames of its own (74 lead-in frames cost about 8 frames of work).
+    let plans = plan_segments(&pk, TB, 10.0, 2);
+    assert!(
+        plans[0].frames > plans[1].frames && plans[0].frames <= 83,
+        "{:?}",
+        plans.iter().map(|p| p.frames).collect::<Vec<_>>()
+    );
+    // A keyframe in the middle: even halves, no lead-in.
+    let pk2 = stream(150, 75, false);
+    let plans = plan_segments(&pk2, TB, 10.0, 2);
+    assert_eq!(
+        plans.iter().map(|p| p.frames).collect::<Vec<_>>(),
+        vec![75, 75]
+    );
     // Too short to share: a quarter second at least per segment.
     let tiny = stream(9, 30, false);
     assert_eq!(plan_segments(&tiny, TB, 10.0, 4).len(), 1);

@@ -20,6 +20,12 @@ pub struct Report {
     pub segments: u32,
     /// Wall-clock seconds of the whole transcode.
     pub wall_s: f64,
+    /// Seconds before the encodes (probe, plan, split).
+    #[serde(default)]
+    pub prepare_s: f64,
+    /// Seconds after the last segment (stitch, QC decode, delivery).
+    #[serde(default)]
+    pub finish_s: f64,
     /// Peak resident memory of any child process, bytes.
     pub peak_child_rss_bytes: u64,
     /// Present with `--quality`.
