@@ -31,6 +31,10 @@ cargo fmt --all -- --check
 stage "lint: cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
+stage "manifests: scripts/validate-k8s.sh (Kubernetes and KEDA schemas) and its self-test"
+bash scripts/validate-k8s.sh
+bash scripts/validate-k8s.sh --self-test
+
 stage "build: cargo build --workspace --bins"
 cargo build --workspace --bins
 

@@ -134,6 +134,8 @@ async fn run_farm(
         // The one-process farm only stops when its job is over or cancelled.
         grace: Duration::ZERO,
         min_free_bytes: 256 << 20,
+        exit_when_idle: None,
+        drain: Default::default(),
     };
     for i in 0..cfg.workers {
         workers.push(tokio::spawn(tessera_worker::run(

@@ -94,6 +94,7 @@ pub(crate) async fn prepare(
     let (probe, plans, bias) = plan(req, probe).await?;
     let video = &probe.info.video;
     let fingerprint = plan_fingerprint(&plans) ^ path_salt(req.hardware);
+    let encode_queue = encode_queue(ctx, req).await;
     // A restarted dispatcher keeps what the earlier run did, if it planned the same segments.
     let resume = req
         .resume
@@ -107,6 +108,11 @@ pub(crate) async fn prepare(
             frames: plans.iter().map(|p| p.frames).sum(),
             segments: plans.len() as u32,
             fingerprint,
+            segment_seconds: plans
+                .iter()
+                .map(|p| video.time_base.seconds(p.end_pts - p.start_pts))
+                .collect(),
+            on_gpu: encode_queue == ctx.gpu_queue,
         },
     )
     .await;
@@ -124,7 +130,6 @@ pub(crate) async fn prepare(
         staging,
     );
 
-    let encode_queue = encode_queue(ctx, req).await;
     tracing::info!(job = %req.id, queue = %encode_queue, "segments go to");
     let on_queue: OnQueue =
         std::sync::Arc::new(std::sync::Mutex::new(vec![resume.published; plans.len()]));

@@ -116,6 +116,12 @@ pub enum JobStage {
         segments: u32,
         /// Identifies the plan (segment ranges), see [`Resume`].
         fingerprint: u64,
+        /// Seconds of video in each segment (the scaling signal's backlog).
+        #[serde(default)]
+        segment_seconds: Vec<f64>,
+        /// Whether the segments go to the GPU pool.
+        #[serde(default)]
+        on_gpu: bool,
     },
     /// Every segment task is on the queue.
     Published,

@@ -109,4 +109,31 @@ impl Farm {
             out
         })
     }
+
+    /// One sample of the dispatcher's `/metrics`, the series written as exposed (labels
+    /// included); panics when the series is absent.
+    pub fn metric(&self, series: &str) -> f64 {
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "-m", "20"])
+            .arg(format!("{}/metrics", self.api))
+            .output()
+            .expect("curl");
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in /metrics:\n{text}"))
+    }
+
+    /// Uploads the 12 s 720p fixture and submits it in 2 s segments with the `medium` preset
+    /// (slow enough to catch a worker mid-segment); the job id.
+    pub fn start_slow_job(&self, key: &str) -> String {
+        let src = crate::fixture::fixture(crate::fixture::Fixture::Hd720Long);
+        self.upload(&src, "input", "long.mp4");
+        self.submit(
+            "s3://input/long.mp4",
+            &format!("s3://output/{key}"),
+            serde_json::json!({"preset": "medium"}),
+            serde_json::json!({"segment_seconds": 2}),
+        )
+    }
 }

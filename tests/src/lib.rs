@@ -32,6 +32,7 @@ mod farm_jobs;
 mod farm_workers;
 pub mod fixture;
 pub mod garage;
+pub mod imds;
 pub mod job;
 pub mod matrix;
 pub mod poison;

@@ -50,19 +50,6 @@ fn submit_outputs(
     }
 }
 
-/// One sample of the dispatcher's `/metrics`, the series written as exposed (labels included).
-fn metric(farm: &Farm, series: &str) -> f64 {
-    let out = std::process::Command::new("curl")
-        .args(["-sS", "-m", "20"])
-        .arg(format!("{}/metrics", farm.api))
-        .output()
-        .expect("curl");
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {series} in /metrics:\n{text}"))
-}
-
 #[test]
 fn api_submit_to_output_in_s3_is_frame_exact_and_api_guards_hold() {
     let mut farm = Farm::start("e2e", 2);
@@ -123,11 +110,11 @@ fn api_submit_to_output_in_s3_is_frame_exact_and_api_guards_hold() {
 
     // The dispatcher's metrics count the job, its segments and its outputs.
     let segments = job["segments_total"].as_u64().unwrap_or(0) as f64;
-    assert!(metric(&farm, "tessera_segments_done_total") >= segments);
-    assert!(metric(&farm, "tessera_jobs_finished_total{outcome=\"done\"}") >= 1.0);
-    assert!(metric(&farm, "tessera_job_wall_seconds_count") >= 1.0);
-    assert!(metric(&farm, "tessera_output_bytes_total") > 0.0);
-    assert_eq!(metric(&farm, "tessera_jobs{state=\"done\"}"), 1.0);
+    assert!(farm.metric("tessera_segments_done_total") >= segments);
+    assert!(farm.metric("tessera_jobs_finished_total{outcome=\"done\"}") >= 1.0);
+    assert!(farm.metric("tessera_job_wall_seconds_count") >= 1.0);
+    assert!(farm.metric("tessera_output_bytes_total") > 0.0);
+    assert_eq!(farm.metric("tessera_jobs{state=\"done\"}"), 1.0);
 
     let out = farm.dir.path().join("a-out.mp4");
     farm.download("output", "results/a.mp4", &out);
@@ -182,7 +169,7 @@ fn api_submit_to_output_in_s3_is_frame_exact_and_api_guards_hold() {
     let bad = farm.wait_job(bad["id"].as_str().expect("id"), JOB_TIMEOUT);
     assert_eq!(bad["state"], "failed", "{bad}");
     assert_eq!(bad["error"]["code"], "input_invalid", "{bad}");
-    assert!(metric(&farm, "tessera_jobs_failed_total{code=\"input_invalid\"}") >= 1.0);
+    assert!(farm.metric("tessera_jobs_failed_total{code=\"input_invalid\"}") >= 1.0);
     assert!(
         bad["error"]["message"]
             .as_str()

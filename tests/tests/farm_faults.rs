@@ -9,21 +9,10 @@ use tessera_tests::fixture::{fixture, Fixture};
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(300);
 
-fn start_slow_job(farm: &Farm, key: &str) -> String {
-    let src = fixture(Fixture::Hd720Long);
-    farm.upload(&src, "input", "long.mp4");
-    farm.submit(
-        "s3://input/long.mp4",
-        &format!("s3://output/{key}"),
-        json!({"preset": "medium"}),
-        json!({"segment_seconds": 2}),
-    )
-}
-
 #[test]
 fn worker_killed_mid_segment_the_job_still_completes_frame_exact() {
     let mut farm = Farm::start("kill", 2);
-    let id = start_slow_job(&farm, "killed.mp4");
+    let id = farm.start_slow_job("killed.mp4");
     farm.wait_for_segment_in_progress(0, Duration::from_secs(60));
     farm.signal_worker(0, "KILL");
     assert_eq!(
@@ -43,7 +32,7 @@ fn worker_killed_mid_segment_the_job_still_completes_frame_exact() {
 #[test]
 fn sigterm_drains_the_segment_in_flight_and_exits_zero() {
     let mut farm = Farm::start("drain", 1);
-    let id = start_slow_job(&farm, "drained.mp4");
+    let id = farm.start_slow_job("drained.mp4");
     farm.wait_for_segment_in_progress(0, Duration::from_secs(60));
     farm.signal_worker(0, "TERM");
     assert_eq!(
@@ -76,7 +65,7 @@ fn sigterm_drains_the_segment_in_flight_and_exits_zero() {
 #[test]
 fn dispatcher_killed_mid_job_resumes_without_redoing_segments() {
     let mut farm = Farm::start("restart", 2);
-    let id = start_slow_job(&farm, "resumed.mp4");
+    let id = farm.start_slow_job("resumed.mp4");
     // Kill it once a segment is in (every segment task is on the queue by then).
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     loop {
@@ -123,7 +112,7 @@ fn dispatcher_killed_mid_job_resumes_without_redoing_segments() {
 #[test]
 fn cancel_mid_job_stops_the_workers_and_leaves_nothing() {
     let mut farm = Farm::start("cancel", 2);
-    let id = start_slow_job(&farm, "cancelled.mp4");
+    let id = farm.start_slow_job("cancelled.mp4");
     farm.wait_for_segment_in_progress(0, Duration::from_secs(60));
     let (code, resp) = farm.http(
         "DELETE",

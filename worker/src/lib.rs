@@ -4,6 +4,7 @@
 //! (embedded queue + local store) run this same loop; only the queue and store differ.
 
 mod cuda_ordinal;
+pub mod drain;
 mod fitness;
 pub mod gpu;
 mod gpu_task;
@@ -12,15 +13,17 @@ mod qc;
 mod retry;
 mod segment;
 pub mod service;
+pub mod spot;
 mod stitch;
 
+pub use drain::{Drain, DrainReason};
 pub use fitness::Fitness;
 pub use gpu::{GpuSettings, Gpus};
 pub use segment::{ProgressFn, SegmentRunner};
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tessera_farm::queue::{Consumer, Delivery, Queue};
 use tessera_farm::sandbox::{Limits, Sandbox};
@@ -62,6 +65,11 @@ pub struct WorkerConfig {
     pub grace: Duration,
     /// Free bytes the staging disk must keep; below it a segment is requeued, not started.
     pub min_free_bytes: u64,
+    /// Stop (and exit, in the service) after this long with no task running or arriving:
+    /// KEDA's ScaledJob runs one worker per Job and needs it to end when the queue is empty.
+    pub exit_when_idle: Option<Duration>,
+    /// Set when the worker must stop taking work (spot notice, idle); shared with `/readyz`.
+    pub drain: Arc<Drain>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,6 +166,14 @@ fn forward(
             }
         }
     })
+}
+
+/// Sleeps until `at`, or forever when there is no `at` (the select arm is then disabled).
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// A worker id as one safe path component (`[A-Za-z0-9._-]`, no leading dot).
@@ -269,9 +285,32 @@ pub async fn run(
     drop(tx);
     let mut outcome = Ok(());
     let mut tasks = JoinSet::new();
+    let drained = config.drain.stopped();
+    let mut last_busy = Instant::now();
     loop {
+        // The idle clock runs only while nothing runs.
+        let idle_at = config
+            .exit_when_idle
+            .filter(|_| tasks.is_empty())
+            .map(|idle| tokio::time::Instant::from_std(last_busy + idle));
         let event = tokio::select! {
             _ = shutdown.cancelled() => break,
+            _ = drained.cancelled() => break,
+            Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                if let Err(e) = done {
+                    tracing::error!(error = %e, "task panicked");
+                }
+                last_busy = Instant::now();
+                continue;
+            }
+            _ = sleep_until(idle_at), if idle_at.is_some() => {
+                tracing::info!(
+                    idle_s = config.exit_when_idle.map(|d| d.as_secs()),
+                    "no work for the idle time: stopping"
+                );
+                config.drain.begin(DrainReason::Idle, None);
+                break;
+            }
             e = rx.recv() => e,
         };
         let (kind, delivery) = match event {
@@ -284,6 +323,7 @@ pub async fn run(
                 break;
             }
         };
+        last_busy = Instant::now();
         let runner = runner.clone();
         let gpus = config.gpus.clone();
         tasks.spawn(async move {
@@ -293,19 +333,18 @@ pub async fn run(
                 _ => runner.handle(delivery).await,
             }
         });
-        // Reap finished tasks so the set does not grow.
-        while let Some(done) = tasks.try_join_next() {
-            if let Err(e) = done {
-                tracing::error!(error = %e, "task panicked");
-            }
-        }
     }
     // Stop consuming; deliveries not started go back to their queues.
     for f in &forwarders {
         f.abort();
     }
     drop(rx);
-    let drained = tokio::time::timeout(config.grace, async {
+    // A spot notice's deadline may leave less than the configured grace.
+    let grace = config.drain.grace(config.grace);
+    if !tasks.is_empty() {
+        tracing::info!(running = tasks.len(), grace_s = grace.as_secs(), "draining");
+    }
+    let drained = tokio::time::timeout(grace, async {
         while let Some(done) = tasks.join_next().await {
             if let Err(e) = done {
                 tracing::error!(error = %e, "segment task panicked");

@@ -1,4 +1,5 @@
-//! The worker's Prometheus metrics and its small HTTP endpoint (`/metrics`, `/healthz`).
+//! The worker's Prometheus metrics and its small HTTP endpoint (`/metrics`, `/healthz`,
+//! `/readyz`).
 //!
 //! Why: an operator scales workers on queue length but watches them here: tasks done and
 //! failed, encode time against overhead, and per card the NVENC sessions in use against the
@@ -12,6 +13,7 @@ use tessera_farm::model::TaskRef;
 use tessera_farm::FarmError;
 use tokio_util::sync::CancellationToken;
 
+use crate::drain::Drain;
 use crate::gpu::Gpus;
 
 /// Counters of one worker process.
@@ -135,11 +137,13 @@ fn listen_err(addr: SocketAddr, e: std::io::Error) -> FarmError {
     }
 }
 
-/// Serves `/metrics` and `/healthz` on `addr` until `shutdown`; returns once bound.
+/// Serves `/metrics`, `/healthz` and `/readyz` (503 with the reason while draining) on `addr`
+/// until `shutdown`; returns once bound.
 pub async fn serve(
     addr: SocketAddr,
     metrics: Arc<WorkerMetrics>,
     gpus: Option<Arc<Gpus>>,
+    drain: Arc<Drain>,
     shutdown: CancellationToken,
 ) -> Result<(), FarmError> {
     use axum::routing::get;
@@ -160,7 +164,22 @@ pub async fn serve(
                 }
             }),
         )
-        .route("/healthz", get(|| async { "ok" }));
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let reason = drain.reason();
+                async move {
+                    match reason {
+                        None => (axum::http::StatusCode::OK, "ready".to_string()),
+                        Some(r) => (
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            format!("draining: {}", r.as_str()),
+                        ),
+                    }
+                }
+            }),
+        );
     // Scripts read the bound address from this line (port 0 picks a free one).
     println!("tessera-worker metrics on http://{bound}");
     tracing::info!(%bound, "metrics endpoint listening");

@@ -14,7 +14,9 @@ use tessera_farm::store::S3Client;
 use tessera_farm::FarmError;
 use tokio_util::sync::CancellationToken;
 
+use crate::drain::DrainReason;
 use crate::gpu::{GpuMode, GpuSettings, Gpus};
+use crate::spot::{SpotMode, SpotSettings};
 use crate::WorkerConfig;
 
 /// `tessera-worker` flags; each has a `TESSERA_*` variable and a key in the config file.
@@ -60,9 +62,23 @@ pub struct WorkerArgs {
     /// A GPU worker also takes CPU-queue segments (software encode) with its CPU slots.
     #[arg(long, env = "TESSERA_DRAIN_CPU_QUEUE")]
     pub drain_cpu_queue: Option<bool>,
-    /// Address of the worker's /metrics and /healthz (off when unset), e.g. 0.0.0.0:9464.
+    /// Address of the worker's /metrics, /healthz and /readyz (off when unset), e.g.
+    /// 0.0.0.0:9464.
     #[arg(long, env = "TESSERA_METRICS_LISTEN")]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Exit (code 0) after this many seconds with no task running or arriving [default: never].
+    #[arg(long, env = "TESSERA_EXIT_WHEN_IDLE")]
+    pub exit_when_idle: Option<u64>,
+    /// Spot notices from the instance metadata service: auto, off, aws, gcp, azure
+    /// [default: auto].
+    #[arg(long, env = "TESSERA_SPOT_NOTICE")]
+    pub spot_notice: Option<String>,
+    /// Base URL of the instance metadata service [default: the provider's own].
+    #[arg(long, env = "TESSERA_SPOT_METADATA_URL")]
+    pub spot_metadata_url: Option<String>,
+    /// Seconds between spot-notice polls [default: 5].
+    #[arg(long, env = "TESSERA_SPOT_POLL_SECONDS")]
+    pub spot_poll_seconds: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -77,6 +93,10 @@ struct WorkerFile {
     segment_timeout: Option<u64>,
     child_memory_mib: Option<u64>,
     metrics_listen: Option<std::net::SocketAddr>,
+    exit_when_idle: Option<u64>,
+    spot_notice: Option<String>,
+    spot_metadata_url: Option<String>,
+    spot_poll_seconds: Option<u64>,
     #[serde(default)]
     gpu: GpuSettings,
 }
@@ -101,6 +121,8 @@ pub struct ServiceSettings {
     pub gpu: GpuSettings,
     /// Where /metrics is served, if anywhere.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Where spot notices come from.
+    pub spot: SpotSettings,
 }
 
 impl ServiceSettings {
@@ -145,6 +167,25 @@ impl ServiceSettings {
             retry_backoff: Duration::from_secs(1),
             grace: Duration::from_secs(args.grace_seconds.or(w.grace_seconds).unwrap_or(100)),
             min_free_bytes: args.min_free_mib.or(w.min_free_mib).unwrap_or(2048) << 20,
+            exit_when_idle: args
+                .exit_when_idle
+                .or(w.exit_when_idle)
+                .map(Duration::from_secs),
+            drain: Default::default(),
+        };
+        let spot = SpotSettings {
+            mode: match args.spot_notice.as_ref().or(w.spot_notice.as_ref()) {
+                Some(m) => m.parse::<SpotMode>()?,
+                None => SpotMode::default(),
+            },
+            metadata_url: args
+                .spot_metadata_url
+                .clone()
+                .or_else(|| w.spot_metadata_url.clone()),
+            every: args
+                .spot_poll_seconds
+                .or(w.spot_poll_seconds)
+                .map(|s| Duration::from_secs(s.max(1))),
         };
         let mut gpu = w.gpu.clone();
         match args.gpu.as_deref() {
@@ -160,6 +201,7 @@ impl ServiceSettings {
             worker,
             gpu,
             metrics_listen: args.metrics_listen.or(w.metrics_listen),
+            spot,
         })
     }
 }
@@ -185,27 +227,43 @@ pub async fn serve(
         gpus.spawn_refresh(Duration::from_secs(5), shutdown.clone(), probe);
     }
     let metrics = settings.worker.metrics.clone();
+    let drain = settings.worker.drain.clone();
+    // The endpoint outlives the drain: /readyz says 503 while in-flight work finishes, and
+    // /healthz stays 200 so the drain is not cut short by a liveness probe.
+    let http_stop = CancellationToken::new();
+    let _http_stop = http_stop.clone().drop_guard();
     if let Some(addr) = settings.metrics_listen {
         crate::metrics::serve(
             addr,
             metrics.clone(),
             settings.worker.gpus.clone(),
-            shutdown.clone(),
+            drain.clone(),
+            http_stop.clone(),
         )
         .await?;
     }
+    {
+        let (drain, shutdown) = (drain.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            shutdown.cancelled().await;
+            drain.begin(DrainReason::Shutdown, None);
+        });
+    }
+    crate::spot::spawn(settings.spot.clone(), drain.clone(), http_stop.clone());
+    let drained = drain.stopped();
     let s3 = S3Client::new(settings.service.s3.clone()).await?;
     let store = Arc::new(s3.store(&settings.service.work_bucket));
     let mut backoff = Duration::from_secs(1);
     let mut quick_failures = 0u32;
     tracing::info!(worker = %settings.worker.id, slots = settings.worker.slots, "worker starting");
-    while !shutdown.is_cancelled() {
+    while !shutdown.is_cancelled() && !drain.is_draining() {
         let queue = match connect(&settings).await {
             Ok(q) => q,
             Err(e) => {
                 tracing::warn!(error = %e, retry_in = ?backoff, "broker unavailable");
                 tokio::select! {
                     _ = shutdown.cancelled() => break,
+                    _ = drained.cancelled() => break,
                     _ = tokio::time::sleep(tessera_farm::queue::jittered(backoff)) => {}
                 }
                 // At most 5 s: a broker back from a failover should see its workers within
@@ -225,6 +283,9 @@ pub async fn serve(
             shutdown.clone(),
         )
         .await;
+        if drain.is_draining() {
+            break;
+        }
         if let Err(e) = result {
             // A run that worked a while lost its broker: reconnect at once. One that fails
             // right after connecting (consume refused, queue deleted) must not reconnect in a
@@ -239,11 +300,15 @@ pub async fn serve(
             tracing::warn!(error = %e, retry_in = ?wait, "consumer failed at once; reconnecting later");
             tokio::select! {
                 _ = shutdown.cancelled() => break,
+                _ = drained.cancelled() => break,
                 _ = tokio::time::sleep(tessera_farm::queue::jittered(wait)) => {}
             }
         }
     }
-    tracing::info!("worker stopped");
+    tracing::info!(
+        reason = drain.reason().map(|r| r.as_str()),
+        "worker stopped"
+    );
     Ok(())
 }
 

@@ -96,6 +96,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
         .route("/metrics", get(metrics))
+        .route("/scaling", get(scaling))
         .route(
             "/openapi.json",
             get(|| async { Json(super::openapi::document()) }),
@@ -332,6 +333,21 @@ async fn ready(State(state): State<Arc<AppState>>) -> Response {
     }
 }
 
+/// The workers each pool needs (KEDA's `metrics-api` scaler reads
+/// `pools.cpu.desired_workers`); unauthenticated like `/metrics`, and as public.
+async fn scaling(State(state): State<Arc<AppState>>) -> Response {
+    let s = &state.runner.scaling;
+    let pools: serde_json::Map<String, serde_json::Value> = super::scaling::Pool::ALL
+        .iter()
+        .map(|&p| (p.as_str().to_string(), serde_json::json!(s.figures(p))))
+        .collect();
+    axum::Json(serde_json::json!({
+        "target_drain_seconds": s.target_drain_seconds(),
+        "pools": pools,
+    }))
+    .into_response()
+}
+
 /// Prometheus text: the registry's counters plus the database's and the gate's figures now.
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let jobs_by_state = super::metrics::jobs_by_state(&state.db)
@@ -347,6 +363,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         running,
         gate: Some(state.runner.gate.counts()),
     };
-    let body = state.runner.metrics.render(&live);
+    let mut body = state.runner.metrics.render(&live);
+    state.runner.scaling.render(&mut body);
     ([("content-type", "text/plain; version=0.0.4")], body).into_response()
 }

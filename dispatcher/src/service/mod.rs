@@ -14,6 +14,7 @@ mod metrics;
 mod openapi;
 mod resume;
 mod runner;
+pub mod scaling;
 mod seen;
 mod settings;
 mod uploads;
@@ -80,6 +81,7 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
         admission: Arc::new(tokio::sync::Semaphore::new(settings.limits.running_jobs)),
         max_input_bytes: settings.limits.input_bytes,
         metrics: Default::default(),
+        scaling: Arc::new(scaling::Scaling::new(settings.scaling)),
         max_decode_error_share: settings.max_decode_error_share,
         max_input_frames: settings.max_input_frames,
         task_deadline: settings.task_deadline,

@@ -53,6 +53,14 @@ pub fn document() -> Value {
         "url": {"type": "string", "description": "presigned PUT URL; send the file's bytes as the body"},
         "input": {"type": "string", "example": "s3://in/uploads/default/0f3c/a.mov"},
         "expires_in": {"type": "integer", "description": "seconds the URL stays valid", "example": 900}}});
+    let pool = json!({"type": "object", "required": ["backlog_segment_seconds", "backlog_segments", "worker_throughput", "desired_workers"], "properties": {
+        "backlog_segment_seconds": {"type": "number", "description": "seconds of video in segments not done: waiting in the gate, queued or encoding"},
+        "backlog_segments": {"type": "integer"},
+        "worker_throughput": {"type": "number", "description": "media seconds one worker encodes per second (measured, else configured)"},
+        "desired_workers": {"type": "integer", "description": "workers that drain the backlog in target_drain_seconds; at most one per segment"}}});
+    let scaling = json!({"type": "object", "required": ["target_drain_seconds", "pools"], "properties": {
+        "target_drain_seconds": {"type": "number"},
+        "pools": {"type": "object", "required": ["cpu", "gpu"], "properties": {"cpu": pool, "gpu": pool}}}});
     let resp = |desc: &str, schema: &Value| json!({"description": desc, "content": {"application/json": {"schema": schema}}});
     let text = |desc: &str| json!({"description": desc, "content": {"text/plain": {"schema": {"type": "string"}}}});
     let errors = json!({
@@ -97,7 +105,9 @@ pub fn document() -> Value {
             },
             "/healthz": {"get": {"security": [], "summary": "Liveness", "responses": {"200": text("ok")}}},
             "/readyz": {"get": {"security": [], "summary": "Readiness", "responses": {"200": text("ready"), "503": resp("the job database cannot be used", &error)}}},
-            "/metrics": {"get": {"security": [], "summary": "Prometheus metrics", "responses": {"200": text("the text exposition format 0.0.4")}}}
+            "/metrics": {"get": {"security": [], "summary": "Prometheus metrics", "responses": {"200": text("the text exposition format 0.0.4")}}},
+            "/scaling": {"get": {"security": [], "summary": "Workers each pool needs to drain its backlog in the target time (KEDA metrics-api: pools.cpu.desired_workers)",
+                "responses": {"200": resp("backlog and desired workers per pool", &scaling)}}}
         }
     })
 }

@@ -14,6 +14,7 @@ use super::db::{Db, JobState};
 use super::events::EventRouter;
 use super::job_plan::JobPlan;
 use super::metrics::Metrics;
+use super::scaling::Pool;
 use crate::{
     run_job, Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage, OutputSink,
 };
@@ -71,6 +72,8 @@ pub struct Runner {
     pub webhook_guard: Arc<super::webhook_guard::WebhookGuard>,
     /// Counters and histograms served at `/metrics`.
     pub metrics: Arc<Metrics>,
+    /// Backlog per worker pool and the workers it needs (`/scaling`).
+    pub scaling: Arc<super::scaling::Scaling>,
     /// See [`DispatchContext::max_decode_error_share`].
     pub max_decode_error_share: f64,
     /// See [`DispatchContext::max_input_frames`].
@@ -149,6 +152,7 @@ impl Runner {
         result: Result<JobReport, FarmError>,
         cancelled: bool,
     ) {
+        self.scaling.ended(id);
         let mut counted = false;
         let mut backoff = std::time::Duration::from_secs(1);
         loop {
@@ -241,6 +245,7 @@ impl Runner {
     fn context(&self, id: &str, staging: &std::path::Path) -> DispatchContext {
         let db = self.db.clone();
         let metrics = self.metrics.clone();
+        let scaling = self.scaling.clone();
         let job = id.to_string();
         let progress = Arc::new(std::sync::Mutex::new((0u32, 0u32)));
         DispatchContext {
@@ -266,11 +271,17 @@ impl Runner {
                     JobStage::Planned {
                         segments,
                         fingerprint,
+                        segment_seconds,
+                        on_gpu,
                         ..
                     } => db.record_plan(&job, *fingerprint).and_then(|()| {
                         // A resumed run counts the segments its earlier run finished.
-                        let done = db.resume_state(&job)?.map_or(0, |r| r.done.len() as u32);
-                        *p = (*segments, done);
+                        let done: Vec<u32> = db
+                            .resume_state(&job)?
+                            .map_or_else(Vec::new, |r| r.done.iter().map(|d| d.0).collect());
+                        let pool = if *on_gpu { Pool::Gpu } else { Pool::Cpu };
+                        scaling.planned(&job, pool, segment_seconds, &done);
+                        *p = (*segments, done.len() as u32);
                         db.set_segments(&job, p.0, p.1)?;
                         db.set_state(&job, JobState::Encoding)
                     }),
@@ -282,6 +293,7 @@ impl Runner {
                         overhead_seconds,
                     } => {
                         db.record_segment(&job, *segment, *frames)?;
+                        scaling.segment_done(&job, *segment, *media_seconds);
                         // Counted once the record stands (a failed write is tried again).
                         metrics.segment_done(*frames, *media_seconds, *overhead_seconds);
                         p.1 += 1;

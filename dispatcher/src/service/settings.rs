@@ -76,6 +76,16 @@ pub struct DispatcherArgs {
     /// timeout [default: 3600].
     #[arg(long, env = "TESSERA_TASK_DEADLINE_SECONDS")]
     pub task_deadline_seconds: Option<u64>,
+    /// Seconds the scaling signal (`tessera_desired_workers`, `/scaling`) lets a pool's
+    /// backlog take to drain [default: 600].
+    #[arg(long, env = "TESSERA_SCALING_TARGET_SECONDS")]
+    pub scaling_target_seconds: Option<f64>,
+    /// Media seconds one CPU worker encodes per second, until measured [default: 0.5].
+    #[arg(long, env = "TESSERA_SCALING_CPU_THROUGHPUT")]
+    pub scaling_cpu_throughput: Option<f64>,
+    /// Media seconds one GPU worker encodes per second, until measured [default: 4].
+    #[arg(long, env = "TESSERA_SCALING_GPU_THROUGHPUT")]
+    pub scaling_gpu_throughput: Option<f64>,
     /// Hosts (`hooks.example.com`, `*.example.com`) and networks (`10.1.0.0/16`) webhooks may
     /// reach besides public addresses, comma-separated; with host names given, callbacks
     /// must use one of them [default: any public address].
@@ -129,6 +139,9 @@ struct DispatcherFile {
     max_decode_error_share: Option<f64>,
     max_input_frames: Option<u64>,
     task_deadline_seconds: Option<u64>,
+    scaling_target_seconds: Option<f64>,
+    scaling_cpu_throughput: Option<f64>,
+    scaling_gpu_throughput: Option<f64>,
     webhook_allow: Option<Vec<String>>,
     max_running_jobs: Option<usize>,
     max_jobs_per_tenant: Option<u64>,
@@ -185,6 +198,8 @@ pub struct Settings {
     pub max_input_frames: Option<u64>,
     /// See [`crate::DispatchContext::task_deadline`].
     pub task_deadline: Duration,
+    /// The scaling signal's target and first throughput guesses.
+    pub scaling: super::scaling::ScalingSettings,
     /// Where webhooks may go.
     pub webhook_guard: super::webhook_guard::WebhookGuard,
     /// Admission control: jobs at once, per tenant, input size, retention.
@@ -212,6 +227,7 @@ impl Settings {
     pub fn resolve(args: &DispatcherArgs) -> Result<Self, String> {
         let file: FileConfig = tessera_farm::config::read_config_file(args.config.as_deref())?;
         let d = file.dispatcher;
+        let scaling = scaling_settings(args, &d)?;
         let entries: Vec<String> = std::env::var("TESSERA_API_TOKENS")
             .ok()
             .map(|v| {
@@ -355,8 +371,39 @@ impl Settings {
                 .map_or(crate::DEFAULT_TASK_DEADLINE, |s| {
                     Duration::from_secs(s.max(1))
                 }),
+            scaling,
         })
     }
+}
+
+/// The scaling signal's settings, each positive and finite.
+fn scaling_settings(
+    args: &DispatcherArgs,
+    d: &DispatcherFile,
+) -> Result<super::scaling::ScalingSettings, String> {
+    let default = super::scaling::ScalingSettings::default();
+    let positive = |name: &str, v: Option<f64>, default: f64| match v {
+        None => Ok(default),
+        Some(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Some(v) => Err(format!("{name} {v} must be a positive number")),
+    };
+    Ok(super::scaling::ScalingSettings {
+        target_drain_seconds: positive(
+            "scaling_target_seconds",
+            args.scaling_target_seconds.or(d.scaling_target_seconds),
+            default.target_drain_seconds,
+        )?,
+        cpu_throughput: positive(
+            "scaling_cpu_throughput",
+            args.scaling_cpu_throughput.or(d.scaling_cpu_throughput),
+            default.cpu_throughput,
+        )?,
+        gpu_throughput: positive(
+            "scaling_gpu_throughput",
+            args.scaling_gpu_throughput.or(d.scaling_gpu_throughput),
+            default.gpu_throughput,
+        )?,
+    })
 }
 
 /// The decode-error share from flag or file, checked to lie in 0..=1.

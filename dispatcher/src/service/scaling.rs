@@ -1,0 +1,283 @@
+//! The scaling signal: how many workers each pool needs to drain its backlog in a target
+//! time (`tessera_desired_workers{pool}` and `GET /scaling`, which KEDA's `metrics-api`
+//! scaler reads).
+//!
+//! Why not only the queue length: a queued message is a segment of any length, segments
+//! waiting in the publish gate are not on the queue at all, and KEDA's AMQP mode does not see
+//! the unacked ones being encoded. The dispatcher knows every segment it planned and which
+//! ones are done, so the backlog here is in segment-seconds, gate and in-flight included,
+//! and it is divided by what one worker actually encodes per second (measured from the
+//! segments done, per pool) over the drain time the operator wants.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+/// A worker pool (the queue its segments go to).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pool {
+    /// CPU workers (`tessera.encode.cpu`).
+    Cpu,
+    /// GPU workers (`tessera.encode.gpu`).
+    Gpu,
+}
+
+impl Pool {
+    /// Both pools, in the order metrics list them.
+    pub const ALL: [Pool; 2] = [Pool::Cpu, Pool::Gpu];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pool::Cpu => "cpu",
+            Pool::Gpu => "gpu",
+        }
+    }
+}
+
+/// Settings of the estimate.
+#[derive(Debug, Clone, Copy)]
+pub struct ScalingSettings {
+    /// Seconds the backlog should take to drain.
+    pub target_drain_seconds: f64,
+    /// Media seconds one CPU worker encodes per second, until segments are measured.
+    pub cpu_throughput: f64,
+    /// Media seconds one GPU worker encodes per second, until segments are measured.
+    pub gpu_throughput: f64,
+}
+
+impl Default for ScalingSettings {
+    fn default() -> Self {
+        ScalingSettings {
+            target_drain_seconds: 600.0,
+            cpu_throughput: 0.5,
+            gpu_throughput: 4.0,
+        }
+    }
+}
+
+/// One pool's figures, as `/scaling` shows them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PoolFigures {
+    /// Seconds of video in segments planned and not yet done (waiting in the gate, queued or
+    /// being encoded).
+    pub backlog_segment_seconds: f64,
+    /// Those segments.
+    pub backlog_segments: u64,
+    /// Media seconds one worker encodes per second (measured, or the setting).
+    pub worker_throughput: f64,
+    /// Workers that drain the backlog in the target time (never more than its segments).
+    pub desired_workers: u64,
+}
+
+/// How many workers drain `backlog_seconds` (in `segments` segments) within `target_s`
+/// when each encodes `throughput` media seconds per second: at least one while anything is
+/// left, at most one per segment (a segment is not shared). Pure.
+pub fn desired_workers(backlog_seconds: f64, segments: u64, throughput: f64, target_s: f64) -> u64 {
+    if segments == 0 {
+        return 0;
+    }
+    let per_worker = throughput.max(1e-6) * target_s.max(1.0);
+    let need = (backlog_seconds.max(0.0) / per_worker).ceil() as u64;
+    need.clamp(1, segments)
+}
+
+#[derive(Debug, Default)]
+struct JobBacklog {
+    pool: Option<Pool>,
+    /// Seconds of each segment not done yet.
+    left: HashMap<u32, f64>,
+    /// Seconds of every planned segment (to measure throughput when one is done).
+    planned: HashMap<u32, f64>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Measured {
+    media_seconds: f64,
+    encode_seconds: f64,
+}
+
+/// The backlog of every running job and the measured throughput of each pool.
+#[derive(Debug, Default)]
+pub struct Scaling {
+    settings: ScalingSettings,
+    jobs: Mutex<HashMap<String, JobBacklog>>,
+    measured: Mutex<HashMap<Pool, Measured>>,
+}
+
+/// One exposed series: name, help, and its value in a pool's figures.
+type Series = (&'static str, &'static str, fn(&PoolFigures) -> f64);
+
+/// Segments that count toward a pool's measurement before it replaces the setting.
+const MIN_MEASURED_SECONDS: f64 = 10.0;
+
+impl Scaling {
+    /// An empty backlog.
+    pub fn new(settings: ScalingSettings) -> Self {
+        Scaling {
+            settings,
+            ..Default::default()
+        }
+    }
+
+    /// A job planned its segments (seconds each) for `pool`; `done` were finished by an
+    /// earlier run. Replaces what the job had (a job planned again after a fallback).
+    pub fn planned(&self, job: &str, pool: Pool, seconds: &[f64], done: &[u32]) {
+        let planned: HashMap<u32, f64> = (0u32..).zip(seconds.iter().copied()).collect();
+        let mut left = planned.clone();
+        for d in done {
+            left.remove(d);
+        }
+        let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        jobs.insert(
+            job.to_string(),
+            JobBacklog {
+                pool: Some(pool),
+                left,
+                planned,
+            },
+        );
+    }
+
+    /// A segment is done after `encode_seconds` of decode and encode.
+    pub fn segment_done(&self, job: &str, segment: u32, encode_seconds: f64) {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(b) = jobs.get_mut(job) else { return };
+        if b.left.remove(&segment).is_none() {
+            return;
+        }
+        let (Some(pool), Some(&media)) = (b.pool, b.planned.get(&segment)) else {
+            return;
+        };
+        drop(jobs);
+        if encode_seconds > 0.0 {
+            let mut m = self.measured.lock().unwrap_or_else(|e| e.into_inner());
+            let e = m.entry(pool).or_default();
+            e.media_seconds += media;
+            e.encode_seconds += encode_seconds;
+        }
+    }
+
+    /// The job ended (done, failed or cancelled): nothing of it is left to encode.
+    pub fn ended(&self, job: &str) {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        jobs.remove(job);
+    }
+
+    /// Media seconds one worker of `pool` encodes per second.
+    fn throughput(&self, pool: Pool) -> f64 {
+        let m = self.measured.lock().unwrap_or_else(|e| e.into_inner());
+        match m.get(&pool) {
+            Some(x) if x.media_seconds >= MIN_MEASURED_SECONDS && x.encode_seconds > 0.0 => {
+                x.media_seconds / x.encode_seconds
+            }
+            _ => match pool {
+                Pool::Cpu => self.settings.cpu_throughput,
+                Pool::Gpu => self.settings.gpu_throughput,
+            },
+        }
+    }
+
+    /// The figures of `pool` now.
+    pub fn figures(&self, pool: Pool) -> PoolFigures {
+        let (seconds, segments) = {
+            let jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+            jobs.values()
+                .filter(|b| b.pool == Some(pool))
+                .fold((0.0, 0u64), |(s, n), b| {
+                    (s + b.left.values().sum::<f64>(), n + b.left.len() as u64)
+                })
+        };
+        let throughput = self.throughput(pool);
+        PoolFigures {
+            backlog_segment_seconds: seconds,
+            backlog_segments: segments,
+            worker_throughput: throughput,
+            desired_workers: desired_workers(
+                seconds,
+                segments,
+                throughput,
+                self.settings.target_drain_seconds,
+            ),
+        }
+    }
+
+    /// Appends the Prometheus text of both pools' figures.
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let series: [Series; 3] = [
+            (
+                "tessera_desired_workers",
+                "Workers that drain the pool's backlog in the target time.",
+                |f| f.desired_workers as f64,
+            ),
+            (
+                "tessera_backlog_segment_seconds",
+                "Seconds of video in segments not done (gate, queue, encoding).",
+                |f| f.backlog_segment_seconds,
+            ),
+            (
+                "tessera_worker_throughput_ratio",
+                "Media seconds one worker encodes per second (measured or configured).",
+                |f| f.worker_throughput,
+            ),
+        ];
+        for (name, help, value) in series {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for pool in Pool::ALL {
+                let v = value(&self.figures(pool));
+                let _ = writeln!(out, "{name}{{pool=\"{}\"}} {v}", pool.as_str());
+            }
+        }
+    }
+
+    /// The target drain time, seconds.
+    pub fn target_drain_seconds(&self) -> f64 {
+        self.settings.target_drain_seconds
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn desired_workers_drain_the_backlog_in_the_target_time() {
+        // 600 s of video, 0.5 s/s per worker, 300 s target: 4 workers.
+        assert_eq!(desired_workers(600.0, 60, 0.5, 300.0), 4);
+        assert_eq!(desired_workers(601.0, 60, 0.5, 300.0), 5);
+        // At least one while anything is left, at most one per segment.
+        assert_eq!(desired_workers(1.0, 1, 0.5, 300.0), 1);
+        assert_eq!(desired_workers(10_000.0, 3, 0.5, 300.0), 3);
+        assert_eq!(desired_workers(0.0, 0, 0.5, 300.0), 0);
+    }
+
+    #[test]
+    fn the_backlog_counts_planned_segments_until_done_and_learns_throughput() {
+        let s = Scaling::new(ScalingSettings {
+            target_drain_seconds: 10.0,
+            cpu_throughput: 1.0,
+            gpu_throughput: 4.0,
+        });
+        s.planned("a", Pool::Cpu, &[10.0, 10.0, 10.0, 5.0], &[0]);
+        s.planned("b", Pool::Gpu, &[20.0, 20.0], &[]);
+        let cpu = s.figures(Pool::Cpu);
+        assert_eq!(cpu.backlog_segments, 3);
+        assert_eq!(cpu.backlog_segment_seconds, 25.0);
+        assert_eq!(cpu.desired_workers, 3); // 25 s / (1 s/s x 10 s)
+        assert_eq!(s.figures(Pool::Gpu).desired_workers, 1); // 40 / (4 x 10)
+                                                             // Two segments of 10 s took 5 s each: 2 s/s once 10 s are measured.
+        s.segment_done("a", 1, 5.0);
+        s.segment_done("a", 2, 5.0);
+        s.segment_done("a", 2, 5.0); // a duplicate report counts once
+        let cpu = s.figures(Pool::Cpu);
+        assert_eq!(cpu.backlog_segments, 1);
+        assert_eq!(cpu.worker_throughput, 2.0);
+        assert_eq!(cpu.desired_workers, 1);
+        s.ended("a");
+        assert_eq!(s.figures(Pool::Cpu).desired_workers, 0);
+        assert_eq!(s.figures(Pool::Cpu).backlog_segment_seconds, 0.0);
+    }
+}
