@@ -142,9 +142,10 @@ pub fn spawn(settings: SpotSettings, drain: Arc<Drain>, stop: CancellationToken)
                         seconds_left = left.map(|l| l.as_secs()),
                         "spot notice: taking no more work, draining"
                     );
-                    let deadline = n.deadline.map(|d| {
-                        Instant::now() + d.duration_since(SystemTime::now()).unwrap_or_default()
-                    });
+                    // A deadline already past leaves no time at all.
+                    let deadline = n
+                        .deadline
+                        .map(|_| Instant::now() + left.unwrap_or_default());
                     drain.begin(n.reason, deadline);
                     if n.reason == crate::drain::DrainReason::SpotInterruption {
                         return;

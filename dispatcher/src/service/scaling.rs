@@ -84,9 +84,9 @@ pub fn desired_workers(backlog_seconds: f64, segments: u64, throughput: f64, tar
     need.clamp(1, segments)
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct JobBacklog {
-    pool: Option<Pool>,
+    pool: Pool,
     /// Seconds of each segment not done yet.
     left: HashMap<u32, f64>,
     /// Seconds of every planned segment (to measure throughput when one is done).
@@ -134,7 +134,7 @@ impl Scaling {
         jobs.insert(
             job.to_string(),
             JobBacklog {
-                pool: Some(pool),
+                pool,
                 left,
                 planned,
             },
@@ -148,7 +148,7 @@ impl Scaling {
         if b.left.remove(&segment).is_none() {
             return;
         }
-        let (Some(pool), Some(&media)) = (b.pool, b.planned.get(&segment)) else {
+        let (pool, Some(&media)) = (b.pool, b.planned.get(&segment)) else {
             return;
         };
         drop(jobs);
@@ -185,7 +185,7 @@ impl Scaling {
         let (seconds, segments) = {
             let jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
             jobs.values()
-                .filter(|b| b.pool == Some(pool))
+                .filter(|b| b.pool == pool)
                 .fold((0.0, 0u64), |(s, n), b| {
                     (s + b.left.values().sum::<f64>(), n + b.left.len() as u64)
                 })
@@ -224,10 +224,12 @@ impl Scaling {
                 |f| f.worker_throughput,
             ),
         ];
+        // Each pool's figures once: every series reads the same snapshot.
+        let figures = Pool::ALL.map(|pool| (pool, self.figures(pool)));
         for (name, help, value) in series {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-            for pool in Pool::ALL {
-                let v = value(&self.figures(pool));
+            for (pool, f) in &figures {
+                let v = value(f);
                 let _ = writeln!(out, "{name}{{pool=\"{}\"}} {v}", pool.as_str());
             }
         }
