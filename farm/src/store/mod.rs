@@ -6,6 +6,7 @@
 mod local;
 mod s3;
 mod s3_abort;
+mod s3_config;
 mod s3_copy;
 mod s3_errors;
 mod s3_multipart;
