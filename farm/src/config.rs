@@ -36,6 +36,10 @@ pub struct ServiceArgs {
     /// S3 endpoint URL (MinIO, Garage, Ceph); unset for AWS.
     #[arg(long, env = "TESSERA_S3_ENDPOINT")]
     pub s3_endpoint: Option<String>,
+    /// S3 endpoint as clients outside the farm reach it, named in presigned upload URLs
+    /// (the dispatcher's `POST /v1/uploads`) [default: --s3-endpoint].
+    #[arg(long, env = "TESSERA_S3_PUBLIC_ENDPOINT")]
+    pub s3_public_endpoint: Option<String>,
     /// S3 region [default: us-east-1].
     #[arg(long, env = "TESSERA_S3_REGION")]
     pub s3_region: Option<String>,
@@ -60,6 +64,7 @@ pub struct ServiceFile {
     amqp_url: Option<String>,
     delivery_limit: Option<u32>,
     s3_endpoint: Option<String>,
+    s3_public_endpoint: Option<String>,
     s3_region: Option<String>,
     s3_access_key_id: Option<String>,
     s3_secret_access_key: Option<String>,
@@ -113,6 +118,10 @@ impl ServiceConfig {
             .or(file.s3_path_style)
             .unwrap_or(endpoint.is_some());
         s3.endpoint = endpoint;
+        s3.public_endpoint = args
+            .s3_public_endpoint
+            .clone()
+            .or_else(|| file.s3_public_endpoint.clone());
         s3.access_key_id = args
             .s3_access_key_id
             .clone()

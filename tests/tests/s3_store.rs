@@ -301,6 +301,41 @@ async fn presigned_put_uploads_an_object() {
     assert!(!store.exists("in/late.bin").await.unwrap());
 }
 
+/// Behind compose or a load balancer the services reach the store by one address and clients
+/// by another: presigned URLs must name (and be signed for) the public one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn presigned_urls_name_the_public_endpoint() {
+    let public = |endpoint: &str| endpoint.replace("127.0.0.1", "localhost");
+    let (garage, store, dir) = setup(|cfg| {
+        cfg.public_endpoint = cfg.endpoint.as_deref().map(public);
+    })
+    .await;
+    let url = store
+        .presign_put("in/public.bin", Duration::from_secs(300))
+        .await
+        .unwrap();
+    assert!(url.starts_with(&public(&garage.endpoint)), "{url}");
+    let src = file(&dir, "public.bin", &data(5000, 8));
+    let put = tokio::task::spawn_blocking(move || http_put(&url, &src));
+    assert_eq!(put.await.unwrap(), 200);
+    // The services' own requests still go to `endpoint`.
+    assert_eq!(
+        store.head("in/public.bin").await.unwrap().unwrap().size,
+        5000
+    );
+
+    // A URL signed for the public host is refused when sent to another one.
+    let url = store
+        .presign_put("in/elsewhere.bin", Duration::from_secs(300))
+        .await
+        .unwrap()
+        .replace("localhost", "127.0.0.1");
+    let put = tokio::task::spawn_blocking(move || raw_http_put(&url, b"x"));
+    let status = put.await.unwrap();
+    assert!((400..500).contains(&status), "re-hosted URL: HTTP {status}");
+    assert!(store.head("in/elsewhere.bin").await.unwrap().is_none());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_with_prefix_start_after_and_max() {
     let (_garage, store, dir) = setup(|_| {}).await;

@@ -41,6 +41,8 @@ const MAX_SINGLE_PUT: u64 = 5 * 1024 * MIB;
 #[derive(Clone)]
 pub struct S3Client {
     inner: aws_sdk_s3::Client,
+    /// Signs presigned URLs: `inner` unless a public endpoint is configured.
+    presigner: aws_sdk_s3::Client,
     tuning: Tuning,
 }
 
@@ -91,9 +93,18 @@ impl S3Client {
             .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
             .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
             .build();
-        tracing::debug!(endpoint = ?cfg.endpoint, region = %cfg.region, "S3 client ready");
+        // Presigned URLs are signed for the host they name, so a public endpoint needs a client
+        // of its own (signing only: it never sends a request).
+        let presigner = cfg
+            .public_endpoint
+            .as_ref()
+            .map(|url| aws_sdk_s3::Client::from_conf(conf.to_builder().endpoint_url(url).build()));
+        tracing::debug!(endpoint = ?cfg.endpoint, public_endpoint = ?cfg.public_endpoint,
+            region = %cfg.region, "S3 client ready");
+        let inner = aws_sdk_s3::Client::from_conf(conf);
         Ok(S3Client {
-            inner: aws_sdk_s3::Client::from_conf(conf),
+            presigner: presigner.unwrap_or_else(|| inner.clone()),
+            inner,
             tuning: Tuning {
                 op_timeout: cfg.op_timeout,
                 multipart_threshold: cfg.multipart_threshold.min(MAX_SINGLE_PUT),
@@ -106,6 +117,7 @@ impl S3Client {
     pub fn store(&self, bucket: &str) -> S3Store {
         S3Store {
             client: self.inner.clone(),
+            presigner: self.presigner.clone(),
             bucket: Arc::from(bucket),
             tuning: self.tuning,
         }
@@ -132,6 +144,7 @@ pub struct ObjectInfo {
 #[derive(Clone)]
 pub struct S3Store {
     pub(super) client: aws_sdk_s3::Client,
+    pub(super) presigner: aws_sdk_s3::Client,
     pub(super) bucket: Arc<str>,
     pub(super) tuning: Tuning,
 }
@@ -151,12 +164,13 @@ impl S3Store {
     }
 
     /// A URL that lets anyone holding it PUT one object at `key` until `expires` has passed,
-    /// without credentials: how users upload inputs straight into the bucket.
+    /// without credentials: how users upload inputs straight into the bucket. It names the
+    /// public endpoint when one is configured ([`S3Config::public_endpoint`]).
     pub async fn presign_put(&self, key: &str, expires: Duration) -> Result<String, FarmError> {
         validate_key(key)?;
         let presigning = PresigningConfig::expires_in(expires)
             .map_err(|e| store_err(key, format!("presign: {e}")))?;
-        let request = self.client.put_object().bucket(&*self.bucket).key(key);
+        let request = self.presigner.put_object().bucket(&*self.bucket).key(key);
         let presigned = tokio::time::timeout(self.tuning.op_timeout, request.presigned(presigning))
             .await
             .map_err(|_| store_err(key, "presign: timed out"))?

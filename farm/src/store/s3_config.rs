@@ -17,6 +17,10 @@ pub(super) const MIB: u64 = 1024 * 1024;
 pub struct S3Config {
     /// Endpoint URL (`http://127.0.0.1:3900`); `None` means AWS S3 for `region`.
     pub endpoint: Option<String>,
+    /// The endpoint as clients outside the farm reach it, named in presigned upload URLs
+    /// (compose: `http://127.0.0.1:3900` on the host, while the services use
+    /// `http://garage:3900`); `None`: `endpoint`.
+    pub public_endpoint: Option<String>,
     /// Signing region (`us-east-1`, or `garage` for Garage).
     pub region: String,
     /// Static access key id; `None` (with no secret) uses the default AWS credential chain.
@@ -44,6 +48,7 @@ impl S3Config {
     pub fn new(region: impl Into<String>) -> Self {
         S3Config {
             endpoint: None,
+            public_endpoint: None,
             region: region.into(),
             access_key_id: None,
             secret_access_key: None,
@@ -60,6 +65,7 @@ impl fmt::Debug for S3Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("S3Config")
             .field("endpoint", &self.endpoint)
+            .field("public_endpoint", &self.public_endpoint)
             .field("region", &self.region)
             .field("access_key_id", &self.access_key_id)
             .field(

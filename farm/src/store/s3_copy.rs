@@ -96,6 +96,7 @@ impl S3Store {
     fn client_store(&self, bucket: &str) -> S3Store {
         S3Store {
             client: self.client.clone(),
+            presigner: self.presigner.clone(),
             bucket: bucket.into(),
             tuning: self.tuning,
         }
