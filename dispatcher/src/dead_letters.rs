@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tessera_farm::model::{
-    encode_message, task_identity, SegmentOutcome, TaskEvent, TaskRef, QUEUE_ENCODE_CPU,
-    QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH, WIRE_VERSION,
+    encode_message, newer_wire_version, task_identity, SegmentOutcome, TaskEvent, TaskRef,
+    QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH, WIRE_VERSION,
 };
 use tessera_farm::queue::{dead_letter_queue, Delivery, Queue};
 use tessera_media::{ErrorClass, ErrorCode};
@@ -42,6 +42,12 @@ pub fn lost_event(source: &str, dead: &Delivery) -> Option<TaskEvent> {
         )
     } else {
         match reason {
+            "delivery_limit" if newer_wire_version(&dead.body).is_some() => format!(
+                "{task} was lost: it is wire version {}, from a newer release, and no worker \
+                 that took it could read it (upgrade the workers before the dispatcher: \
+                 docs/deploy.md, Upgrades)",
+                newer_wire_version(&dead.body).unwrap_or_default()
+            ),
             "delivery_limit" => format!(
                 "{task} was lost: its deliveries ran out and no attempt finished (each worker \
                  holding it stopped: killed, out of memory, reclaimed, or past the broker's \

@@ -287,7 +287,8 @@ fn is_any(hardware: &Hardware) -> bool {
 pub mod keys;
 mod wire;
 pub use wire::{
-    decode_message, encode_message, task_identity, valid_job_id, Versioned, MAX_MESSAGE_BYTES,
+    decode_message, encode_message, newer_wire_version, task_identity, valid_job_id, Versioned,
+    MAX_MESSAGE_BYTES,
 };
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Tasks that end without a result must end their job, with a reason, and never stall the
-//! farm (review C1, H1, H3): a segment whose deliveries run out as its workers are killed; a
-//! task a worker cannot read; a task lost from the queue without being dead-lettered; a stale
-//! end marker of a resumed job; a second dispatcher on the same farm.
+//! farm (review C1, H1, H3): a segment whose deliveries run out as its workers are killed;
+//! tasks a worker cannot read (from a newer release, or garbled); a task lost from the queue
+//! without being dead-lettered; a stale end marker of a resumed job; a second dispatcher on
+//! the same farm.
 
 use std::time::{Duration, Instant};
 
@@ -129,16 +130,46 @@ fn a_segment_whose_deliveries_run_out_fails_its_job_and_the_farm_moves_on() {
 }
 
 #[test]
-fn a_task_no_worker_can_read_fails_its_job_with_the_reason() {
+fn tasks_no_worker_can_read_fail_their_jobs_with_the_reason() {
     let mut farm = Farm::start("unreadable", 0);
-    let id = submit(&farm, Fixture::ClosedGopH264, "unreadable.mp4", json!({}));
-    wait_published(&farm, &id);
-    // The job's tasks are replaced by one from a newer dispatcher the workers cannot read.
+    // Each job's tasks are replaced by one the workers cannot read: for `newer`, a task from a
+    // newer dispatcher; for `garbled`, one that no release can read.
+    let newer = submit(&farm, Fixture::ClosedGopH264, "newer.mp4", json!({}));
+    wait_published(&farm, &newer);
     farm.vhost.purge(QUEUE_ENCODE_CPU);
-    let newer = json!({"v": 99, "job_id": id, "segment": 0, "chunk_key": "x"}).to_string();
-    publish_raw(&farm, QUEUE_ENCODE_CPU, newer.as_bytes());
+    let garbled = submit(&farm, Fixture::ClosedGopH264, "garbled.mp4", json!({}));
+    let started = Instant::now();
+    while farm.vhost.ready(QUEUE_ENCODE_CPU) == 0 {
+        assert!(
+            started.elapsed() < JOB_TIMEOUT,
+            "no task of the second job published"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    farm.vhost.purge(QUEUE_ENCODE_CPU);
+    let task = json!({"v": 99, "job_id": newer, "segment": 0, "chunk_key": "x"});
+    publish_raw(&farm, QUEUE_ENCODE_CPU, task.to_string().as_bytes());
+    let task = json!({"v": 1, "job_id": garbled, "segment": 0, "chunk_key": 5});
+    publish_raw(&farm, QUEUE_ENCODE_CPU, task.to_string().as_bytes());
     farm.add_worker(0);
-    let job = farm.wait_job(&id, JOB_TIMEOUT);
+
+    // During a rolling upgrade a newer worker could take the newer task, so each old worker
+    // requeues it until its deliveries run out; then its job fails, naming the version.
+    let job = farm.wait_job(&newer, JOB_TIMEOUT);
+    assert_eq!(job["state"], "failed", "{job}");
+    let (code, message) = error_of(&job);
+    assert_eq!(code, "task_lost", "{job}");
+    assert!(
+        message.contains("segment 0") && message.contains("wire version 99"),
+        "{message}"
+    );
+    let requeued = farm.worker_log_count(0, &["newer release requeued"]);
+    assert!(
+        requeued >= 2,
+        "requeued {requeued} times before the dead letters"
+    );
+    // The garbled task is dead-lettered at once.
+    let job = farm.wait_job(&garbled, JOB_TIMEOUT);
     assert_eq!(job["state"], "failed", "{job}");
     let (code, message) = error_of(&job);
     assert_eq!(code, "task_lost", "{job}");

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tessera_farm::model::{
-    decode_message, encode_message, SegmentOutcome, SegmentTask, TaskEvent, TaskRef, QUEUE_EVENTS,
-    WIRE_VERSION,
+    decode_message, encode_message, newer_wire_version, SegmentOutcome, SegmentTask, TaskEvent,
+    TaskRef, QUEUE_EVENTS, WIRE_VERSION,
 };
 use tessera_farm::queue::{Delivery, Queue};
 use tessera_farm::sandbox::{MediaOp, Sandbox, SlotPool, WarmPolicy};
@@ -21,10 +21,32 @@ pub(crate) async fn decode_task(delivery: &Delivery) -> Option<SegmentTask> {
     match decode_message(&delivery.body) {
         Ok(t) => Some(t),
         Err(e) => {
-            tracing::error!(error = %e, "unreadable segment task dead-lettered");
-            let _ = delivery.acker.nack(false).await;
+            refuse_unreadable(delivery, "segment", &e).await;
             None
         }
+    }
+}
+
+/// How long a task from a newer release is held before it goes back to the queue, so that
+/// old workers do not pass it around in a tight loop while newer ones start.
+const NEWER_TASK_PAUSE: Duration = Duration::from_secs(2);
+
+/// Gives back a delivery this worker cannot read: a task from a newer release (wire version
+/// above ours, during a rolling upgrade) is requeued for a newer worker, within the queue's
+/// delivery limit; anything else is dead-lettered, which fails its job with the reason.
+pub(crate) async fn refuse_unreadable(delivery: &Delivery, kind: &str, error: &FarmError) {
+    if let Some(version) = newer_wire_version(&delivery.body) {
+        tracing::warn!(
+            kind,
+            version,
+            ours = WIRE_VERSION,
+            "task from a newer release requeued for a newer worker"
+        );
+        tokio::time::sleep(NEWER_TASK_PAUSE).await;
+        let _ = delivery.acker.nack(true).await;
+    } else {
+        tracing::error!(kind, error = %error, "unreadable task dead-lettered");
+        let _ = delivery.acker.nack(false).await;
     }
 }
 

@@ -23,8 +23,7 @@ impl SegmentRunner {
         let task: StitchTask = match decode_message(&delivery.body) {
             Ok(t) => t,
             Err(e) => {
-                tracing::error!(error = %e, "unreadable stitch task dead-lettered");
-                let _ = delivery.acker.nack(false).await;
+                crate::segment::refuse_unreadable(&delivery, "stitch", &e).await;
                 return;
             }
         };

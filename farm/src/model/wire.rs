@@ -37,6 +37,20 @@ pub fn task_identity(body: &[u8]) -> Option<(String, u64, TaskRef)> {
     Some((head.job_id, head.plan, task))
 }
 
+/// The wire version of a message written by a newer release than this one, if it is one.
+///
+/// Why: during a rolling upgrade old and new workers share the queues. A task an old worker
+/// cannot read because it is newer is not bad: it goes back for a newer worker instead of to
+/// the dead letters (which would fail its job).
+pub fn newer_wire_version(body: &[u8]) -> Option<u32> {
+    #[derive(Deserialize)]
+    struct Version {
+        v: u32,
+    }
+    let version: Version = serde_json::from_slice(body).ok()?;
+    (version.v > WIRE_VERSION).then_some(version.v)
+}
+
 /// Serialises a message to JSON bytes.
 pub fn encode_message<T: Serialize>(msg: &T) -> Vec<u8> {
     serde_json::to_vec(msg).unwrap_or_default()
@@ -268,5 +282,19 @@ mod tests {
             let whole = decode_message::<TaskEvent>(&event_body(&job, segment, &message));
             proptest::prop_assert_eq!(whole.is_ok(), valid_job_id(&job));
         }
+    }
+
+    #[test]
+    fn only_newer_versions_are_newer() {
+        let newer = format!(
+            r#"{{"v":{},"job_id":"j1","segment":0,"x":[1]}}"#,
+            WIRE_VERSION + 1
+        );
+        assert_eq!(newer_wire_version(newer.as_bytes()), Some(WIRE_VERSION + 1));
+        let same = format!(r#"{{"v":{WIRE_VERSION},"job_id":"j1"}}"#);
+        assert_eq!(newer_wire_version(same.as_bytes()), None);
+        assert_eq!(newer_wire_version(br#"{"v":0,"job_id":"j1"}"#), None);
+        assert_eq!(newer_wire_version(b"not json"), None);
+        assert_eq!(newer_wire_version(br#"{"job_id":"j1"}"#), None);
     }
 }
