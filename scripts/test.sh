@@ -5,6 +5,8 @@
 #   2. cargo fmt --check    3. cargo clippy -D warnings    4. cargo build of every binary
 #   5. the tests: doctests then cargo nextest when nextest is installed (it skips doctests),
 #      otherwise cargo test
+#   6. with a Docker engine: the images and the compose farm under faults
+#      (scripts/docker-farm-test.sh)   7. the static binaries, when their FFmpeg is cached
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -53,6 +55,16 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   stage "test: cargo test --workspace --no-fail-fast (cargo-nextest not installed)"
   cargo test --workspace --no-fail-fast
+fi
+
+stage "docker: scripts/docker-farm-test.sh (images, the compose farm under faults)"
+if docker info >/dev/null 2>&1; then
+  # The test build's binaries go into the images (no release build here); the script builds
+  # the local base and service images on a machine that cannot pull them.
+  TESSERA_DOCKER_PROFILE=debug bash scripts/docker-farm-test.sh
+else
+  echo "docker: NO Docker engine answers on this machine: the compose fault test did NOT run" \
+    "(scripts/docker-farm-test.sh; docs/deploy.md)"
 fi
 
 stage "static: the self-contained binaries (scripts/build-static.sh, scripts/check-static.sh)"
