@@ -9,8 +9,9 @@
 #   4. checks every job finished once, each output frame-exact against its source (the list of
 #      video timestamps, audio duration), nothing left besides the 5 outputs and no work-area
 #      object once the partitioned worker is back;
-#   5. scales back to 4 workers, submits a sixth job and, while it runs, scales down to 1: the
-#      3 workers that go must exit 0 and the job must still finish frame-exact.
+#   5. scales back to 4 workers, submits a sixth job with the documented command
+#      (`tessera submit clip.mp4 --wait`, default output) and, while it runs, scales down to 1:
+#      the 3 workers that go must exit 0 and the job must still finish frame-exact.
 #
 #   scripts/docker-farm-test.sh                 # release binaries (built if needed)
 #   TESSERA_DOCKER_PROFILE=debug scripts/docker-farm-test.sh   # CI: the test build's binaries
@@ -207,8 +208,8 @@ compose up -d --no-recreate --scale worker=4 >"$work/scale.log" 2>&1 || { cat "$
 running=$(docker ps -q --filter "label=com.docker.compose.project=$project" \
   --filter "label=com.docker.compose.service=worker" | wc -l)
 ((running == 4)) || fail "scaled back up to 4 workers, $running run"
-"$tessera" submit "$work/clip4.mp4" -o s3://tessera-media/outputs/again.mp4 --preset veryfast \
-  --wait >"$work/submit5.out" 2>"$work/submit5.err" &
+# Exactly the documented command (docs/deploy.md): the default output and settings.
+(cd "$work" && "$tessera" submit clip4.mp4 --wait >"$work/submit5.out" 2>"$work/submit5.err") &
 again=$!
 for _ in $(seq 1 600); do
   id=$(head -n 1 "$work/submit5.out" 2>/dev/null || true)
@@ -227,6 +228,8 @@ say "scaled-down workers' exit codes (count code): $codes"
 [[ $codes == " 3 0;" ]] || fail "scaling down 3 workers: exit codes (count code) $codes, not 3 times 0"
 timeout 600 tail --pid="$again" -f /dev/null || fail "the job run across the scale-down is still running"
 wait "$again" || { cat "$work/submit5.err" >&2; fail "the job run across the scale-down failed"; }
-check_output outputs/again.mp4 "$work/clip4.mp4" "output across the scale-down"
+out=$(sed -n 2p "$work/submit5.out")
+[[ $out == s3://tessera-media/outputs/clip4-h264.mp4 ]] || fail "tessera submit clip4.mp4 --wait printed '$out'"
+check_output outputs/clip4-h264.mp4 "$work/clip4.mp4" "output across the scale-down"
 say "PASSED: 5 jobs frame-exact through kill, stop, a 60 s partition and a broker restart;" \
   "3 workers scaled down mid-job exited 0 and the job finished frame-exact"
