@@ -20,6 +20,10 @@ readonly APT_PACKAGES=(
   pkg-config clang libclang-dev
   time
   iproute2 python3-venv
+  # The second independent client of the streaming-package tests: hlsdemux/dashdemux (bad),
+  # the H.264/HEVC/AAC decoders (libav), and gst-launch (tools).
+  gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
+  gstreamer1.0-plugins-bad gstreamer1.0-libav
 )
 
 export DEBIAN_FRONTEND=noninteractive

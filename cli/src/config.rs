@@ -30,7 +30,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Transcode one file with the whole farm in this process.
-    Transcode(TranscodeArgs),
+    Transcode(Box<TranscodeArgs>),
     /// Submit a job to a farm's API (uploading a local input first); prints the job id.
     Submit(crate::remote::SubmitArgs),
     /// Show one job of a farm.
@@ -50,9 +50,12 @@ pub enum Command {
 pub struct TranscodeArgs {
     /// The input video.
     pub input: PathBuf,
-    /// The output file (.mp4 or .mkv).
-    #[arg(short, long)]
-    pub output: PathBuf,
+    /// The output file (.mp4 or .mkv); optional with a package (--hls/--dash/--cmaf).
+    #[arg(short, long, required_unless_present_any = ["hls", "dash", "cmaf"])]
+    pub output: Option<PathBuf>,
+    /// A streaming package besides (or instead of) the output file.
+    #[command(flatten)]
+    pub package: crate::package_args::PackageArgs,
     /// Video codec [default: h264].
     #[arg(long, env = "TESSERA_CODEC")]
     pub codec: Option<CodecArg>,
@@ -146,8 +149,10 @@ struct FileConfig {
 pub struct TranscodeConfig {
     /// The input.
     pub input: PathBuf,
-    /// The output.
-    pub output: PathBuf,
+    /// The output file (none when only a package is asked for).
+    pub output: Option<PathBuf>,
+    /// The streaming package and its folder.
+    pub package: Option<(tessera_package::PackageSpec, PathBuf)>,
     /// Its container.
     pub container: Container,
     /// The rendition.
@@ -239,12 +244,16 @@ impl TranscodeConfig {
         } else {
             resolve_preset(codec, &preset).map_err(|e| anyhow::anyhow!(e))?;
         }
-        let container = Container::from_path(&args.output).with_context(|| {
-            format!(
-                "output {}: unsupported container (use .mp4 or .mkv)",
-                args.output.display()
-            )
-        })?;
+        let container = match &args.output {
+            Some(out) => Container::from_path(out).with_context(|| {
+                format!(
+                    "output {}: unsupported container (use .mp4 or .mkv)",
+                    out.display()
+                )
+            })?,
+            None => Container::Mp4,
+        };
+        let package = args.package.resolve()?;
         let segment_seconds = args
             .segment_seconds
             .or(file.segment_seconds)
@@ -279,6 +288,8 @@ impl TranscodeConfig {
             preset,
             height,
             hdr: args.hdr.or(file.hdr).unwrap_or_default().into(),
+            maxrate: None,
+            profile: None,
         };
         let extra_outputs = args
             .also
@@ -290,6 +301,7 @@ impl TranscodeConfig {
             extra_outputs,
             input: args.input,
             output: args.output,
+            package,
             container,
             rendition: main,
             segment_seconds,
@@ -325,7 +337,7 @@ mod tests {
         let mut v = vec!["tessera", "transcode", "in.mp4", "-o", "out.mp4"];
         v.extend_from_slice(extra);
         match Cli::try_parse_from(v).unwrap().command {
-            Command::Transcode(a) => a,
+            Command::Transcode(a) => *a,
             other => panic!("{other:?}"),
         }
     }
@@ -360,7 +372,7 @@ mod tests {
         let e = TranscodeConfig::resolve(args(&["--preset", "warp"]), None).unwrap_err();
         assert!(e.to_string().contains("warp"));
         let mut a = args(&[]);
-        a.output = "x.avi".into();
+        a.output = Some("x.avi".into());
         let e = TranscodeConfig::resolve(a, None).unwrap_err();
         assert!(e.to_string().contains("x.avi"));
         assert!(parse_bitrate("fast").is_err());
@@ -380,6 +392,8 @@ mod tests {
             preset: "fast".into(),
             height: None,
             hdr: Default::default(),
+            maxrate: None,
+            profile: None,
         };
         let (r, c, p) = extra_output("480=small.mkv", 0, &main).unwrap();
         assert_eq!(

@@ -8,6 +8,7 @@ pub mod client;
 pub mod config;
 pub mod gpu;
 pub mod jobview;
+pub mod package_args;
 pub mod probe;
 pub mod progress;
 pub mod remote;
@@ -72,7 +73,7 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> anyhow::Result<()> {
         Command::Gpu(args) => blocking(move || gpu::run(&args)).await,
         Command::Probe(args) => probe::run(&args).await,
         Command::Transcode(args) => {
-            let cfg = TranscodeConfig::resolve(args, cli.config.as_deref())?;
+            let cfg = TranscodeConfig::resolve(*args, cli.config.as_deref())?;
             let report_path = cfg.report.clone();
             let report = transcode::transcode(cfg, shutdown).await?;
             let json = serde_json::to_string_pretty(&report)?;

@@ -187,6 +187,7 @@ pub fn job_body(args: &SubmitArgs, input: &str, output: &str) -> anyhow::Result<
             height: args.height,
             hdr: args.hdr.map(Into::into),
             container: None,
+            package: None,
             destination: output.to_string(),
         }],
         segment_seconds: args.segment_seconds,

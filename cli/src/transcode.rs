@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use tessera_dispatcher::{
-    run_job, Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage,
+    run_job, Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage, PackageJob,
 };
 use tessera_farm::model::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH};
 use tessera_farm::queue::{MemoryQueue, Queue};
@@ -32,17 +32,25 @@ pub async fn transcode(
     if !input.exists() {
         bail!("{}: no such file", input.display());
     }
-    if let (Ok(a), Ok(b)) = (input.canonicalize(), cfg.output.canonicalize()) {
-        if a == b {
-            bail!("{}: output would overwrite the input", cfg.output.display());
+    if let Some(output) = &cfg.output {
+        if let (Ok(a), Ok(b)) = (input.canonicalize(), output.canonicalize()) {
+            if a == b {
+                bail!("{}: output would overwrite the input", output.display());
+            }
         }
     }
-    let out_dir = match cfg.output.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    if !out_dir.is_dir() {
-        bail!("{}: output directory does not exist", out_dir.display());
+    let targets = cfg
+        .output
+        .iter()
+        .chain(cfg.package.iter().map(|(_, dir)| dir));
+    for target in targets {
+        let out_dir = match target.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !out_dir.is_dir() {
+            bail!("{}: output directory does not exist", out_dir.display());
+        }
     }
 
     let job_id = uuid::Uuid::new_v4().simple().to_string();
@@ -205,11 +213,11 @@ async fn run_farm(
     let request = JobRequest {
         id: job_id.to_string(),
         input: cfg.input.clone(),
-        outputs: std::iter::once(JobOutput {
+        outputs: (cfg.output.iter().map(|output| JobOutput {
             rendition: cfg.rendition.clone(),
             container: cfg.container,
-            destination: Destination::File(cfg.output.clone()),
-        })
+            destination: Destination::File(output.clone()),
+        }))
         .chain(cfg.extra_outputs.iter().map(|(r, c, p)| JobOutput {
             rendition: r.clone(),
             container: *c,
@@ -227,6 +235,10 @@ async fn run_farm(
         first_audio_only: cfg.first_audio_only,
         measure_quality: cfg.quality,
         resume: None,
+        package: cfg.package.as_ref().map(|(spec, dir)| PackageJob {
+            spec: spec.clone(),
+            destination: Destination::File(dir.clone()),
+        }),
     };
     let mut events = shared_queue.consume(QUEUE_EVENTS, 64).await?;
     let result = run_job(&ctx, &request, events.as_mut(), shutdown).await;

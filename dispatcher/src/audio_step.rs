@@ -59,6 +59,12 @@ pub(crate) fn spawn_audio(
     }
     let ctx = ctx.clone();
     let job = req.id.clone();
+    // A package that names an audio bit rate gets it (AAC sources are then re-encoded too).
+    let package_rate = req
+        .package
+        .as_ref()
+        .filter(|p| !p.spec.audio.is_empty())
+        .map(|p| p.spec.audio_bitrate() / 2);
     let request = AudioRequest {
         input: req.input.clone(),
         tracks,
@@ -66,10 +72,10 @@ pub(crate) fn spawn_audio(
         copy_tracks: info
             .audio
             .iter()
-            .filter(|a| a.stream_copies())
+            .filter(|a| a.stream_copies() && package_rate.is_none())
             .map(|a| a.index)
             .collect(),
-        bitrate_per_channel: AUDIO_BITRATE_PER_CHANNEL,
+        bitrate_per_channel: package_rate.unwrap_or(AUDIO_BITRATE_PER_CHANNEL),
         output: staging.join("audio-encoded.nut"),
     };
     AudioTask(tokio::spawn(async move {

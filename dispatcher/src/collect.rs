@@ -61,6 +61,7 @@ pub(crate) async fn collect(
         queue: &prepared.encode_queue,
         on_queue: &prepared.on_queue,
         fingerprint: prepared.fingerprint,
+        media_starts: &prepared.media_starts,
     };
     let mut silence = Silence::new(ctx.task_deadline);
     while remaining > 0 {
@@ -144,6 +145,7 @@ struct PlanView<'a> {
     queue: &'a str,
     on_queue: &'a OnQueue,
     fingerprint: u64,
+    media_starts: &'a [i64],
 }
 
 /// After a silence of the job's segments: republishes the ones on the queue without a
@@ -172,7 +174,13 @@ async fn republish_silent(
         TaskRef::Segment(i) => view.plans.get(*i as usize),
         TaskRef::Stitch(_) => None,
     }) {
-        let task = segment_task(req, view.fingerprint, plan, view.info, view.bias);
+        let task = segment_task(
+            req,
+            view.fingerprint,
+            plan,
+            view.info,
+            (view.bias, view.media_starts),
+        );
         if let Err(e) = ctx.queue.publish(view.queue, encode_message(&task)).await {
             tracing::warn!(job = %req.id, segment = plan.index, error = %e, "republish failed");
         }

@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::collect::{collect, judge_decode_errors};
 use crate::prepare::prepare;
-use crate::request::{DispatchContext, JobReport, JobRequest, JobStage, OutputReport};
-use crate::stitching;
+use crate::request::{Destination, DispatchContext, JobReport, JobRequest, JobStage, OutputReport};
 use crate::PublishGate;
+use crate::{packaging, stitching};
 
 /// Runs one job's stages to its outcome. The caller records the outcome durably and only
 /// then calls [`end_job`]: the end marker tells workers to drop the job's tasks, so a job
@@ -78,6 +78,13 @@ async fn run_stages(
         let preparing = Instant::now();
         let mut prepared = or_cancel(cancel, job, prepare(ctx, &req, staging)).await?;
         prepare_s += preparing.elapsed().as_secs_f64();
+        // A package's rungs joined the outputs once the probe knew the source.
+        if prepared.outputs != req.outputs {
+            req = std::borrow::Cow::Owned(JobRequest {
+                outputs: prepared.outputs.clone(),
+                ..req.into_owned()
+            });
+        }
         match or_cancel(cancel, job, collect(ctx, &req, &mut prepared, events)).await {
             Ok(c) => break (prepared, c),
             Err(e) => {
@@ -149,6 +156,7 @@ async fn run_stages(
             None
         });
     }
+    let package = or_cancel(cancel, job, packaging::build(ctx, req, &tasks, staging)).await?;
     // The point of no return: from here a cancel cannot leave some outputs delivered and
     // others not; a job cancelled before it is refused delivery.
     if cancel.is_cancelled() {
@@ -156,15 +164,23 @@ async fn run_stages(
     }
     crate::patience::recorded_unless_cancelled(&ctx.on_stage, &JobStage::Delivering).await?;
     let sizes = stitching::deliver_all(ctx, req, &tasks).await?;
+    if let Some(built) = &package {
+        if let Err(e) = packaging::deliver(ctx, req, prepared.fingerprint, built).await {
+            packaging::undeliver(ctx, req, built).await;
+            stitching::undeliver_all(ctx, req).await;
+            return Err(e);
+        }
+    }
 
     let wall_s = started.elapsed().as_secs_f64();
     let mut overheads = collected.overheads;
     overheads.sort_by(f64::total_cmp);
-    let outputs: Vec<OutputReport> = req
+    let mut outputs: Vec<OutputReport> = req
         .outputs
         .iter()
         .zip(sizes)
         .zip(quality)
+        .filter(|((o, _), _)| o.destination != Destination::Rung)
         .map(|((o, bytes), quality)| OutputReport {
             destination: o.destination.to_string(),
             rendition: o.rendition.name.clone(),
@@ -172,6 +188,14 @@ async fn run_stages(
             quality,
         })
         .collect();
+    if let (Some(p), Some(built)) = (&req.package, &package) {
+        outputs.push(OutputReport {
+            destination: p.destination.to_string(),
+            rendition: "package".into(),
+            bytes: built.bytes,
+            quality: None,
+        });
+    }
     Ok(JobReport {
         job_id: req.id.clone(),
         frames: collected.frames,

@@ -6,10 +6,12 @@
 //! Layout, a job's stages in order (job.rs runs them; each imports request.rs and the
 //! previous stage's output, never job.rs or a later stage):
 //! - request.rs: the shared types (`JobRequest`, `DispatchContext`, `JobStage`, `JobReport`).
-//! - prepare.rs: probe, plan, split, publish; gives `Prepared`.
+//! - prepare.rs: probe, plan (planning.rs), split, publish; gives `Prepared`.
 //! - audio_step.rs: the audio transcode prepare starts and the stitch step waits for.
 //! - collect.rs: waits for every segment; gives `Collected`.
 //! - stitching.rs: stitch tasks, frame check, quality, delivery.
+//! - packaging.rs: a streaming package cut from the stitched rungs, its manifests checked,
+//!   delivered media first and manifests last.
 //! - task_events.rs, patience.rs, gate.rs: event reading and task deadlines, store and
 //!   record retries, priority admission.
 //! - dead_letters.rs: dead-lettered tasks become failure events of their jobs.
@@ -20,7 +22,9 @@ mod collect;
 pub mod dead_letters;
 mod gate;
 mod job;
+mod packaging;
 mod patience;
+mod planning;
 mod prepare;
 mod request;
 pub mod service;
@@ -31,5 +35,6 @@ pub use gate::{GateCounts, PublishGate};
 pub use job::{end_job, run_job};
 pub use request::{
     Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage, OutputReport,
-    OutputSink, Resume, StageRecorder, DEFAULT_MAX_DECODE_ERROR_SHARE, DEFAULT_TASK_DEADLINE,
+    OutputSink, PackageJob, Resume, StageRecorder, DEFAULT_MAX_DECODE_ERROR_SHARE,
+    DEFAULT_TASK_DEADLINE,
 };

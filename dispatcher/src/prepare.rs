@@ -8,21 +8,13 @@ use tessera_farm::model::{
 };
 use tessera_farm::sandbox::{Limits, MediaOp};
 use tessera_farm::FarmError;
-use tessera_media::{
-    plan_segments, timestamp_bias, ChunkInfo, ErrorClass, ErrorCode, Probe, ProbeInfo, SegmentPlan,
-};
+use tessera_media::{ChunkInfo, Probe, ProbeInfo, SegmentPlan};
 use tokio::task::JoinHandle;
 
 use crate::audio_step::{spawn_audio, AudioTask};
 use crate::patience::{patiently, publish_patiently, recorded};
+use crate::planning::{plan, with_rungs};
 use crate::request::{DispatchContext, JobRequest, JobStage};
-
-/// Longest the planner may take; it is O(n log n) in the frame count, so a 2-hour 60 fps
-/// source plans in well under a second and only a hostile index comes near this.
-const PLAN_TIMEOUT: Duration = Duration::from_secs(60);
-/// Most segments one job may have (each is a queue message, a chunk and an encoded object):
-/// 10 s segments of the longest input allowed (48 h) are 17,280.
-pub const MAX_SEGMENTS: usize = 20_000;
 
 /// A job after preparation: its plan, and the audio step running beside the encodes.
 pub(crate) struct Prepared {
@@ -42,6 +34,11 @@ pub(crate) struct Prepared {
     /// Which segments are on the queue (the publisher marks them; all of them on a resume
     /// of a run that published everything): the ones a silence may republish.
     pub on_queue: OnQueue,
+    /// A package's media segment starts (source pts): IDRs in every rendition. Empty
+    /// without a package.
+    pub media_starts: Vec<i64>,
+    /// The job's outputs with its package's rungs (the request's own when it has none).
+    pub outputs: Vec<crate::request::JobOutput>,
 }
 
 /// Which segments of a job have been published, shared with its publisher.
@@ -91,7 +88,11 @@ pub(crate) async fn prepare(
             &mut |_| {},
         )
         .await?;
-    let (probe, plans, bias) = plan(req, probe).await?;
+    let (probe, planned, bias) = plan(req, probe).await?;
+    let plans = planned.segments;
+    let media_starts = planned.media_starts;
+    // A package's rungs join the outputs now that the source's size is known.
+    let req = &with_rungs(req, &probe.info);
     let video = &probe.info.video;
     let fingerprint = plan_fingerprint(&plans) ^ path_salt(req.hardware);
     let encode_queue = encode_queue(ctx, req).await;
@@ -142,7 +143,7 @@ pub(crate) async fn prepare(
             ctx,
             req,
             staging,
-            (&plans, fingerprint),
+            (&plans, fingerprint, &media_starts),
             &probe,
             bias,
             publish,
@@ -165,56 +166,9 @@ pub(crate) async fn prepare(
         encode_queue,
         on_queue,
         fingerprint,
+        media_starts,
+        outputs: req.outputs.clone(),
     })
-}
-
-/// Plans the segments on a blocking thread under [`PLAN_TIMEOUT`] (a source of millions of
-/// frames must not stall the dispatcher's runtime: its API and other jobs go on), and holds
-/// the plan to [`MAX_SEGMENTS`]. Hands the probe back with the plan and the bias.
-async fn plan(req: &JobRequest, probe: Probe) -> Result<(Probe, Vec<SegmentPlan>, i64), FarmError> {
-    let (seconds, parallelism) = (req.segment_seconds, req.parallelism);
-    let planning = tokio::task::spawn_blocking(move || {
-        let video = &probe.info.video;
-        let plans = plan_segments(&probe.packets, video.time_base, seconds, parallelism);
-        let bias = timestamp_bias(&probe.packets, video.time_base);
-        (probe, plans, bias)
-    });
-    let input = req.input.display();
-    let refused = |message: String| FarmError::Media {
-        code: ErrorCode::InputUnsupported,
-        class: ErrorClass::Abort,
-        message,
-    };
-    let (probe, plans, bias) = match tokio::time::timeout(PLAN_TIMEOUT, planning).await {
-        Ok(Ok(planned)) => planned,
-        Ok(Err(e)) => {
-            return Err(FarmError::ChildCrashed {
-                what: "planner".into(),
-                detail: e.to_string(),
-            })
-        }
-        Err(_) => {
-            return Err(refused(format!(
-                "{input}: planning took longer than {} s",
-                PLAN_TIMEOUT.as_secs()
-            )))
-        }
-    };
-    if plans.is_empty() {
-        return Err(FarmError::Media {
-            code: ErrorCode::InputNoVideo,
-            class: ErrorClass::Abort,
-            message: format!("{input}: no video frame to encode"),
-        });
-    }
-    if plans.len() > MAX_SEGMENTS {
-        return Err(refused(format!(
-            "{input}: {} segments of {seconds} s, over the limit of {MAX_SEGMENTS} \
-             (ask for longer segments)",
-            plans.len()
-        )));
-    }
-    Ok((probe, plans, bias))
 }
 
 /// Splits the input and publishes each segment as its chunk appears (encoding overlaps the
@@ -223,7 +177,7 @@ async fn split_and_publish(
     ctx: &DispatchContext,
     req: &JobRequest,
     staging: &Path,
-    (plans, fingerprint): (&[SegmentPlan], u64),
+    (plans, fingerprint, media_starts): (&[SegmentPlan], u64, &[i64]),
     probe: &Probe,
     bias: i64,
     (queue, on_queue): (String, OnQueue),
@@ -260,7 +214,7 @@ async fn split_and_publish(
                 .and_then(|i| plans.get(i))
                 .ok_or_else(|| FarmError::BadMessage(format!("split reported chunk {index}")))?;
             let path = chunk_dir.join(tessera_media::split::chunk_file_name(plan.index));
-            let task = segment_task(req, fingerprint, plan, info, bias);
+            let task = segment_task(req, fingerprint, plan, info, (bias, media_starts));
             patiently("store chunk", || ctx.store.put_file(&task.chunk_key, &path)).await?;
             let _ = tokio::fs::remove_file(&path).await;
             let _ = ready_tx.send(task);
@@ -359,9 +313,11 @@ pub(crate) fn segment_task(
     fingerprint: u64,
     plan: &SegmentPlan,
     info: &ProbeInfo,
-    bias: i64,
+    (bias, media_starts): (i64, &[i64]),
 ) -> SegmentTask {
     let video = &info.video;
+    let lo = media_starts.partition_point(|&p| p < plan.start_pts);
+    let hi = media_starts.partition_point(|&p| p < plan.end_pts);
     SegmentTask {
         v: WIRE_VERSION,
         job_id: req.id.clone(),
@@ -385,6 +341,7 @@ pub(crate) fn segment_task(
             expected_pts: plan.first_frame_pts.zip(plan.last_frame_pts),
             source_codec: video.codec.clone(),
             source_pix_fmt: video.pix_fmt.clone(),
+            keyframes: media_starts[lo..hi].to_vec(),
         },
         renditions: req
             .outputs

@@ -44,6 +44,19 @@ pub struct JobRequest {
     /// What an earlier run of this job already did (a dispatcher restart), if anything.
     #[serde(default)]
     pub resume: Option<Resume>,
+    /// A streaming package (HLS/DASH/CMAF) to make besides (or instead of) the file outputs:
+    /// its rungs join `outputs` once the probe knows the source (see [`Destination::Rung`]).
+    #[serde(default)]
+    pub package: Option<PackageJob>,
+}
+
+/// A streaming package output: the spec and where the package's files go.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PackageJob {
+    /// Format, segment length, ladder, audio, subtitles.
+    pub spec: tessera_package::PackageSpec,
+    /// A folder (the one-process farm) or an object prefix ending in '/'.
+    pub destination: Destination,
 }
 
 /// One output of a job: a rendition in a container at a destination.
@@ -70,6 +83,9 @@ pub enum Destination {
         /// Key.
         key: String,
     },
+    /// A rung of the job's streaming package: stitched and checked like any output, then
+    /// cut into the package's media segments instead of being delivered alone.
+    Rung,
 }
 
 impl std::fmt::Display for Destination {
@@ -77,6 +93,7 @@ impl std::fmt::Display for Destination {
         match self {
             Destination::File(p) => write!(f, "{}", p.display()),
             Destination::Object { bucket, key } => write!(f, "s3://{bucket}/{key}"),
+            Destination::Rung => write!(f, "package rung"),
         }
     }
 }

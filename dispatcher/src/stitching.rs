@@ -215,6 +215,13 @@ pub(crate) async fn deliver_all(
     Ok(sizes)
 }
 
+/// Removes every delivered output of `req` again (its package failed to deliver).
+pub(crate) async fn undeliver_all(ctx: &DispatchContext, req: &JobRequest) {
+    for out in &req.outputs {
+        undeliver(ctx, &out.destination).await;
+    }
+}
+
 async fn deliver(ctx: &DispatchContext, key: &str, dest: &Destination) -> Result<u64, FarmError> {
     match dest {
         Destination::File(path) => patiently("deliver", || ctx.store.get_file(key, path)).await,
@@ -225,6 +232,8 @@ async fn deliver(ctx: &DispatchContext, key: &str, dest: &Destination) -> Result
                 reason: "this farm cannot deliver to object destinations".into(),
             }),
         },
+        // A rung is packaged, not delivered alone (see packaging.rs).
+        Destination::Rung => Ok(0),
     }
 }
 
@@ -238,5 +247,6 @@ async fn undeliver(ctx: &DispatchContext, dest: &Destination) {
                 sink.remove(bucket, key).await;
             }
         }
+        Destination::Rung => {}
     }
 }

@@ -55,6 +55,10 @@ pub struct SegmentEncode {
     /// Source pixel format name (e.g. "yuv420p10le").
     #[serde(default)]
     pub source_pix_fmt: String,
+    /// Source pts of the frames every rendition must encode as IDRs (a streaming package's
+    /// media segment starts inside this range); empty for file outputs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keyframes: Vec<i64>,
 }
 
 /// Where a job's segments may be encoded.
@@ -244,7 +248,11 @@ pub struct ApiOutput {
     /// mp4 or mkv (default: from the destination's extension).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container: Option<Container>,
-    /// `s3://bucket/key` of the output.
+    /// A streaming package (HLS, DASH or CMAF) instead of a file: its rungs come from
+    /// `package.ladder`, and `destination` is a prefix ending in '/'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<tessera_package::PackageSpec>,
+    /// `s3://bucket/key` of the output (`s3://bucket/prefix/` for a package).
     pub destination: String,
 }
 

@@ -79,6 +79,8 @@ pub enum MediaOp {
         /// The source.
         source: PathBuf,
     },
+    /// Cut one stream of a stitched rendition into a streaming package's media segments.
+    Segment(tessera_media::segmenter::SegmentRequest),
     /// Open a CUDA context on a card (the probation probe of a card marked unhealthy).
     GpuProbe {
         /// CUDA ordinal of the card.
@@ -96,6 +98,7 @@ impl MediaOp {
             MediaOp::Audio(_) => "audio",
             MediaOp::Stitch(_) => "stitch",
             MediaOp::Quality { .. } => "quality",
+            MediaOp::Segment(_) => "segment package",
             MediaOp::GpuProbe { .. } => "gpu probe",
         }
     }

@@ -65,8 +65,10 @@ pub(crate) fn encode_sw(
             return Ok(());
         };
         frame.set_kind(ff::picture::Type::None);
+        // A streaming package's media segment starts here: every rendition makes it an IDR.
+        let key = req.keyframes.binary_search(&(pts - req.bias)).is_ok();
         for r in renditions.iter_mut() {
-            encode_frame(r, frame, pts)?;
+            encode_frame(r, frame, pts, key)?;
         }
         progress(gate.in_range);
         Ok(())
@@ -119,9 +121,10 @@ impl SwRendition {
         (self.0.width, self.0.height)
     }
 
-    /// Encodes one frame at output pts `pts`.
+    /// Encodes one frame at output pts `pts`; a frame marked I becomes an IDR.
     pub(crate) fn encode(&mut self, frame: &ff::frame::Video, pts: i64) -> Result<(), MediaError> {
-        encode_frame(&mut self.0, frame, pts)
+        let key = frame.kind() == ff::picture::Type::I;
+        encode_frame(&mut self.0, frame, pts, key)
     }
 
     /// Flushes the encoder and closes the output.
@@ -247,7 +250,12 @@ fn open_rendition(
     })
 }
 
-fn encode_frame(r: &mut Rendition, frame: &ff::frame::Video, pts: i64) -> Result<(), MediaError> {
+fn encode_frame(
+    r: &mut Rendition,
+    frame: &ff::frame::Video,
+    pts: i64,
+    key: bool,
+) -> Result<(), MediaError> {
     let direct =
         frame.format() == r.format && frame.width() == r.width && frame.height() == r.height;
     // A new reference to the same buffers, not a pixel copy (ffmpeg-next's clone() is one).
@@ -265,7 +273,11 @@ fn encode_frame(r: &mut Rendition, frame: &ff::frame::Video, pts: i64) -> Result
         scale(r, frame)?
     };
     out.set_pts(Some(pts));
-    out.set_kind(ff::picture::Type::None);
+    out.set_kind(if key {
+        ff::picture::Type::I
+    } else {
+        ff::picture::Type::None
+    });
     r.encoder
         .send_frame(&out)
         .map_err(|e| MediaError::encode(&r.name, e))?;

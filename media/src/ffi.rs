@@ -117,6 +117,15 @@ pub(crate) fn adapt_codec_tag(stream: &mut ff::format::stream::StreamMut, muxer_
     }
 }
 
+/// Sets a stream's fourcc (HEVC in a streaming package must be `hvc1`, which Apple players
+/// require, not the MP4 muxer's default `hev1`).
+pub(crate) fn set_codec_tag(stream: &mut ff::format::stream::StreamMut, fourcc: [u8; 4]) {
+    // SAFETY: codecpar is owned by the stream of an output context whose header is unwritten.
+    unsafe {
+        (*(*stream.as_mut_ptr()).codecpar).codec_tag = u32::from_le_bytes(fourcc);
+    }
+}
+
 /// Gives a stream of a NUT intermediate the fourcc NUT's own tag tables have for its codec,
 /// else the source's (ProRes), else the RIFF or QuickTime tag the NUT demuxer reads back.
 ///

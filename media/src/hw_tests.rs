@@ -51,11 +51,14 @@ fn request(codec: VideoCodec, hardware: Option<HardwareEncode>) -> EncodeRequest
                 preset: "medium".into(),
                 height: Some(720),
                 hdr: Default::default(),
+                maxrate: None,
+                profile: None,
             },
             path: PathBuf::from("/nonexistent/out.nut"),
         }],
         threads: 1,
         hardware,
+        keyframes: Vec::new(),
     }
 }
 

@@ -33,6 +33,7 @@ pub mod nvenc;
 pub mod plan;
 pub mod probe;
 pub mod quality;
+pub mod segmenter;
 pub mod settings;
 pub mod split;
 pub mod stitch;
@@ -50,7 +51,7 @@ pub use hw::{
     warm_cuda_device, DecodePath, DecodePlan, HwCapabilities,
 };
 pub use nvdec::{nvdec_decode_check, NvdecReport};
-pub use plan::{plan_segments, timestamp_bias};
+pub use plan::{plan_package_segments, plan_segments, timestamp_bias, PackagePlan};
 pub use probe::{probe, probe_within};
 pub use quality::{measure_quality, QualityReport};
 pub use split::{split, ChunkInfo};

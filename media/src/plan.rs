@@ -52,6 +52,16 @@ pub fn plan_segments(
         starts.dedup();
     }
 
+    plans_from_starts(packets, &frames, &starts)
+}
+
+/// The segment plans for ascending segment start pts (the first one the first shown frame's).
+fn plans_from_starts(
+    packets: &[PacketEntry],
+    frames: &ShownFrames,
+    starts: &[i64],
+) -> Vec<SegmentPlan> {
+    let last_pts = frames.pts.last().copied().unwrap_or(0);
     let starts_of_decoding = DecodeStarts::of(packets);
     let mut plans = Vec::with_capacity(starts.len());
     for (i, &start) in starts.iter().enumerate() {
@@ -210,6 +220,10 @@ pub fn timestamp_bias(packets: &[PacketEntry], tb: Rational) -> i64 {
 
 #[path = "plan_balance.rs"]
 mod balance;
+
+#[path = "plan_package.rs"]
+mod package;
+pub use package::{plan_package_segments, PackagePlan};
 
 #[cfg(test)]
 #[path = "plan_tests.rs"]

@@ -114,6 +114,21 @@ pub fn encoder_options(
             opts.push(("bufsize".into(), bps.saturating_mul(2).to_string()));
         }
     }
+    if let Some(cap) = spec.maxrate {
+        if cap < 10_000 {
+            return Err(format!("maxrate {cap} b/s is too low (minimum 10k)"));
+        }
+        opts.retain(|(k, _)| k != "maxrate" && k != "bufsize");
+        opts.push(("maxrate".into(), cap.to_string()));
+        opts.push(("bufsize".into(), cap.saturating_mul(2).to_string()));
+    }
+    if let Some(profile) = &spec.profile {
+        opts.push(("profile".into(), profile.clone()));
+    }
+    // A frame the caller marks I (a streaming package's segment boundary) becomes an IDR.
+    if matches!(spec.codec, VideoCodec::H264 | VideoCodec::Hevc) {
+        opts.push(("forced-idr".into(), "1".into()));
+    }
     match spec.codec {
         VideoCodec::H264 => opts.push(("threads".into(), threads.to_string())),
         VideoCodec::Hevc => opts.push((
@@ -172,6 +187,8 @@ pub(crate) fn spec(codec: VideoCodec, rate: RateControl, preset: &str) -> Rendit
         preset: preset.into(),
         height: None,
         hdr: Default::default(),
+        maxrate: None,
+        profile: None,
     }
 }
 
@@ -219,6 +236,40 @@ mod tests {
             encoder_options(&spec(VideoCodec::H264, RateControl::Crf(20.0), "warp"), 1).is_err()
         );
         assert!(resolve_preset(VideoCodec::Av1, "14").is_err());
+    }
+
+    #[test]
+    fn a_cap_and_a_profile_reach_the_encoder() {
+        let capped = RenditionSpec {
+            maxrate: Some(1_100_000),
+            profile: Some("main".into()),
+            ..spec(VideoCodec::H264, RateControl::Crf(21.0), "fast")
+        };
+        let o = encoder_options(&capped, 1).unwrap();
+        for want in [
+            ("maxrate", "1100000"),
+            ("bufsize", "2200000"),
+            ("profile", "main"),
+            ("forced-idr", "1"),
+            ("crf", "21"),
+        ] {
+            assert!(
+                o.contains(&(want.0.into(), want.1.into())),
+                "{want:?} in {o:?}"
+            );
+        }
+        let rate = RenditionSpec {
+            maxrate: Some(2_200_000),
+            ..spec(VideoCodec::Hevc, RateControl::Bitrate(2_000_000), "fast")
+        };
+        let o = encoder_options(&rate, 1).unwrap();
+        assert_eq!(o.iter().filter(|(k, _)| k == "maxrate").count(), 1);
+        assert!(o.contains(&("maxrate".into(), "2200000".into())));
+        let low = RenditionSpec {
+            maxrate: Some(5),
+            ..rate
+        };
+        assert!(encoder_options(&low, 1).unwrap_err().contains("maxrate 5"));
     }
 
     #[test]

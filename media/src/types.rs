@@ -273,6 +273,15 @@ pub struct RenditionSpec {
     /// What becomes of an HDR source (PQ or HLG): kept, or tone-mapped to SDR.
     #[serde(default)]
     pub hdr: crate::hdr::HdrMode,
+    /// Peak bit rate cap in bits/s (VBV maximum rate, buffer twice it): with CRF a capped
+    /// CRF, with a bit rate it replaces the default 1.5x cap. Streaming ladders set it so
+    /// a rung's declared bandwidth holds.
+    #[serde(default)]
+    pub maxrate: Option<u64>,
+    /// Encoder profile ("high", "main", "baseline"; "main", "main10"), the encoder's choice
+    /// when absent. Players of a streaming package may support only some.
+    #[serde(default)]
+    pub profile: Option<String>,
 }
 
 /// The container of the final output.
@@ -391,6 +400,10 @@ pub struct EncodeRequest {
     /// Run on an NVIDIA card (NVDEC/scale_cuda/NVENC) instead of the software encoders.
     #[serde(default)]
     pub hardware: Option<HardwareEncode>,
+    /// Source pts (ascending, unbiased) of frames every rendition must encode as an IDR: the
+    /// starts of a streaming package's media segments, so all rungs switch at the same frames.
+    #[serde(default)]
+    pub keyframes: Vec<i64>,
 }
 
 /// What one rendition of a segment came out as.

@@ -62,9 +62,13 @@ pub enum Fixture {
     /// 1280x720 H.264 + AAC, 12 s, a keyframe every second: segments slow enough to
     /// interrupt (worker kill and drain tests).
     Hd720Long,
+    /// 640x360 H.264 at 25 fps, 13 s, keyframes every 1.6 s (so most 2 s package
+    /// boundaries fall between source keyframes), two AAC tracks (eng, fra): the
+    /// streaming-package source.
+    StreamingSource,
 }
 
-const KINDS: usize = 17;
+const KINDS: usize = 18;
 
 /// lavfi test-pattern video input: `testsrc2` of `size` at `rate` fps.
 fn video(size: &str, rate: u32, secs: u32) -> String {
@@ -116,6 +120,7 @@ impl Fixture {
         Fixture::MoovAtEnd,
         Fixture::AudioOnlyM4a,
         Fixture::Hd720Long,
+        Fixture::StreamingSource,
     ];
 
     #[rustfmt::skip] // a recipe per line reads better than rustfmt's columns
@@ -169,6 +174,10 @@ impl Fixture {
             Fixture::AudioOnlyM4a => one("m4a", &[&a3, AAC]),
             Fixture::Hd720Long => one("mp4", &[&video("1280x720", 30, 12), &audio(440, 12), X264, AAC,
                 "-x264-params keyint=30:min-keyint=30:scenecut=0"]),
+            Fixture::StreamingSource => one("mp4", &[&video("640x360", 25, 13), &audio(440, 13),
+                &audio(660, 13), "-map 0:v -map 1:a -map 2:a", X264, AAC,
+                "-bf 2 -x264-params keyint=40:min-keyint=40:scenecut=0",
+                "-metadata:s:a:0 language=eng -metadata:s:a:1 language=fra"]),
         }
     }
 }

@@ -283,6 +283,12 @@ pub fn psnr(output: &Path, source: &Path) -> f64 {
          [1:v:0]settb=1/25,setpts=N,scale={w}:{h}:flags=bicubic,format=yuv420p[s];\
          [o][s]psnr"
     );
+    psnr_graph(output, source, &graph)
+}
+
+/// Runs the filter `graph` (ending in `psnr`) over `output` (input 0) and `source` (input 1)
+/// with no autorotation; returns the average PSNR (dB) ffmpeg reports.
+pub fn psnr_graph(output: &Path, source: &Path, graph: &str) -> f64 {
     let run = run_ffmpeg_tool(
         "ffmpeg",
         [
@@ -295,7 +301,7 @@ pub fn psnr(output: &Path, source: &Path) -> f64 {
             "-i".as_ref(),
             source.as_os_str(),
             "-lavfi".as_ref(),
-            std::ffi::OsStr::new(&graph),
+            std::ffi::OsStr::new(graph),
             "-f".as_ref(),
             "null".as_ref(),
             "-".as_ref(),

@@ -98,6 +98,7 @@ mod tests {
             expected_pts: pts,
             source_codec: "h264".into(),
             source_pix_fmt: "yuv420p".into(),
+            keyframes: Vec::new(),
         }
     }
 

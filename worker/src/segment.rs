@@ -338,6 +338,7 @@ impl SegmentRunner {
             outputs: outputs.clone(),
             threads: self.config.threads_per_slot,
             hardware,
+            keyframes: e.keyframes.clone(),
         };
         let progress = self.progress.clone();
         let (job, seg) = (task.job_id.clone(), task.segment);

@@ -77,6 +77,35 @@ pub struct JobPlan {
     /// Where to POST the job's final state (HMAC-signed).
     #[serde(default)]
     pub callback_url: Option<String>,
+    /// A streaming package: its spec and the prefix its files go under.
+    #[serde(default)]
+    pub package: Option<PlannedPackage>,
+}
+
+/// A validated streaming package output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedPackage {
+    /// What to package.
+    pub spec: tessera_package::PackageSpec,
+    /// The bucket.
+    pub bucket: String,
+    /// The key prefix (ends in '/'); files go under it as `master.m3u8`, `v0/...`.
+    pub prefix: String,
+}
+
+impl PlannedPackage {
+    /// Parses and validates an `s3://bucket/prefix/` destination.
+    pub fn parse_destination(s: &str) -> Result<(String, String), String> {
+        if !s.ends_with('/') {
+            return Err(format!(
+                "'{s}': a package destination is a prefix ending in '/'"
+            ));
+        }
+        // The prefix is valid when a file under it is a valid key.
+        let probe = S3Uri::parse(&format!("{s}master.m3u8"))?;
+        let prefix = probe.key.trim_end_matches("master.m3u8").to_string();
+        Ok((probe.bucket, prefix))
+    }
 }
 
 /// The priority of jobs that do not ask for one.
@@ -104,6 +133,22 @@ mod tests {
             "s3://ok-bucket/dir/",
         ] {
             assert!(S3Uri::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn package_prefixes() {
+        use super::PlannedPackage;
+        assert_eq!(
+            PlannedPackage::parse_destination("s3://out-b/shows/ep1/").unwrap(),
+            ("out-b".to_string(), "shows/ep1/".to_string())
+        );
+        assert_eq!(
+            PlannedPackage::parse_destination("s3://out-b/").unwrap(),
+            ("out-b".to_string(), String::new())
+        );
+        for bad in ["s3://out-b/ep1", "s3://out-b/../x/", "s3://B/x/"] {
+            assert!(PlannedPackage::parse_destination(bad).is_err(), "{bad}");
         }
     }
 }

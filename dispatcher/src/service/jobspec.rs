@@ -6,7 +6,8 @@ use tessera_farm::ErrorCode;
 use tessera_media::settings::{default_crf, default_preset, resolve_preset};
 use tessera_media::{Container, RateControl, RenditionSpec, VideoCodec};
 
-use super::job_plan::{default_priority, JobPlan, PlannedOutput, S3Uri};
+use super::job_plan::{default_priority, JobPlan, PlannedOutput, PlannedPackage, S3Uri};
+use tessera_package::Ladder;
 
 /// Why a job is refused: its code (which carries the HTTP status) and the reason.
 pub type Invalid = (ErrorCode, String);
@@ -64,6 +65,8 @@ fn validate_output(
         preset,
         height: out.height,
         hdr: out.hdr.unwrap_or_default(),
+        maxrate: None,
+        profile: None,
     };
     if hardware == Hardware::Gpu {
         // NVENC presets p1-p7, or the x264 names mapped onto them.
@@ -99,7 +102,18 @@ pub fn validate(
         )));
     }
     let mut outputs: Vec<PlannedOutput> = Vec::with_capacity(job.outputs.len());
+    let mut package: Option<PlannedPackage> = None;
     for (i, out) in job.outputs.iter().enumerate() {
+        if out.package.is_some() {
+            if package.is_some() {
+                return Err(bad(format!("outputs[{i}]: a job has at most one package")));
+            }
+            package = Some(
+                validate_package(out, buckets)
+                    .map_err(|(c, m)| (c, format!("outputs[{i}]: {m}")))?,
+            );
+            continue;
+        }
         let planned = validate_output(out, i, buckets, job.hardware)
             .map_err(|(c, m)| (c, format!("outputs[{i}]: {m}")))?;
         if outputs.iter().any(|o| o.destination == planned.destination) {
@@ -109,6 +123,21 @@ pub fn validate(
             )));
         }
         outputs.push(planned);
+    }
+    let rungs = package.as_ref().map_or(0, |p| match &p.spec.ladder {
+        Ladder::Rungs(r) => r.len(),
+        Ladder::Auto(_) => tessera_package::ladder::AUTO_RUNGS,
+    });
+    if outputs.len() + rungs > MAX_OUTPUTS {
+        return Err(bad(format!(
+            "{} outputs and {rungs} package rungs: at most {MAX_OUTPUTS} encodes per segment",
+            outputs.len()
+        )));
+    }
+    if package.is_some() && job.hardware == Hardware::Gpu {
+        return Err(bad(
+            "a package is encoded on the CPU path for now: drop hardware \"gpu\"",
+        ));
     }
     let segment_seconds = job.segment_seconds.unwrap_or(default_segment);
     if !(segment_seconds.is_finite() && (0.5..=600.0).contains(&segment_seconds)) {
@@ -136,8 +165,8 @@ pub fn validate(
             }
             Hardware::Gpu
         }
-        // "any" with an output NVENC cannot write here stays on the CPU.
-        Hardware::Any if !outputs.iter().all(nvenc_can) => Hardware::Cpu,
+        // "any" with an output NVENC cannot write here stays on the CPU, as does a package.
+        Hardware::Any if package.is_some() || !outputs.iter().all(nvenc_can) => Hardware::Cpu,
         other => other,
     };
     Ok(JobPlan {
@@ -148,6 +177,45 @@ pub fn validate(
         segment_seconds,
         psnr: job.psnr,
         callback_url: job.callback_url.clone(),
+        package,
+    })
+}
+
+/// A package output: only `package` and `destination` (a prefix); the rest is refused, since
+/// the rungs carry the encoder settings.
+fn validate_package(out: &ApiOutput, buckets: &[String]) -> Result<PlannedPackage, Invalid> {
+    let Some(spec) = &out.package else {
+        return Err(bad("not a package"));
+    };
+    let stray = [
+        ("codec", out.codec.is_some()),
+        ("crf", out.crf.is_some()),
+        ("bitrate", out.bitrate.is_some()),
+        ("preset", out.preset.is_some()),
+        ("height", out.height.is_some()),
+        ("hdr", out.hdr.is_some()),
+        ("container", out.container.is_some()),
+    ];
+    if let Some((name, _)) = stray.iter().find(|(_, set)| *set) {
+        return Err(bad(format!(
+            "{name} does not apply to a package: give it per rung in package.ladder"
+        )));
+    }
+    spec.check().map_err(|e| bad(format!("package: {e}")))?;
+    let (bucket, prefix) = PlannedPackage::parse_destination(&out.destination)
+        .map_err(|e| bad(format!("destination: {e}")))?;
+    allowed(
+        &S3Uri {
+            bucket: bucket.clone(),
+            key: prefix.clone(),
+        },
+        buckets,
+        "destination",
+    )?;
+    Ok(PlannedPackage {
+        spec: spec.clone(),
+        bucket,
+        prefix,
     })
 }
 

@@ -17,6 +17,7 @@ use super::metrics::Metrics;
 use super::scaling::Pool;
 use crate::{
     run_job, Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage, OutputSink,
+    PackageJob,
 };
 
 /// Copies stitched outputs from the work bucket to their destination buckets, server-side.
@@ -359,6 +360,13 @@ impl Runner {
             first_audio_only: false,
             measure_quality: plan.psnr,
             resume: self.db.resume_state(id)?,
+            package: plan.package.as_ref().map(|p| PackageJob {
+                spec: p.spec.clone(),
+                destination: Destination::Object {
+                    bucket: p.bucket.clone(),
+                    key: p.prefix.clone(),
+                },
+            }),
         };
         // Errors name the user's object, not the dispatcher's local copy of it.
         let local = input.display().to_string();

@@ -161,6 +161,7 @@ impl Watch {
             height: self.height,
             hdr: None,
             container: Some(self.container),
+            package: None,
             destination: self.destination(key, self.container),
         }
     }

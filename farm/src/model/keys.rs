@@ -28,6 +28,10 @@ pub fn audio(job: &str, plan: u64) -> String {
 pub fn output(job: &str, plan: u64, output: u32, ext: &str) -> String {
     format!("{}output/{output:02}.{ext}", plan_prefix(job, plan))
 }
+/// A file of the job's streaming package (root-relative `rel`), staged for delivery.
+pub fn package_file(job: &str, plan: u64, rel: &str) -> String {
+    format!("{}package/{rel}", plan_prefix(job, plan))
+}
 /// The marker written when a job ends (done, failed, cancelled), outside the work area so
 /// the cleanup keeps it: workers skip, or abort, segments of an ended job.
 pub fn ended(job: &str) -> String {

@@ -156,6 +156,9 @@ fn execute(op: &MediaOp, out: &mut dyn Write) -> Result<serde_json::Value, Media
         }
         MediaOp::Audio(req) => to_json(serde_json::to_value(tessera_media::transcode_audio(req)?)),
         MediaOp::Stitch(req) => to_json(serde_json::to_value(tessera_media::stitch(req)?)),
+        MediaOp::Segment(req) => to_json(serde_json::to_value(
+            tessera_media::segmenter::segment_track(req)?,
+        )),
         MediaOp::GpuProbe { device } => {
             tessera_media::hw::warm_cuda_device(*device)?;
             tessera_media::hw::release_cuda_devices();

@@ -49,6 +49,8 @@ pub(super) struct HwRendition {
     first_pts: Option<i64>,
     last_pts: Option<i64>,
     first_key: Option<bool>,
+    /// Biased pts of the frames that must be IDRs (a streaming package's segment starts).
+    keyframes: Vec<i64>,
 }
 
 impl HwRendition {
@@ -100,6 +102,7 @@ impl HwRendition {
             first_pts: None,
             last_pts: None,
             first_key: None,
+            keyframes: req.keyframes.iter().map(|k| k + req.bias).collect(),
         })
     }
 
@@ -238,8 +241,12 @@ impl HwRendition {
                 Err(e) if is_again(&e) => return Ok(()),
                 Err(e) => return Err(running(dev, e, "scale_cuda output", "scale_cuda")),
             }
-            // The first frame is forced to an I frame, which forced-idr makes an IDR.
-            let kind = if self.frames == 0 {
+            // The first frame (and each package segment start) is forced to an I frame,
+            // which forced-idr makes an IDR.
+            let boundary = out
+                .pts()
+                .is_some_and(|p| self.keyframes.binary_search(&p).is_ok());
+            let kind = if self.frames == 0 || boundary {
                 ff::picture::Type::I
             } else {
                 ff::picture::Type::None

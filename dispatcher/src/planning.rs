@@ -1,0 +1,127 @@
+//! The plan step of preparing a job: segment ranges from the probe's packet index (for a
+//! streaming package, whole media segments with their IDR frames), and the package's rungs
+//! as outputs.
+//!
+//! Why apart from prepare.rs: planning is pure work on the probe, run on a blocking thread
+//! under a deadline; prepare.rs runs the children and the queue around it.
+
+use std::time::Duration;
+
+use tessera_farm::FarmError;
+use tessera_media::{
+    plan_package_segments, plan_segments, timestamp_bias, Container, ErrorClass, ErrorCode,
+    PackagePlan, Probe, ProbeInfo,
+};
+use tessera_package::ladder::{renditions, Source};
+
+use crate::request::{Destination, JobOutput, JobRequest};
+
+/// Longest the planner may take; it is O(n log n) in the frame count, so a 2-hour 60 fps
+/// source plans in well under a second and only a hostile index comes near this.
+const PLAN_TIMEOUT: Duration = Duration::from_secs(60);
+/// Most segments one job may have (each is a queue message, a chunk and an encoded object):
+/// 10 s segments of the longest input allowed (48 h) are 17,280.
+pub const MAX_SEGMENTS: usize = 20_000;
+
+/// Plans the segments on a blocking thread under [`PLAN_TIMEOUT`] (a source of millions of
+/// frames must not stall the dispatcher's runtime: its API and other jobs go on), and holds
+/// the plan to [`MAX_SEGMENTS`]. Hands the probe back with the plan and the bias. A job with
+/// a package gets farm segments of whole media segments and the media segment starts.
+pub(crate) async fn plan(
+    req: &JobRequest,
+    probe: Probe,
+) -> Result<(Probe, PackagePlan, i64), FarmError> {
+    let (seconds, parallelism) = (req.segment_seconds, req.parallelism);
+    let media_seconds = req.package.as_ref().map(|p| p.spec.segment_seconds);
+    let planning = tokio::task::spawn_blocking(move || {
+        let video = &probe.info.video;
+        let planned = match media_seconds {
+            Some(media) => {
+                plan_package_segments(&probe.packets, video.time_base, seconds, media, parallelism)
+            }
+            None => PackagePlan {
+                segments: plan_segments(&probe.packets, video.time_base, seconds, parallelism),
+                media_starts: Vec::new(),
+            },
+        };
+        let bias = timestamp_bias(&probe.packets, video.time_base);
+        (probe, planned, bias)
+    });
+    let input = req.input.display();
+    let refused = |message: String| FarmError::Media {
+        code: ErrorCode::InputUnsupported,
+        class: ErrorClass::Abort,
+        message,
+    };
+    let (probe, planned, bias) = match tokio::time::timeout(PLAN_TIMEOUT, planning).await {
+        Ok(Ok(planned)) => planned,
+        Ok(Err(e)) => {
+            return Err(FarmError::ChildCrashed {
+                what: "planner".into(),
+                detail: e.to_string(),
+            })
+        }
+        Err(_) => {
+            return Err(refused(format!(
+                "{input}: planning took longer than {} s",
+                PLAN_TIMEOUT.as_secs()
+            )))
+        }
+    };
+    if planned.segments.is_empty() {
+        return Err(FarmError::Media {
+            code: ErrorCode::InputNoVideo,
+            class: ErrorClass::Abort,
+            message: format!("{input}: no video frame to encode"),
+        });
+    }
+    if planned.segments.len() > MAX_SEGMENTS {
+        return Err(refused(format!(
+            "{input}: {} segments of {seconds} s, over the limit of {MAX_SEGMENTS} \
+             (ask for longer segments)",
+            planned.segments.len()
+        )));
+    }
+    Ok((probe, planned, bias))
+}
+
+/// The request with its package's rungs appended to the outputs (stitched to MP4 in the
+/// work area, then packaged); the request itself when it has no package or already has them.
+pub(crate) fn with_rungs<'a>(
+    req: &'a JobRequest,
+    info: &ProbeInfo,
+) -> std::borrow::Cow<'a, JobRequest> {
+    let Some(package) = &req.package else {
+        return std::borrow::Cow::Borrowed(req);
+    };
+    if req
+        .outputs
+        .iter()
+        .any(|o| o.destination == Destination::Rung)
+    {
+        return std::borrow::Cow::Borrowed(req);
+    }
+    let video = &info.video;
+    let rate = [video.avg_frame_rate, video.frame_rate]
+        .into_iter()
+        .find(|r| r.num > 0 && r.den > 0);
+    let source = Source {
+        width: video.width,
+        height: video.height,
+        fps: rate.map_or(0.0, |r| r.as_f64()),
+    };
+    let mut outputs = req.outputs.clone();
+    outputs.extend(
+        renditions(&package.spec, source)
+            .into_iter()
+            .map(|rendition| JobOutput {
+                rendition,
+                container: Container::Mp4,
+                destination: Destination::Rung,
+            }),
+    );
+    std::borrow::Cow::Owned(JobRequest {
+        outputs,
+        ..req.clone()
+    })
+}

@@ -1,0 +1,160 @@
+//! Planning for a streaming package: farm segments that are whole numbers of media segments.
+//!
+//! Why: every rendition of a package must start a media segment with an IDR at the same
+//! frame, so players switch cleanly. A farm segment always starts with an IDR; cutting the
+//! farm only at media segment starts means no farm cut ever adds a keyframe (or a short
+//! media segment) inside a media segment.
+
+use serde::{Deserialize, Serialize};
+
+use super::{plans_from_starts, ShownFrames};
+use crate::types::{PacketEntry, Rational, SegmentPlan};
+
+/// A package's plan: the farm segments and the media segment starts inside them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackagePlan {
+    /// The farm segments (each starts at one of `media_starts`).
+    pub segments: Vec<SegmentPlan>,
+    /// Pts (video time base) of the first frame of every media segment, ascending: the
+    /// first shown frame at or after each multiple of the media segment length, counted from
+    /// the first shown frame. These frames are encoded as IDRs in every rendition.
+    pub media_starts: Vec<i64>,
+}
+
+/// Plans media segments of `media_seconds` and farm segments of about `target_seconds`
+/// made of whole media segments; short inputs get at least `parallelism` farm segments when
+/// they have that many media segments. Empty when no frame is shown.
+pub fn plan_package_segments(
+    packets: &[PacketEntry],
+    tb: Rational,
+    target_seconds: f64,
+    media_seconds: f64,
+    parallelism: usize,
+) -> PackagePlan {
+    let frames = ShownFrames::of(packets);
+    let media_starts = media_starts(&frames.pts, tb, media_seconds);
+    if media_starts.is_empty() {
+        return PackagePlan {
+            segments: Vec::new(),
+            media_starts,
+        };
+    }
+    let per_farm = (target_seconds / media_seconds.max(1e-3)).round().max(1.0) as usize;
+    let per_farm = per_farm.min(media_starts.len() / parallelism.max(1)).max(1);
+    let starts: Vec<i64> = media_starts.iter().copied().step_by(per_farm).collect();
+    PackagePlan {
+        segments: plans_from_starts(packets, &frames, &starts),
+        media_starts,
+    }
+}
+
+/// The first shown frame at or after `first + k * seconds` for k = 0, 1, ... (each
+/// boundary computed from k, not by adding, so rounding never drifts).
+fn media_starts(sorted_pts: &[i64], tb: Rational, seconds: f64) -> Vec<i64> {
+    let (Some(&first), Some(&last)) = (sorted_pts.first(), sorted_pts.last()) else {
+        return Vec::new();
+    };
+    let mut starts = vec![first];
+    for k in 1u64.. {
+        // Exact in integers: k * seconds in ticks, rounded up so a frame exactly on the
+        // boundary starts the segment.
+        let at = first + ticks_ceil(tb, k as f64 * seconds);
+        if at > last {
+            break;
+        }
+        let i = sorted_pts.partition_point(|&p| p < at);
+        match sorted_pts.get(i) {
+            Some(&p) if p > *starts.last().unwrap_or(&first) => starts.push(p),
+            Some(_) => {}
+            None => break,
+        }
+    }
+    starts
+}
+
+fn ticks_ceil(tb: Rational, seconds: f64) -> i64 {
+    let exact = seconds * f64::from(tb.den) / f64::from(tb.num.max(1));
+    // A hair below an integer is float noise of an exact boundary (6 s at 1/25 is 150.0).
+    (exact - 1e-6).ceil() as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// `n` frames in decode order with B-frame pairs (I P B B ...) and a keyframe every
+    /// `key_every` frames in presentation order.
+    fn packets_with_keys(n: usize, key_every: usize) -> Vec<PacketEntry> {
+        let n = n as i64;
+        let mut order = Vec::new();
+        let mut j = 0;
+        while j < n {
+            let anchor = (j + 2).min(n - 1);
+            order.push(anchor);
+            order.extend(j..anchor);
+            j = anchor + 1;
+        }
+        order
+            .iter()
+            .enumerate()
+            .map(|(d, &pts)| PacketEntry {
+                pts,
+                dts: d as i64 - 2,
+                key: pts % key_every as i64 == 0,
+                discard: false,
+                recovery: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn farm_segments_are_whole_media_segments() {
+        // 25 fps, 30 s, a keyframe every 4 s (which the package plan does not follow).
+        let packets = packets_with_keys(750, 100);
+        let tb = Rational::new(1, 25);
+        let p = plan_package_segments(&packets, tb, 12.0, 6.0, 1);
+        assert_eq!(p.media_starts, [0, 150, 300, 450, 600]);
+        let starts: Vec<i64> = p.segments.iter().map(|s| s.start_pts).collect();
+        assert_eq!(starts, [0, 300, 600]);
+        assert_eq!(p.segments.iter().map(|s| s.frames).sum::<u64>(), 750);
+        // Two workers on 30 s of 10 s farm segments: still whole media segments.
+        let p = plan_package_segments(&packets, tb, 60.0, 6.0, 2);
+        let starts: Vec<i64> = p.segments.iter().map(|s| s.start_pts).collect();
+        assert_eq!(starts, [0, 300, 600]);
+    }
+
+    #[test]
+    fn ntsc_boundaries_do_not_drift() {
+        // 29.97 fps in 1/30000: frame n at n * 1001.
+        let packets = packets_with_keys(1800, 60).into_iter().map(|mut p| {
+            p.pts *= 1001;
+            p.dts *= 1001;
+            p
+        });
+        let packets: Vec<_> = packets.collect();
+        let p = plan_package_segments(&packets, Rational::new(1, 30000), 6.0, 6.0, 1);
+        // 6 s = 179.82 frames: the boundaries are frames 180, 360, 540, ... (k*6 s rounded up).
+        let frames: Vec<i64> = p.media_starts.iter().map(|t| t / 1001).collect();
+        assert_eq!(&frames[..5], &[0, 180, 360, 540, 720]);
+        assert_eq!(frames[9], 1619);
+    }
+
+    proptest! {
+        #[test]
+        fn every_frame_once_and_every_farm_cut_a_media_start(
+            n in 1usize..2000, key_every in 1usize..300, den in 1i32..121,
+            media in 1.0f64..12.0, target in 1.0f64..40.0, par in 1usize..9,
+        ) {
+            let packets = packets_with_keys(n, key_every);
+            let p = plan_package_segments(&packets, Rational::new(1, den), target, media, par);
+            prop_assert_eq!(p.segments.iter().map(|s| s.frames).sum::<u64>(), n as u64);
+            for s in &p.segments {
+                prop_assert!(p.media_starts.binary_search(&s.start_pts).is_ok());
+            }
+            for w in p.media_starts.windows(2) {
+                prop_assert!(w[0] < w[1]);
+            }
+        }
+    }
+}

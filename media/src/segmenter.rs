@@ -1,0 +1,270 @@
+//! Cutting one stream of a stitched rendition into the media segments of a streaming package
+//! (fMP4 with an init segment, or MPEG-TS), by stream copy.
+//!
+//! Why stream copy through FFmpeg's HLS muxer: the renditions are already encoded with an IDR
+//! at every media segment start (the same frames in every rung), so packaging only rewraps
+//! packets; the muxer cuts at the first keyframe at or after each multiple of the segment
+//! length, which is exactly the forced IDR. The manifests are written elsewhere (the package
+//! crate) from the files this writes, so every figure in them is measured, not assumed.
+
+use std::path::{Path, PathBuf};
+
+use ffmpeg_next as ff;
+use serde::{Deserialize, Serialize};
+
+use crate::demux::{open_input, read_packet};
+use crate::{ffi, MediaError};
+
+/// Which stream of the input to package.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamPick {
+    /// The (first) video stream.
+    Video,
+    /// The n-th audio stream (0-based among audio streams).
+    Audio(usize),
+}
+
+/// One track to cut into media segments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SegmentRequest {
+    /// The stitched rendition (MP4).
+    pub input: PathBuf,
+    /// The stream to package.
+    pub stream: StreamPick,
+    /// The package root; files go to `root/dir/`.
+    pub root: PathBuf,
+    /// The track's folder under the root (e.g. "v0").
+    pub dir: String,
+    /// MPEG-TS segments instead of fMP4.
+    pub ts: bool,
+    /// Media segment length in seconds (cuts at the first keyframe at or after each multiple).
+    pub segment_seconds: f64,
+}
+
+/// What was written for one track.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SegmentedTrack {
+    /// The init segment, relative to the root (fMP4 only).
+    pub init: Option<String>,
+    /// Media segments relative to the root, with the muxer's duration (seconds) for each.
+    pub segments: Vec<(String, f64)>,
+    /// Codec name (FFmpeg's: "h264", "hevc", "av1", "aac").
+    pub codec: String,
+    /// The codec configuration (avcC / hvcC / av1C record, AAC AudioSpecificConfig).
+    pub config: Vec<u8>,
+    /// Video width and height (0 for audio).
+    pub size: (u32, u32),
+    /// Video frame rate (num, den); (0, 1) for audio.
+    pub frame_rate: (u32, u32),
+    /// Audio channels and sample rate (0 for video).
+    pub audio: (u32, u32),
+    /// The stream's language tag ("und" when none).
+    pub language: String,
+    /// Pts of the first packet in seconds (the TS timeline a WebVTT X-TIMESTAMP-MAP names).
+    pub first_seconds: f64,
+}
+
+/// Cuts the chosen stream of `req.input` into media segments under `req.root/req.dir`.
+/// On error the track's folder is removed.
+pub fn segment_track(req: &SegmentRequest) -> Result<SegmentedTrack, MediaError> {
+    crate::init();
+    let dir = req.root.join(&req.dir);
+    std::fs::create_dir_all(&dir).map_err(|e| MediaError::write(&dir, e))?;
+    let result = write(req, &dir);
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+fn write(req: &SegmentRequest, dir: &Path) -> Result<SegmentedTrack, MediaError> {
+    let input = req.input.as_path();
+    let mut ictx = open_input(input)?;
+    let wanted = match req.stream {
+        StreamPick::Video => ff::media::Type::Video,
+        StreamPick::Audio(_) => ff::media::Type::Audio,
+    };
+    let nth = match req.stream {
+        StreamPick::Audio(n) => n,
+        StreamPick::Video => 0,
+    };
+    let stream = ictx
+        .streams()
+        .filter(|s| s.parameters().medium() == wanted)
+        .nth(nth)
+        .ok_or_else(|| {
+            MediaError::invalid(input, format!("no {:?} stream to package", req.stream))
+        })?;
+    let index = stream.index();
+    let in_tb = stream.time_base();
+    let params = stream.parameters();
+    let codec_id = params.id();
+    let config = ffi::stream_extradata(&stream);
+    let language = stream
+        .metadata()
+        .get("language")
+        .unwrap_or("und")
+        .to_string();
+    let (size, frame_rate, audio) = {
+        // SAFETY-free reads through ffmpeg-next's decoder view of the parameters.
+        let ctx = ff::codec::Context::from_parameters(params.clone())
+            .map_err(|e| MediaError::invalid(input, e))?;
+        match wanted {
+            ff::media::Type::Video => {
+                let v = ctx
+                    .decoder()
+                    .video()
+                    .map_err(|e| MediaError::invalid(input, e))?;
+                let r = stream.avg_frame_rate();
+                (
+                    (v.width(), v.height()),
+                    (r.numerator().max(0) as u32, r.denominator().max(1) as u32),
+                    (0, 0),
+                )
+            }
+            _ => {
+                let a = ctx
+                    .decoder()
+                    .audio()
+                    .map_err(|e| MediaError::invalid(input, e))?;
+                ((0, 0), (0, 1), (u32::from(a.channels()), a.rate()))
+            }
+        }
+    };
+
+    let ext = if req.ts { "ts" } else { "m4s" };
+    let playlist = dir.join("muxer.m3u8");
+    let mut opts = ff::Dictionary::new();
+    opts.set("hls_time", &format!("{}", req.segment_seconds));
+    opts.set("hls_playlist_type", "vod");
+    opts.set("hls_list_size", "0");
+    opts.set("start_number", "0");
+    opts.set("hls_segment_type", if req.ts { "mpegts" } else { "fmp4" });
+    opts.set(
+        "hls_segment_filename",
+        &dir.join(format!("seg-%05d.{ext}")).display().to_string(),
+    );
+    if !req.ts {
+        opts.set("hls_fmp4_init_filename", "init.mp4");
+    }
+    let mut octx =
+        ff::format::output_as(&playlist, "hls").map_err(|e| MediaError::write(dir, e))?;
+    {
+        let mut ost = octx
+            .add_stream(ff::encoder::find(ff::codec::Id::None))
+            .map_err(|e| MediaError::write(dir, e))?;
+        ost.set_parameters(params);
+        ost.set_time_base(in_tb);
+        ffi::adapt_codec_tag(&mut ost, true);
+        if codec_id == ff::codec::Id::HEVC && !req.ts {
+            ffi::set_codec_tag(&mut ost, *b"hvc1");
+        }
+        if wanted == ff::media::Type::Video {
+            ost.set_avg_frame_rate(stream.avg_frame_rate());
+        }
+        ost.set_metadata(stream.metadata().to_owned());
+    }
+    octx.write_header_with(opts)
+        .map_err(|e| MediaError::write(dir, format!("header: {e}")))?;
+    let out_tb = octx
+        .stream(0)
+        .map(|s| s.time_base())
+        .ok_or_else(|| MediaError::write(dir, "no output stream"))?;
+    let mut first_seconds: Option<f64> = None;
+    while let Some(mut packet) = read_packet(&mut ictx, input)? {
+        if packet.stream() != index {
+            continue;
+        }
+        if first_seconds.is_none() {
+            if let Some(p) = packet.pts() {
+                first_seconds = Some(p as f64 * f64::from(in_tb));
+            }
+        }
+        packet.rescale_ts(in_tb, out_tb);
+        packet.set_stream(0);
+        packet.set_position(-1);
+        packet
+            .write_interleaved(&mut octx)
+            .map_err(|e| MediaError::write(dir, format!("packet: {e}")))?;
+    }
+    octx.write_trailer()
+        .map_err(|e| MediaError::write(dir, format!("trailer: {e}")))?;
+    drop(octx);
+
+    let text = std::fs::read_to_string(&playlist).map_err(|e| MediaError::write(&playlist, e))?;
+    let _ = std::fs::remove_file(&playlist);
+    let segments = muxer_segments(&text)
+        .into_iter()
+        .map(|(name, secs)| (format!("{}/{name}", req.dir), secs))
+        .collect::<Vec<_>>();
+    if segments.is_empty() {
+        return Err(MediaError::write(dir, "the muxer wrote no media segment"));
+    }
+    for (uri, _) in &segments {
+        let path = req.root.join(uri);
+        if !path.is_file() {
+            return Err(MediaError::write(
+                &path,
+                "listed by the muxer but not written",
+            ));
+        }
+    }
+    let init = (!req.ts).then(|| format!("{}/init.mp4", req.dir));
+    Ok(SegmentedTrack {
+        init,
+        segments,
+        codec: codec_id_name(codec_id),
+        config,
+        size,
+        frame_rate,
+        audio,
+        language,
+        first_seconds: first_seconds.unwrap_or(0.0),
+    })
+}
+
+fn codec_id_name(id: ff::codec::Id) -> String {
+    match id {
+        ff::codec::Id::H264 => "h264".into(),
+        ff::codec::Id::HEVC => "hevc".into(),
+        ff::codec::Id::AV1 => "av1".into(),
+        ff::codec::Id::AAC => "aac".into(),
+        other => format!("{other:?}").to_ascii_lowercase(),
+    }
+}
+
+/// The (file name, EXTINF seconds) pairs of the muxer's own playlist.
+fn muxer_segments(text: &str) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    let mut pending: Option<f64> = None;
+    for line in text.lines().map(str::trim) {
+        if let Some(v) = line.strip_prefix("#EXTINF:") {
+            pending = v.split(',').next().and_then(|d| d.trim().parse().ok());
+        } else if !line.is_empty() && !line.starts_with('#') {
+            if let Some(d) = pending.take() {
+                let name = line.rsplit('/').next().unwrap_or(line);
+                out.push((name.to_string(), d));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_muxer_playlist_is_read_by_file_name() {
+        let text = "#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-TARGETDURATION:6\n#EXT-X-MAP:URI=\"init.mp4\"\n\
+                    #EXTINF:6.000000,\n/tmp/x/v0/seg-00000.m4s\n#EXTINF:2.480000,\nseg-00001.m4s\n#EXT-X-ENDLIST\n";
+        assert_eq!(
+            muxer_segments(text),
+            [
+                ("seg-00000.m4s".to_string(), 6.0),
+                ("seg-00001.m4s".to_string(), 2.48)
+            ]
+        );
+    }
+}
