@@ -135,3 +135,63 @@ fn gst_time(t: &str) -> Option<f64> {
     let s: f64 = parts.next()?.parse().ok()?;
     Some(h * 3600.0 + m * 60.0 + s)
 }
+
+/// Frame times of `path`'s first video stream relative to its first frame.
+pub fn relative_frame_times(path: &Path) -> Vec<f64> {
+    let t = crate::probe::probe_frames(path);
+    let first = t.first().copied().unwrap_or(0.0);
+    t.iter().map(|x| x - first).collect()
+}
+
+/// Every video rendition behind `manifest` (FFmpeg's HLS or DASH demuxer): the sizes
+/// `rungs` in order, each frame-exact at `source`'s frame times with PSNR at least
+/// `min_psnr`; one audio rendition per language in `languages`, each as long as the video.
+pub fn assert_package_plays(
+    manifest: &Path,
+    source: &Path,
+    rungs: &[(u64, u64)],
+    languages: &[&str],
+    min_psnr: f64,
+) {
+    let streams = manifest_streams(manifest);
+    let videos: Vec<(u64, u64)> = streams
+        .iter()
+        .filter(|s| s.0 == "video")
+        .map(|s| (s.1, s.2))
+        .collect();
+    assert_eq!(
+        videos,
+        rungs,
+        "{}: the video renditions",
+        manifest.display()
+    );
+    let mut langs: Vec<&str> = streams
+        .iter()
+        .filter(|s| s.0 == "audio")
+        .map(|s| s.3.as_str())
+        .collect();
+    langs.sort_unstable();
+    assert_eq!(langs, languages, "{}: audio renditions", manifest.display());
+    let times = relative_frame_times(source);
+    let duration = times.last().copied().unwrap_or(0.0) + times.get(1).copied().unwrap_or(0.04);
+    for (i, size) in videos.iter().enumerate() {
+        let what = format!("{} video {i} ({}x{})", manifest.display(), size.0, size.1);
+        let got = decode_through(manifest, &format!("v:{i}"));
+        assert_same_times(&what, &got.times, &times, 0.002);
+        let psnr = psnr_through(manifest, i, *size, source);
+        assert!(psnr >= min_psnr, "{what}: PSNR {psnr:.2} dB < {min_psnr}");
+    }
+    for a in 0..languages.len() {
+        let audio = crate::probe::probe_stream_frames(manifest, &format!("a:{a}"));
+        let (first, last) = match (audio.first(), audio.last()) {
+            (Some(f), Some(l)) => (f.ts, l.ts + l.duration.unwrap_or(0.0)),
+            _ => panic!("{}: audio {a} decodes to nothing", manifest.display()),
+        };
+        assert!(
+            ((last - first) - duration).abs() < 0.1,
+            "{}: audio {a} lasts {:.3} s, the video {duration:.3} s",
+            manifest.display(),
+            last - first
+        );
+    }
+}

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 
 use tessera_package::validate::{validate_hls, validate_mpd};
 use tessera_tests::streaming::{
-    assert_same_times, decode_through, gstreamer_has, gstreamer_video_times, manifest_streams,
-    psnr_through,
+    assert_package_plays, assert_same_times, gstreamer_has, gstreamer_video_times,
+    relative_frame_times,
 };
-use tessera_tests::{fixture, probe_frames, run_tessera, Fixture};
+use tessera_tests::{fixture, run_tessera, Fixture};
 
 /// Frames of the source: 13 s at 25 fps.
 const FRAMES: usize = 325;
@@ -55,60 +55,19 @@ fn reader(root: &Path) -> impl Fn(&str) -> Option<Vec<u8>> + '_ {
     move |rel: &str| std::fs::read(root.join(rel)).ok()
 }
 
-/// The source's frame times relative to its first frame.
 fn source_times() -> Vec<f64> {
-    let t = probe_frames(&fixture(Fixture::StreamingSource));
-    let first = t.first().copied().unwrap_or(0.0);
-    t.iter().map(|x| x - first).collect()
+    relative_frame_times(&fixture(Fixture::StreamingSource))
 }
 
-/// Every video rendition through `manifest`: frame-exact, at the source's times, PSNR over
-/// `min_psnr`; both audio languages present and as long as the video. Returns the rung sizes.
-fn assert_plays_frame_exact(manifest: &Path, min_psnr: f64) -> Vec<(u64, u64)> {
-    let streams = manifest_streams(manifest);
-    let videos: Vec<(u64, u64)> = streams
-        .iter()
-        .filter(|s| s.0 == "video")
-        .map(|s| (s.1, s.2))
-        .collect();
-    assert_eq!(
-        videos,
-        [(640, 360), (416, 234)],
-        "{}: the auto ladder of a 640x360 source",
-        manifest.display()
-    );
-    let mut langs: Vec<&str> = streams
-        .iter()
-        .filter(|s| s.0 == "audio")
-        .map(|s| s.3.as_str())
-        .collect();
-    langs.sort_unstable();
-    assert_eq!(
-        langs,
-        ["eng", "fra"],
-        "{}: audio renditions",
-        manifest.display()
-    );
-    let source = source_times();
-    assert_eq!(source.len(), FRAMES);
+fn assert_plays_frame_exact(manifest: &Path, min_psnr: f64) {
     let src = fixture(Fixture::StreamingSource);
-    for (i, size) in videos.iter().enumerate() {
-        let what = format!("{} video {i} ({}x{})", manifest.display(), size.0, size.1);
-        let got = decode_through(manifest, &format!("v:{i}"));
-        assert_same_times(&what, &got.times, &source, 0.002);
-        let psnr = psnr_through(manifest, i, *size, &src);
-        assert!(psnr >= min_psnr, "{what}: PSNR {psnr:.2} dB < {min_psnr}");
-    }
-    for a in 0..2 {
-        let audio = decode_through(manifest, &format!("a:{a}"));
-        let last = audio.times.last().copied().unwrap_or(0.0);
-        assert!(
-            (last - 13.0).abs() < 0.1,
-            "{}: audio {a} ends at {last:.3} s, the source's 13 s",
-            manifest.display()
-        );
-    }
-    videos
+    assert_package_plays(
+        manifest,
+        &src,
+        &[(640, 360), (416, 234)],
+        &["eng", "fra"],
+        min_psnr,
+    );
 }
 
 /// The EXTINF durations of a media playlist.

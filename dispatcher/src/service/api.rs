@@ -197,7 +197,15 @@ fn outputs(row: &JobRow, report: &serde_json::Value) -> serde_json::Value {
                 d.get("key")?.as_str()?
             ))
         });
-        serde_json::Value::from(uris.collect::<Vec<_>>())
+        // A package is stored as {spec, bucket, prefix}.
+        let package = row.request.get("package").and_then(|p| {
+            Some(format!(
+                "s3://{}/{}",
+                p.get("bucket")?.as_str()?,
+                p.get("prefix")?.as_str()?
+            ))
+        });
+        serde_json::Value::from(uris.chain(package).collect::<Vec<_>>())
     } else {
         serde_json::Value::from(delivered)
     }
