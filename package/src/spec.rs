@@ -135,7 +135,8 @@ pub struct PackageSpec {
     /// Audio settings; AAC 128 kb/s when absent.
     #[serde(default)]
     pub audio: Vec<AudioRung>,
-    /// Text subtitle tracks of the source as WebVTT renditions; absent: left out.
+    /// Text subtitle tracks of the source as WebVTT renditions (refused until wired to the
+    /// job; absent: left out).
     #[serde(default)]
     pub subtitles: Option<SubtitleFormat>,
     /// Poster, thumbnails and sprite sheets (refused until the thumbnail stage is built).
@@ -174,6 +175,9 @@ impl PackageSpec {
             return Err(
                 "segment_type \"ts\" is for format \"hls\" only (DASH and CMAF use fMP4)".into(),
             );
+        }
+        if self.subtitles.is_some() {
+            return Err("subtitles in a package are not built yet: leave the field out".into());
         }
         if self.thumbnails.is_some() {
             return Err("thumbnails are not built yet: leave the field out".into());
@@ -325,6 +329,10 @@ mod tests {
             (
                 serde_json::json!({"format": "hls", "thumbnails": {"every": 10}}),
                 "thumbnails",
+            ),
+            (
+                serde_json::json!({"format": "hls", "subtitles": "webvtt"}),
+                "subtitles in a package",
             ),
             (
                 serde_json::json!({"format": "hls", "audio": [{"codec": "opus"}]}),

@@ -51,6 +51,9 @@ pub struct Watch {
     pub height: Option<u32>,
     /// Output container; also gives the output's extension.
     pub container: Container,
+    /// A streaming package instead of a file (the codec settings then come from its
+    /// ladder): each upload's package goes under its own prefix, named like its file would be.
+    pub package: Option<tessera_package::PackageSpec>,
 }
 
 /// One `[[dispatcher.watch]]` table of the config file.
@@ -70,11 +73,29 @@ pub(super) struct WatchFile {
     preset: Option<String>,
     height: Option<u32>,
     container: Option<Container>,
+    package: Option<tessera_package::PackageSpec>,
 }
 
-impl From<WatchFile> for Watch {
-    fn from(f: WatchFile) -> Self {
-        Watch {
+impl TryFrom<WatchFile> for Watch {
+    type Error = String;
+
+    fn try_from(f: WatchFile) -> Result<Self, String> {
+        let file_settings = [
+            ("codec", f.codec.is_some()),
+            ("crf", f.crf.is_some()),
+            ("preset", f.preset.is_some()),
+            ("height", f.height.is_some()),
+            ("container", f.container.is_some()),
+        ];
+        if f.package.is_some() {
+            if let Some((name, _)) = file_settings.iter().find(|(_, set)| *set) {
+                return Err(format!(
+                    "watch {}/{}: {name} does not apply to a package (give it per rung in package.ladder)",
+                    f.bucket, f.prefix
+                ));
+            }
+        }
+        Ok(Watch {
             bucket: f.bucket,
             prefix: f.prefix,
             output_bucket: f.output_bucket,
@@ -84,7 +105,8 @@ impl From<WatchFile> for Watch {
             preset: f.preset,
             height: f.height,
             container: f.container.unwrap_or(Container::Mp4),
-        }
+            package: f.package,
+        })
     }
 }
 
@@ -124,6 +146,7 @@ impl Watch {
             preset: None,
             height: None,
             container: Container::Mp4,
+            package: None,
         })
     }
 
@@ -135,6 +158,17 @@ impl Watch {
     /// The default destination of the upload `key`: its key relative to the prefix, under the
     /// output prefix, with the container's extension.
     pub fn destination(&self, key: &str, container: Container) -> String {
+        format!("{}.{}", self.destination_stem(key), container.extension())
+    }
+
+    /// The default package destination of the upload `key`: the prefix its file would have
+    /// had, without the extension (`s3://out/processed/show/` for `incoming/show.mp4`).
+    pub fn package_destination(&self, key: &str) -> String {
+        format!("{}/", self.destination_stem(key))
+    }
+
+    /// `s3://output_bucket/output_prefix/dir/stem` of the upload `key`.
+    fn destination_stem(&self, key: &str) -> String {
         let rel = key.strip_prefix(&self.prefix).unwrap_or(key);
         let rel = rel.trim_start_matches('/');
         let (dir, name) = match rel.rsplit_once('/') {
@@ -147,12 +181,24 @@ impl Watch {
         };
         let base = self.output_prefix.trim_end_matches('/');
         let sep = if base.is_empty() { "" } else { "/" };
-        let ext = container.extension();
-        format!("s3://{}/{base}{sep}{dir}{stem}.{ext}", self.output_bucket)
+        format!("s3://{}/{base}{sep}{dir}{stem}", self.output_bucket)
     }
 
     /// The watch's own outputs profile for the upload `key`.
     pub(super) fn output(&self, key: &str) -> ApiOutput {
+        if let Some(spec) = &self.package {
+            return ApiOutput {
+                codec: None,
+                crf: None,
+                bitrate: None,
+                preset: None,
+                height: None,
+                hdr: None,
+                container: None,
+                package: Some(spec.clone()),
+                destination: self.package_destination(key),
+            };
+        }
         ApiOutput {
             codec: Some(self.codec),
             crf: self.crf,
@@ -219,8 +265,8 @@ pub(super) fn resolve(
     } else {
         file.unwrap_or_default()
             .into_iter()
-            .map(Watch::from)
-            .collect()
+            .map(Watch::try_from)
+            .collect::<Result<_, _>>()?
     };
     for w in &watches {
         w.check(buckets)?;
@@ -350,6 +396,22 @@ mod tests {
         .unwrap();
         assert!(resolve(&[], Some(bad.watch), &buckets()).is_err());
         assert!(toml::from_str::<T>("[[watch]]\nbucket = \"input\"\nbukket = 1").is_err());
+        let pkg: T = toml::from_str(
+            "[[watch]]\nbucket = \"input\"\nprefix = \"in/\"\noutput_bucket = \"output\"\n\
+             output_prefix = \"hls\"\n[watch.package]\nformat = \"hls\"\nsegment_seconds = 4\n",
+        )
+        .unwrap();
+        let ws = resolve(&[], Some(pkg.watch), &buckets()).unwrap();
+        let out = ws[0].output("in/shows/ep1.mov");
+        assert_eq!(out.destination, "s3://output/hls/shows/ep1/");
+        assert_eq!(out.package.map(|p| p.segment_seconds), Some(4.0));
+        let mixed: T = toml::from_str(
+            "[[watch]]\nbucket = \"input\"\noutput_bucket = \"output\"\ncrf = 20\n\
+             [watch.package]\nformat = \"dash\"\n",
+        )
+        .unwrap();
+        let err = resolve(&[], Some(mixed.watch), &buckets()).unwrap_err();
+        assert!(err.contains("crf does not apply to a package"), "{err}");
         assert_eq!(events_queue(Some(" ".into())).unwrap(), None);
         assert!(events_queue(Some("amq.x".into())).is_err());
     }

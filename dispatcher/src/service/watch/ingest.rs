@@ -232,7 +232,9 @@ fn parse_sidecar(text: &[u8], w: &Watch, key: &str) -> Result<ApiOutput, String>
     let obj = v
         .as_object_mut()
         .ok_or("must be a JSON object like one element of the API's outputs array")?;
-    if !obj.contains_key("destination") {
+    if !obj.contains_key("destination") && obj.contains_key("package") {
+        obj.insert("destination".into(), w.package_destination(key).into());
+    } else if !obj.contains_key("destination") {
         let container = obj
             .get("container")
             .and_then(|c| serde_json::from_value::<Container>(c.clone()).ok())
@@ -328,6 +330,9 @@ mod tests {
         assert_eq!(out.height, Some(120));
         let mkv = parse_sidecar(br#"{"container": "mkv"}"#, &w, "in/a.mov").unwrap();
         assert_eq!(mkv.destination, "s3://output/out/a.mkv");
+        let pkg = parse_sidecar(br#"{"package": {"format": "hls"}}"#, &w, "in/b/c.mov").unwrap();
+        assert_eq!(pkg.destination, "s3://output/out/b/c/");
+        assert!(pkg.package.is_some());
         let given = parse_sidecar(br#"{"destination": "s3://output/x.mp4"}"#, &w, "in/a").unwrap();
         assert_eq!(given.destination, "s3://output/x.mp4");
         assert!(parse_sidecar(b"{nope", &w, "in/a")
