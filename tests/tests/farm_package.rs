@@ -117,4 +117,59 @@ fn a_cmaf_package_and_a_file_from_one_job_play_frame_exact_from_the_bucket() {
         "{done}"
     );
     assert_eq!(done["frames"].as_u64(), Some(325), "{done}");
+
+    // The same spec as an upload's sidecar: the watch (input/incoming/ -> output/processed/)
+    // packages the upload under its own prefix, with an explicit one-rung ladder in TS.
+    let dir = tempfile::tempdir().unwrap();
+    let sidecar = dir.path().join("clip.mp4.json");
+    let spec = json!({"package": {"format": "hls", "segment_type": "ts", "segment_seconds": 2,
+        "ladder": [{"height": 234, "crf": 26, "maxrate": 400000, "profile": "main"}]}});
+    std::fs::write(&sidecar, spec.to_string()).unwrap();
+    farm.upload(&sidecar, "input", "incoming/clip.mp4.json");
+    farm.upload(&src, "input", "incoming/clip.mp4");
+    let started = std::time::Instant::now();
+    let id = loop {
+        if let Some(job) = farm.jobs_for("input", "incoming/clip.mp4").first() {
+            break job["id"].as_str().unwrap().to_string();
+        }
+        assert!(started.elapsed() < JOB_TIMEOUT, "no job for the upload");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let done = farm.wait_job(&id, JOB_TIMEOUT);
+    assert_eq!(
+        done["state"],
+        "done",
+        "{done}\n{}",
+        farm.log("dispatcher.log")
+    );
+    assert_eq!(
+        done["outputs"],
+        json!(["s3://output/processed/clip/"]),
+        "{done}"
+    );
+    let keys = farm.list("output", "processed/clip/");
+    let local = tempfile::tempdir().unwrap();
+    for key in &keys {
+        let path = local
+            .path()
+            .join(key.strip_prefix("processed/clip/").unwrap());
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        farm.download("output", key, &path);
+    }
+    let root = local.path();
+    let read = |rel: &str| std::fs::read(root.join(rel)).ok();
+    let master = std::fs::read_to_string(root.join("master.m3u8")).unwrap();
+    assert!(
+        master.contains("CODECS=\"avc1.4d"),
+        "Main profile in the codec string: {master}"
+    );
+    let problems = validate_hls("master.m3u8", &read, None);
+    assert!(problems.is_empty(), "HLS validator: {problems:#?}");
+    assert_package_plays(
+        &root.join("master.m3u8"),
+        &src,
+        &[(416, 234)],
+        &["eng", "fra"],
+        28.0,
+    );
 }

@@ -141,13 +141,22 @@ impl Ingest {
                 return self.reject(&id, &idem, bucket, key, code, &format!("{input}: {msg}"))
             }
         };
-        if let Some(out) = plan.outputs.iter().find(|o| {
-            self.watch_for(&o.destination.bucket, &o.destination.key)
-                .is_some()
-        }) {
+        // A package's files lie under its prefix: its playlist stands for them.
+        let package_file = plan
+            .package
+            .as_ref()
+            .map(|p| super::super::job_plan::S3Uri {
+                bucket: p.bucket.clone(),
+                key: format!("{}master.m3u8", p.prefix),
+            });
+        let destinations = plan.outputs.iter().map(|o| &o.destination);
+        if let Some(out) = destinations
+            .chain(package_file.as_ref())
+            .find(|d| self.watch_for(&d.bucket, &d.key).is_some())
+        {
             let why = format!(
                 "{input}: destination {} lies in a watched prefix and would be transcoded again",
-                out.destination
+                out
             );
             return self.reject(&id, &idem, bucket, key, ErrorCode::InvalidJob, &why);
         }
@@ -158,7 +167,9 @@ impl Ingest {
         if !created {
             return Ok(Outcome::Seen);
         }
-        tracing::info!(job = %id, %input, etag, output = %plan.outputs[0].destination, via = via.as_str(), "upload started a job");
+        // The job's one output (a package has no planned file output).
+        let output = &job.outputs[0].destination;
+        tracing::info!(job = %id, %input, etag, %output, via = via.as_str(), "upload started a job");
         self.state.spawn(id.clone(), plan);
         Ok(Outcome::Started(id))
     }
