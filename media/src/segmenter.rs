@@ -61,7 +61,8 @@ pub struct SegmentedTrack {
     pub audio: (u32, u32),
     /// The stream's language tag ("und" when none).
     pub language: String,
-    /// Pts of the first packet in seconds (the TS timeline a WebVTT X-TIMESTAMP-MAP names).
+    /// Pts of the first packet in seconds as written (for video, the media time of the first
+    /// frame: what a WebVTT X-TIMESTAMP-MAP names).
     pub first_seconds: f64,
 }
 
@@ -76,6 +77,33 @@ pub fn segment_track(req: &SegmentRequest) -> Result<SegmentedTrack, MediaError>
         let _ = std::fs::remove_dir_all(&dir);
     }
     result
+}
+
+/// Seconds to add to every timestamp of `input` so that its video's first decode time is not
+/// negative (a stream with B-frames starts decoding before its first frame is shown).
+///
+/// Why: each track is cut by its own muxer, and a muxer shifts a negative start on its own
+/// (`avoid_negative_ts`); the video alone would move and the package's audio would run early
+/// by the reorder delay. One shift from the video, applied to every track, keeps them in sync.
+fn leading_shift(input: &Path) -> Result<f64, MediaError> {
+    let mut ictx = open_input(input)?;
+    let Some((index, tb)) = ictx
+        .streams()
+        .best(ff::media::Type::Video)
+        .map(|s| (s.index(), s.time_base()))
+    else {
+        return Ok(0.0);
+    };
+    while let Some(packet) = read_packet(&mut ictx, input)? {
+        if packet.stream() != index {
+            continue;
+        }
+        let Some(first) = packet.dts().or(packet.pts()) else {
+            return Ok(0.0);
+        };
+        return Ok((-(first as f64) * f64::from(tb)).max(0.0));
+    }
+    Ok(0.0)
 }
 
 fn write(req: &SegmentRequest, dir: &Path) -> Result<SegmentedTrack, MediaError> {
@@ -171,11 +199,19 @@ fn write(req: &SegmentRequest, dir: &Path) -> Result<SegmentedTrack, MediaError>
         .stream(0)
         .map(|s| s.time_base())
         .ok_or_else(|| MediaError::write(dir, "no output stream"))?;
+    // Every track of the package moves by the same amount, so they stay in sync.
+    let shift = {
+        let seconds = leading_shift(input)?;
+        (seconds * f64::from(in_tb.denominator()) / f64::from(in_tb.numerator().max(1))).round()
+            as i64
+    };
     let mut first_seconds: Option<f64> = None;
     while let Some(mut packet) = read_packet(&mut ictx, input)? {
         if packet.stream() != index {
             continue;
         }
+        packet.set_pts(packet.pts().map(|p| p + shift));
+        packet.set_dts(packet.dts().map(|d| d + shift));
         if first_seconds.is_none() {
             if let Some(p) = packet.pts() {
                 first_seconds = Some(p as f64 * f64::from(in_tb));

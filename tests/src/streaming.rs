@@ -181,6 +181,24 @@ pub fn assert_package_plays(
         let psnr = psnr_through(manifest, i, *size, source);
         assert!(psnr >= min_psnr, "{what}: PSNR {psnr:.2} dB < {min_psnr}");
     }
+    // A/V sync: the audio starts where it does in the source, relative to the video.
+    let start = |path: &Path, sel: &str| {
+        let frames = crate::probe::probe_stream_frames(path, sel);
+        frames
+            .first()
+            .map(|f| f.ts)
+            .unwrap_or_else(|| panic!("{}: no {sel}", path.display()))
+    };
+    let source_offset = start(source, "v:0") - start(source, "a:0");
+    for a in 0..languages.len() {
+        let offset = start(manifest, "v:0") - start(manifest, &format!("a:{a}"));
+        assert!(
+            (offset - source_offset).abs() < 0.025,
+            "{}: audio {a} is {:.3} s off the video (the source: {source_offset:.3} s)",
+            manifest.display(),
+            offset
+        );
+    }
     for a in 0..languages.len() {
         let audio = crate::probe::probe_stream_frames(manifest, &format!("a:{a}"));
         let (first, last) = match (audio.first(), audio.last()) {
