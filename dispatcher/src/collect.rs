@@ -62,6 +62,7 @@ pub(crate) async fn collect(
         on_queue: &prepared.on_queue,
         fingerprint: prepared.fingerprint,
         media_starts: &prepared.media_starts,
+        stills: prepared.thumbnails.as_ref().map_or(&[], |t| &t.stills),
     };
     let mut silence = Silence::new(ctx.task_deadline);
     while remaining > 0 {
@@ -146,6 +147,7 @@ struct PlanView<'a> {
     on_queue: &'a OnQueue,
     fingerprint: u64,
     media_starts: &'a [i64],
+    stills: &'a [crate::planning::PlannedStill],
 }
 
 /// After a silence of the job's segments: republishes the ones on the queue without a
@@ -179,7 +181,7 @@ async fn republish_silent(
             view.fingerprint,
             plan,
             view.info,
-            (view.bias, view.media_starts),
+            (view.bias, view.media_starts, view.stills),
         );
         if let Err(e) = ctx.queue.publish(view.queue, encode_message(&task)).await {
             tracing::warn!(job = %req.id, segment = plan.index, error = %e, "republish failed");

@@ -156,7 +156,12 @@ async fn run_stages(
             None
         });
     }
-    let package = or_cancel(cancel, job, packaging::build(ctx, req, &tasks, staging)).await?;
+    let package = or_cancel(
+        cancel,
+        job,
+        packaging::build(ctx, req, &prepared, &tasks, staging),
+    )
+    .await?;
     // The point of no return: from here a cancel cannot leave some outputs delivered and
     // others not; a job cancelled before it is refused delivery.
     if cancel.is_cancelled() {

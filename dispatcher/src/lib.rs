@@ -22,6 +22,7 @@ mod collect;
 pub mod dead_letters;
 mod gate;
 mod job;
+mod package_images;
 mod packaging;
 mod patience;
 mod planning;

@@ -14,9 +14,11 @@ use tessera_farm::FarmError;
 use tessera_media::segmenter::{SegmentRequest, SegmentedTrack, StreamPick};
 use tessera_media::{ErrorClass, ErrorCode};
 use tessera_package::assemble;
-use tessera_package::{Package, SegmentType};
+use tessera_package::{subtitles, Package, SegmentType, TrackKind};
 
+use crate::package_images;
 use crate::patience::patiently;
+use crate::prepare::Prepared;
 use crate::request::{Destination, DispatchContext, JobRequest, PackageJob};
 
 /// A package written and checked in staging, ready for delivery.
@@ -45,6 +47,7 @@ fn failed(package: &PackageJob, why: impl std::fmt::Display) -> FarmError {
 pub(crate) async fn build(
     ctx: &DispatchContext,
     req: &JobRequest,
+    prepared: &Prepared,
     tasks: &[StitchTask],
     staging: &Path,
 ) -> Result<Option<Built>, FarmError> {
@@ -94,6 +97,26 @@ pub(crate) async fn build(
             written.push((format!("a{k}"), track));
         }
     }
+    let images = match (&spec.thumbnails, &prepared.thumbnails) {
+        (Some(t), Some(planned)) => {
+            let job = (req.id.as_str(), prepared.fingerprint);
+            package_images::build(ctx, job, t, planned, (&root, &src)).await?
+        }
+        _ => Vec::new(),
+    };
+    // Text tracks as WebVTT renditions, when asked for.
+    let texts = match spec.subtitles {
+        Some(_) => prepared.info.subtitles.clone(),
+        None => Vec::new(),
+    };
+    // Cue times count from the first frame shown (its source time).
+    let video_info = &prepared.info.video;
+    let first_frame = prepared
+        .plans
+        .first()
+        .map(|p| p.first_frame_pts.unwrap_or(p.start_pts))
+        .unwrap_or(0);
+    let start_seconds = video_info.time_base.seconds(first_frame);
     let _ = tokio::fs::remove_dir_all(&src).await;
     let (format, seconds) = (spec.format, spec.segment_seconds);
     let package_for_errors = package.clone();
@@ -101,10 +124,37 @@ pub(crate) async fn build(
     let assembled = tokio::task::spawn_blocking(move || {
         let root = root_for_work;
         let read = |rel: &str| std::fs::read(root.join(rel)).ok();
-        let tracks = written
+        let mut tracks = written
             .iter()
             .map(|(id, w)| assemble::track(id, w, &read))
             .collect::<Result<Vec<_>, String>>()?;
+        let video = written.iter().zip(&tracks).find(|(_, t)| t.kind.is_video());
+        let mut media_text = Vec::new();
+        if let Some(((_, w), video)) = video.map(|(w, t)| (w, t.clone())) {
+            for (k, source) in texts.iter().enumerate() {
+                let text = subtitles::TextTrack {
+                    language: source.language.clone().unwrap_or_else(|| "und".into()),
+                    cues: subtitles::cues_from_source(&source.cues, start_seconds, video.seconds()),
+                };
+                let both = (format.has_hls(), format.has_dash());
+                let track = subtitles::write_track(
+                    &format!("s{k}"),
+                    &text,
+                    &video,
+                    w.first_seconds,
+                    both,
+                    &root,
+                )
+                .map_err(|e| format!("writing subtitles s{k}: {e}"))?;
+                media_text.extend(track.segments.iter().map(|s| s.uri.clone()));
+                if let TrackKind::Subtitles { file: Some(f), .. } = &track.kind {
+                    if !media_text.contains(f) {
+                        media_text.push(f.clone());
+                    }
+                }
+                tracks.push(track);
+            }
+        }
         let media: Vec<String> = written
             .iter()
             .flat_map(|(_, w)| {
@@ -113,6 +163,8 @@ pub(crate) async fn build(
                     .cloned()
                     .chain(w.segments.iter().map(|s| s.0.clone()))
             })
+            .chain(images)
+            .chain(media_text)
             .collect();
         let pkg = Package {
             tracks,

@@ -125,3 +125,55 @@ pub(crate) fn with_rungs<'a>(
         ..req.clone()
     })
 }
+
+/// One frame's still images: its source pts, and each image with its package-relative file.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PlannedStill {
+    pub pts: i64,
+    pub images: Vec<(tessera_media::StillImage, String)>,
+}
+
+/// A package's thumbnails planned on the source: the frames the segment encodes take images
+/// of, and the sheets and thumbnails track the package step makes of them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PlannedThumbnails {
+    pub stills: Vec<PlannedStill>,
+    pub plan: tessera_package::thumbnails::ThumbnailPlan,
+}
+
+/// Plans the thumbnails of `req`'s package on the probed source (`None`: none asked for).
+pub(crate) fn thumbnails(req: &JobRequest, probe: &Probe) -> Option<PlannedThumbnails> {
+    use tessera_package::thumbnails::{plan, Picture};
+    let spec = req.package.as_ref()?.spec.thumbnails.as_ref()?;
+    let video = &probe.info.video;
+    let sar = video.sample_aspect_ratio;
+    let sar = if sar.num > 0 && sar.den > 0 {
+        sar.as_f64()
+    } else {
+        1.0
+    };
+    let rate = [video.avg_frame_rate, video.frame_rate]
+        .into_iter()
+        .find(|r| r.num > 0 && r.den > 0)
+        .map_or(0.0, |r| r.as_f64());
+    let (_, span) = tessera_media::frames_at_times(&probe.packets, video.time_base, &[]);
+    let picture = Picture {
+        width: video.width,
+        height: video.height,
+        aspect: f64::from(video.width) * sar / f64::from(video.height.max(1)),
+        seconds: span + if rate > 0.0 { 1.0 / rate } else { 0.0 },
+    };
+    let plan = plan(spec, picture);
+    let times: Vec<f64> = plan.shots.iter().map(|s| s.time).collect();
+    let (pts, _) = tessera_media::frames_at_times(&probe.packets, video.time_base, &times);
+    let stills = plan
+        .shots
+        .iter()
+        .zip(pts)
+        .map(|(shot, pts)| PlannedStill {
+            pts,
+            images: shot.images.clone(),
+        })
+        .collect();
+    Some(PlannedThumbnails { stills, plan })
+}

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use tessera_farm::model::{
-    encode_message, keys, Hardware, SegmentEncode, SegmentTask, WIRE_VERSION,
+    encode_message, keys, Hardware, SegmentEncode, SegmentTask, StillTask, WIRE_VERSION,
 };
 use tessera_farm::sandbox::{Limits, MediaOp};
 use tessera_farm::FarmError;
@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::audio_step::{spawn_audio, AudioTask};
 use crate::patience::{patiently, publish_patiently, recorded};
-use crate::planning::{plan, with_rungs};
+use crate::planning::{plan, thumbnails, with_rungs, PlannedStill, PlannedThumbnails};
 use crate::request::{DispatchContext, JobRequest, JobStage};
 
 /// A job after preparation: its plan, and the audio step running beside the encodes.
@@ -37,6 +37,8 @@ pub(crate) struct Prepared {
     /// A package's media segment starts (source pts): IDRs in every rendition. Empty
     /// without a package.
     pub media_starts: Vec<i64>,
+    /// A package's thumbnails: the stills the segment tasks make, the sheets made of them.
+    pub thumbnails: Option<PlannedThumbnails>,
     /// The job's outputs with its package's rungs (the request's own when it has none).
     pub outputs: Vec<crate::request::JobOutput>,
 }
@@ -91,6 +93,8 @@ pub(crate) async fn prepare(
     let (probe, planned, bias) = plan(req, probe).await?;
     let plans = planned.segments;
     let media_starts = planned.media_starts;
+    let thumbnails = thumbnails(req, &probe);
+    let stills: &[PlannedStill] = thumbnails.as_ref().map_or(&[], |t| &t.stills);
     // A package's rungs join the outputs now that the source's size is known.
     let req = &with_rungs(req, &probe.info);
     let video = &probe.info.video;
@@ -143,7 +147,7 @@ pub(crate) async fn prepare(
             ctx,
             req,
             staging,
-            (&plans, fingerprint, &media_starts),
+            (&plans, fingerprint, &media_starts, stills),
             &probe,
             bias,
             publish,
@@ -167,6 +171,7 @@ pub(crate) async fn prepare(
         on_queue,
         fingerprint,
         media_starts,
+        thumbnails,
         outputs: req.outputs.clone(),
     })
 }
@@ -177,7 +182,7 @@ async fn split_and_publish(
     ctx: &DispatchContext,
     req: &JobRequest,
     staging: &Path,
-    (plans, fingerprint, media_starts): (&[SegmentPlan], u64, &[i64]),
+    (plans, fingerprint, media_starts, stills): (&[SegmentPlan], u64, &[i64], &[PlannedStill]),
     probe: &Probe,
     bias: i64,
     (queue, on_queue): (String, OnQueue),
@@ -214,7 +219,7 @@ async fn split_and_publish(
                 .and_then(|i| plans.get(i))
                 .ok_or_else(|| FarmError::BadMessage(format!("split reported chunk {index}")))?;
             let path = chunk_dir.join(tessera_media::split::chunk_file_name(plan.index));
-            let task = segment_task(req, fingerprint, plan, info, (bias, media_starts));
+            let task = segment_task(req, fingerprint, plan, info, (bias, media_starts, stills));
             patiently("store chunk", || ctx.store.put_file(&task.chunk_key, &path)).await?;
             let _ = tokio::fs::remove_file(&path).await;
             let _ = ready_tx.send(task);
@@ -313,7 +318,7 @@ pub(crate) fn segment_task(
     fingerprint: u64,
     plan: &SegmentPlan,
     info: &ProbeInfo,
-    (bias, media_starts): (i64, &[i64]),
+    (bias, media_starts, stills): (i64, &[i64], &[PlannedStill]),
 ) -> SegmentTask {
     let video = &info.video;
     let lo = media_starts.partition_point(|&p| p < plan.start_pts);
@@ -349,6 +354,18 @@ pub(crate) fn segment_task(
             .map(|o| {
                 let key = keys::encoded(&req.id, fingerprint, &o.rendition.name, plan.index);
                 (o.rendition.clone(), key)
+            })
+            .collect(),
+        stills: stills
+            .iter()
+            .filter(|s| (plan.start_pts..plan.end_pts).contains(&s.pts))
+            .map(|s| StillTask {
+                pts: s.pts,
+                images: s
+                    .images
+                    .iter()
+                    .map(|(image, rel)| (*image, keys::still(&req.id, fingerprint, rel)))
+                    .collect(),
             })
             .collect(),
     }

@@ -98,6 +98,19 @@ pub struct SegmentTask {
     pub encode: SegmentEncode,
     /// Renditions, with the store key of each encoded result.
     pub renditions: Vec<(RenditionSpec, String)>,
+    /// Still images of frames in the range (a package's poster, thumbnails and sprite
+    /// tiles), made from the encode's own decode; empty for most jobs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stills: Vec<StillTask>,
+}
+
+/// The images of one frame a segment task makes, with the store key of each.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StillTask {
+    /// Source pts of the frame (unbiased, like `SegmentEncode::keyframes`).
+    pub pts: i64,
+    /// Each image and its key in the work area.
+    pub images: Vec<(tessera_media::StillImage, String)>,
 }
 
 /// How a segment attempt ended.

@@ -81,6 +81,8 @@ pub enum MediaOp {
     },
     /// Cut one stream of a stitched rendition into a streaming package's media segments.
     Segment(tessera_media::segmenter::SegmentRequest),
+    /// Compose a sprite sheet of a package's thumbnail tiles.
+    Sprite(tessera_media::SpriteRequest),
     /// Open a CUDA context on a card (the probation probe of a card marked unhealthy).
     GpuProbe {
         /// CUDA ordinal of the card.
@@ -99,6 +101,7 @@ impl MediaOp {
             MediaOp::Stitch(_) => "stitch",
             MediaOp::Quality { .. } => "quality",
             MediaOp::Segment(_) => "segment package",
+            MediaOp::Sprite(_) => "sprite sheet",
             MediaOp::GpuProbe { .. } => "gpu probe",
         }
     }

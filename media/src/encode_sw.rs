@@ -13,6 +13,7 @@ use ffmpeg_next as ff;
 use crate::demux::{open_input, open_video_decoder};
 use crate::range::{decode_all, RangeGate};
 use crate::settings::{encoder_name, encoder_options, output_pix_fmt, output_size};
+use crate::stills::StillMaker;
 use crate::tonemap::Tonemapper;
 use crate::types::{EncodeRequest, EncodeResult, RenditionOutput, RenditionResult};
 use crate::{ffi, nut, MediaError};
@@ -60,6 +61,8 @@ pub(crate) fn encode_sw(
 
     let mut gate = RangeGate::new(req, chunk_tb);
     let lead_in = gate.lead_in();
+    let mut stills = StillMaker::new(&req.color);
+    let mut stills_made = 0usize;
     let mut on_frame = |frame: &mut ff::frame::Video| -> Result<(), MediaError> {
         let Some(pts) = gate.admit_frame(frame) else {
             return Ok(());
@@ -67,6 +70,10 @@ pub(crate) fn encode_sw(
         frame.set_kind(ff::picture::Type::None);
         // A streaming package's media segment starts here: every rendition makes it an IDR.
         let key = req.keyframes.binary_search(&(pts - req.bias)).is_ok();
+        for shot in req.stills.iter().filter(|s| s.pts == pts - req.bias) {
+            stills.make(frame, shot)?;
+            stills_made += 1;
+        }
         for r in renditions.iter_mut() {
             encode_frame(r, frame, pts, key)?;
         }
@@ -84,6 +91,16 @@ pub(crate) fn encode_sw(
     let (decoded, in_range) = (gate.decoded, gate.in_range);
     if decoded == 0 {
         return Err(MediaError::decode(chunk, "no frame could be decoded"));
+    }
+    if stills_made != req.stills.len() {
+        return Err(MediaError::decode(
+            chunk,
+            format!(
+                "{} of {} still frames were not in the decoded range",
+                req.stills.len() - stills_made,
+                req.stills.len()
+            ),
+        ));
     }
 
     let mut results = Vec::with_capacity(renditions.len());
@@ -191,8 +208,10 @@ fn open_rendition(
             req.sample_aspect_ratio.den,
         ));
     }
-    // NUT (and MP4/MKV later) carry parameter sets out of band.
-    enc.set_flags(ff::codec::Flags::GLOBAL_HEADER);
+    // NUT (and MP4/MKV later) carry parameter sets out of band. set_flags replaces the
+    // codec's default flags, so libx264's default closed GOPs ("+cgop") are stated again:
+    // every I-frame an encoder places on its own stays a clean point to start decoding.
+    enc.set_flags(ff::codec::Flags::GLOBAL_HEADER | ff::codec::Flags::CLOSED_GOP);
     // Full-range sources stay full range (the scaler is told so, see `scale`), tagged "pc".
     let color = if tonemap {
         crate::hdr::sdr_color()

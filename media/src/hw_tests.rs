@@ -59,6 +59,7 @@ fn request(codec: VideoCodec, hardware: Option<HardwareEncode>) -> EncodeRequest
         threads: 1,
         hardware,
         keyframes: Vec::new(),
+        stills: Vec::new(),
     }
 }
 

@@ -36,6 +36,8 @@ pub mod quality;
 pub mod segmenter;
 pub mod settings;
 pub mod split;
+pub mod sprite;
+pub mod stills;
 pub mod stitch;
 pub mod subtitles;
 pub mod timestamps;
@@ -51,10 +53,14 @@ pub use hw::{
     warm_cuda_device, DecodePath, DecodePlan, HwCapabilities,
 };
 pub use nvdec::{nvdec_decode_check, NvdecReport};
-pub use plan::{plan_package_segments, plan_segments, timestamp_bias, PackagePlan};
+pub use plan::{
+    frames_at_times, plan_package_segments, plan_segments, timestamp_bias, PackagePlan,
+};
 pub use probe::{probe, probe_within};
 pub use quality::{measure_quality, QualityReport};
 pub use split::{split, ChunkInfo};
+pub use sprite::{compose_sprite, SpriteRequest, SpriteResult};
+pub use stills::{image_encoder_available, ImageFormat, StillImage, StillShot};
 pub use stitch::{stitch, StitchRequest, StitchResult};
 pub use types::*;
 pub use verify::{verify_output, OutputCheck, OutputExpectation};

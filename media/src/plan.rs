@@ -223,7 +223,7 @@ mod balance;
 
 #[path = "plan_package.rs"]
 mod package;
-pub use package::{plan_package_segments, PackagePlan};
+pub use package::{frames_at_times, plan_package_segments, PackagePlan};
 
 #[cfg(test)]
 #[path = "plan_tests.rs"]

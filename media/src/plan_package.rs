@@ -72,6 +72,29 @@ fn media_starts(sorted_pts: &[i64], tb: Rational, seconds: f64) -> Vec<i64> {
     starts
 }
 
+/// For each time (seconds from the first shown frame), the pts of the first shown frame at
+/// or after it; a time past the last frame gets the last frame. With the span from the first
+/// shown frame to the last, in seconds. Empty when no frame is shown.
+///
+/// Why: a package's poster and thumbnails are taken from these frames by the segment
+/// encodes that own them.
+pub fn frames_at_times(packets: &[PacketEntry], tb: Rational, times: &[f64]) -> (Vec<i64>, f64) {
+    let frames = ShownFrames::of(packets);
+    let (Some(&first), Some(&last)) = (frames.pts.first(), frames.pts.last()) else {
+        return (Vec::new(), 0.0);
+    };
+    let span = tb.seconds(last - first);
+    let picks = times
+        .iter()
+        .map(|&t| {
+            let at = first + ticks_ceil(tb, t.max(0.0));
+            let i = frames.pts.partition_point(|&p| p < at);
+            frames.pts.get(i).copied().unwrap_or(last)
+        })
+        .collect();
+    (picks, span)
+}
+
 fn ticks_ceil(tb: Rational, seconds: f64) -> i64 {
     let exact = seconds * f64::from(tb.den) / f64::from(tb.num.max(1));
     // A hair below an integer is float noise of an exact boundary (6 s at 1/25 is 150.0).
@@ -138,6 +161,22 @@ mod tests {
         let frames: Vec<i64> = p.media_starts.iter().map(|t| t / 1001).collect();
         assert_eq!(&frames[..5], &[0, 180, 360, 540, 720]);
         assert_eq!(frames[9], 1619);
+    }
+
+    #[test]
+    fn still_times_pick_the_next_frame_and_clamp_to_the_last() {
+        let packets = packets_with_keys(250, 50);
+        let (picks, span) = frames_at_times(
+            &packets,
+            Rational::new(1, 25),
+            &[0.0, 2.0, 2.01, 9.96, 100.0],
+        );
+        assert_eq!(picks, [0, 50, 51, 249, 249]);
+        assert!((span - 9.96).abs() < 1e-9);
+        assert_eq!(
+            frames_at_times(&[], Rational::new(1, 25), &[1.0]).0,
+            Vec::<i64>::new()
+        );
     }
 
     proptest! {

@@ -23,6 +23,21 @@ pub(crate) fn check_request(req: &EncodeRequest) -> Result<(), MediaError> {
             req.start_pts, req.end_pts
         )));
     }
+    if !req.stills.is_empty() && req.hardware.is_some() {
+        return Err(MediaError::InvalidRequest(
+            "still images are made on the software path only".into(),
+        ));
+    }
+    if let Some(s) = req
+        .stills
+        .iter()
+        .find(|s| s.pts < req.start_pts || s.pts >= req.end_pts)
+    {
+        return Err(MediaError::InvalidRequest(format!(
+            "still at pts {} is outside the range [{}, {})",
+            s.pts, req.start_pts, req.end_pts
+        )));
+    }
     Ok(())
 }
 

@@ -404,6 +404,10 @@ pub struct EncodeRequest {
     /// starts of a streaming package's media segments, so all rungs switch at the same frames.
     #[serde(default)]
     pub keyframes: Vec<i64>,
+    /// Still images to take of frames in the range (posters, thumbnails, sprite tiles),
+    /// software path only.
+    #[serde(default)]
+    pub stills: Vec<crate::stills::StillShot>,
 }
 
 /// What one rendition of a segment came out as.

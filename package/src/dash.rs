@@ -259,7 +259,7 @@ pub fn mpd(pkg: &Package) -> String {
                 write_segments(&mut out, dir, t);
                 out.push_str("      </Representation>\n    </AdaptationSet>\n");
             }
-            TrackKind::Subtitles { language } => {
+            TrackKind::Subtitles { language, file } => {
                 let _ = writeln!(
                     out,
                     "    <AdaptationSet id=\"{set_id}\" contentType=\"text\" mimeType=\"text/vtt\" lang=\"{}\">",
@@ -272,11 +272,14 @@ pub fn mpd(pkg: &Package) -> String {
                     t.average_bitrate().max(1),
                     xml_escape(&t.codec),
                 );
-                if let Some(first) = t.segments.first() {
+                let whole = file
+                    .as_deref()
+                    .or_else(|| t.segments.first().map(|s| s.uri.as_str()));
+                if let Some(whole) = whole {
                     let _ = writeln!(
                         out,
                         "        <BaseURL>{}</BaseURL>",
-                        xml_escape(&relative(dir, &first.uri))
+                        xml_escape(&relative(dir, whole))
                     );
                 }
                 out.push_str("      </Representation>\n    </AdaptationSet>\n");

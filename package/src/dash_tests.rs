@@ -57,6 +57,7 @@ fn package() -> Package {
         "s0",
         TrackKind::Subtitles {
             language: "fra".into(),
+            file: None,
         },
         "wvtt",
         1000,
@@ -172,6 +173,7 @@ fn uris(uris: &[&str]) -> Track {
         "v",
         TrackKind::Subtitles {
             language: "x".into(),
+            file: None,
         },
         "wvtt",
         1,

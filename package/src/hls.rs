@@ -182,7 +182,7 @@ pub fn master_playlist(pkg: &Package, iframes: &[(usize, String)]) -> String {
     let mut names: Vec<String> = Vec::new();
     let mut has_subs = false;
     for t in &pkg.tracks {
-        let TrackKind::Subtitles { language } = &t.kind else {
+        let TrackKind::Subtitles { language, .. } = &t.kind else {
             continue;
         };
         has_subs = true;

@@ -76,6 +76,7 @@ fn package() -> Package {
                 id: "s0".into(),
                 kind: TrackKind::Subtitles {
                     language: "fra".into(),
+                    file: None,
                 },
                 codec: "wvtt".into(),
                 init: None,

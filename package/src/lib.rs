@@ -14,6 +14,8 @@ pub mod hls;
 pub mod ladder;
 pub mod model;
 pub mod spec;
+pub mod subtitles;
+pub mod thumbnails;
 pub mod validate;
 pub mod vtt;
 

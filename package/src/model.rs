@@ -33,7 +33,18 @@ pub enum TrackKind {
     Subtitles {
         /// ISO 639 language code ("und" when unknown).
         language: String,
+        /// The whole WebVTT file a DASH manifest side-loads (root-relative); `None`: the
+        /// track's first segment is the whole file.
+        #[serde(default)]
+        file: Option<String>,
     },
+}
+
+impl TrackKind {
+    /// Whether this is a video rendition.
+    pub fn is_video(&self) -> bool {
+        matches!(self, TrackKind::Video { .. })
+    }
 }
 
 /// One media segment file of a track.

@@ -135,13 +135,13 @@ pub struct PackageSpec {
     /// Audio settings; AAC 128 kb/s when absent.
     #[serde(default)]
     pub audio: Vec<AudioRung>,
-    /// Text subtitle tracks of the source as WebVTT renditions (refused until wired to the
-    /// job; absent: left out).
+    /// Text subtitle tracks of the source as WebVTT renditions (EXT-X-MEDIA TYPE=SUBTITLES,
+    /// a text/vtt AdaptationSet); absent: left out of the package.
     #[serde(default)]
     pub subtitles: Option<SubtitleFormat>,
-    /// Poster, thumbnails and sprite sheets (refused until the thumbnail stage is built).
+    /// Poster, thumbnails every N seconds, sprite sheets with a WebVTT thumbnails track.
     #[serde(default)]
-    pub thumbnails: Option<serde_json::Value>,
+    pub thumbnails: Option<crate::thumbnails::ThumbnailSpec>,
 }
 
 fn segment_seconds() -> f64 {
@@ -176,11 +176,8 @@ impl PackageSpec {
                 "segment_type \"ts\" is for format \"hls\" only (DASH and CMAF use fMP4)".into(),
             );
         }
-        if self.subtitles.is_some() {
-            return Err("subtitles in a package are not built yet: leave the field out".into());
-        }
-        if self.thumbnails.is_some() {
-            return Err("thumbnails are not built yet: leave the field out".into());
+        if let Some(t) = &self.thumbnails {
+            t.check().map_err(|e| format!("thumbnails: {e}"))?;
         }
         if let Ladder::Rungs(rungs) = &self.ladder {
             if rungs.is_empty() || rungs.len() > MAX_RUNGS {
@@ -327,12 +324,12 @@ mod tests {
                 "segment_seconds 0.5",
             ),
             (
-                serde_json::json!({"format": "hls", "thumbnails": {"every": 10}}),
-                "thumbnails",
+                serde_json::json!({"format": "hls", "thumbnails": {"interval": 10}}),
+                "thumbnails: interval needs heights",
             ),
             (
-                serde_json::json!({"format": "hls", "subtitles": "webvtt"}),
-                "subtitles in a package",
+                serde_json::json!({"format": "hls", "subtitles": "srt"}),
+                "unknown variant",
             ),
             (
                 serde_json::json!({"format": "hls", "audio": [{"codec": "opus"}]}),

@@ -144,6 +144,7 @@ pub(super) fn package(v1_counts: &[usize]) -> (Package, Files) {
         id: "s0".into(),
         kind: TrackKind::Subtitles {
             language: "fra".into(),
+            file: None,
         },
         codec: "wvtt".into(),
         init: None,

@@ -94,6 +94,67 @@ pub fn segment_files(cues: &[Cue], boundaries: &[f64], mpegts_offset: u64) -> Ve
         .collect()
 }
 
+/// The cue text of an ASS event line as FFmpeg's subtitle decoders write it
+/// ("ReadOrder,Layer,Style,Name,MarginL,MarginR,MarginV,Effect,Text"): override blocks
+/// (`{\\i1}` ...) dropped except italic and bold, which become `<i>`/`<b>`; `\\N` a line
+/// break, `\\h` a space; `&` and `<` escaped for WebVTT.
+///
+/// Why: every text track (SRT, ASS, mov_text, WebVTT) reaches tessera as these events.
+pub fn text_from_ass(event: &str) -> String {
+    let text = event.splitn(9, ',').nth(8).unwrap_or(event);
+    let mut out = String::with_capacity(text.len());
+    let mut open: Vec<&str> = Vec::new();
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if c == '{' {
+            if let Some(end) = rest.find('}') {
+                for tag in rest[1..end].split('\\').filter(|t| !t.is_empty()) {
+                    let (name, on) = match tag {
+                        "i1" => ("i", true),
+                        "i0" => ("i", false),
+                        "b1" => ("b", true),
+                        "b0" => ("b", false),
+                        _ => continue,
+                    };
+                    let is_open = open.contains(&name);
+                    if on && !is_open {
+                        out.push_str(&format!("<{name}>"));
+                        open.push(name);
+                    } else if !on && is_open {
+                        out.push_str(&format!("</{name}>"));
+                        open.retain(|n| *n != name);
+                    }
+                }
+                rest = &rest[end + 1..];
+                continue;
+            }
+        }
+        if let Some(after) = rest
+            .strip_prefix("\\N")
+            .or_else(|| rest.strip_prefix("\\n"))
+        {
+            out.push('\n');
+            rest = after;
+            continue;
+        }
+        if let Some(after) = rest.strip_prefix("\\h") {
+            out.push(' ');
+            rest = after;
+            continue;
+        }
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            _ => out.push(c),
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    for name in open.iter().rev() {
+        out.push_str(&format!("</{name}>"));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +212,23 @@ mod tests {
             files[2],
             format!("{head}00:00:12.000 --> 00:00:12.000\ninstant\n\n")
         );
+    }
+
+    #[test]
+    fn ass_events_become_cue_text() {
+        assert_eq!(
+            text_from_ass("0,0,Default,,0,0,0,,Hello, world"),
+            "Hello, world"
+        );
+        assert_eq!(
+            text_from_ass("3,0,Default,,0,0,0,,{\\an8}{\\i1}Top{\\i0}\\Nline\\htwo"),
+            "<i>Top</i>\nline two"
+        );
+        assert_eq!(
+            text_from_ass("1,0,Default,,0,0,0,,{\\b1}a < b & c"),
+            "<b>a &lt; b &amp; c</b>"
+        );
+        assert_eq!(text_from_ass("no commas"), "no commas");
     }
 
     proptest! {

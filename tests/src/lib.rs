@@ -40,6 +40,7 @@ pub mod probe;
 pub mod rabbit;
 pub mod run;
 pub mod soak;
+pub mod stills;
 pub mod streaming;
 
 pub use check::{check_transcode, transcode_and_check, Comparison, Summary};

@@ -68,7 +68,10 @@ fn a_cmaf_package_and_a_file_from_one_job_play_frame_exact_from_the_bucket() {
             "segment_seconds": 4,
             "outputs": [
                 {"destination": "s3://output/show.mp4", "preset": "veryfast"},
-                {"package": {"format": "cmaf", "segment_seconds": 2}, "destination": "s3://output/show/"}
+                {"package": {"format": "cmaf", "segment_seconds": 2, "thumbnails": {
+                    "poster": {"time": 1, "height": 180}, "interval": 4, "heights": [90],
+                    "sprite": {"height": 36, "columns": 2, "rows": 2}}},
+                 "destination": "s3://output/show/"}
             ]
         }),
     );
@@ -110,6 +113,29 @@ fn a_cmaf_package_and_a_file_from_one_job_play_frame_exact_from_the_bucket() {
         let times: Vec<f64> = times.iter().map(|t| t - first).collect();
         assert_same_times("GStreamer", &times, &relative_frame_times(&src), 0.002);
     }
+    // The images, taken by the segment workers and stored through the work area: a poster
+    // at 1 s, thumbnails at 0, 4, 8 and 12 s (each from another farm segment), one sheet.
+    let images: Vec<(&str, u64, u64)> = vec![
+        ("poster.jpg", 320, 180),
+        ("thumbnails/90p/00000.jpg", 160, 90),
+        ("thumbnails/90p/00003.jpg", 160, 90),
+        ("thumbnails/sprite-0000.jpg", 128, 72),
+    ];
+    for (rel, w, h) in images {
+        let info = tessera_tests::stills::image_info(&root.join(rel));
+        assert_eq!(info, ("mjpeg".to_string(), w, h), "{rel}");
+    }
+    let frames = 325;
+    tessera_tests::stills::assert_shows_frame(
+        &root.join("thumbnails/90p/00003.jpg"),
+        None,
+        (&src, frames),
+        300,
+        28.0,
+    );
+    assert!(!keys.iter().any(|k| k.contains(".tiles")), "{keys:?}");
+    let vtt = std::fs::read_to_string(root.join("thumbnails/thumbnails.vtt")).unwrap();
+    assert_eq!(vtt.matches(" --> ").count(), 4, "{vtt}");
     // The job view lists the file and the package, not the rungs.
     assert_eq!(
         done["outputs"],

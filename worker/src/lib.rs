@@ -14,6 +14,7 @@ mod retry;
 mod segment;
 pub mod service;
 pub mod spot;
+mod stills;
 mod stitch;
 
 pub use drain::{Drain, DrainReason};

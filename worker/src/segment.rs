@@ -295,19 +295,7 @@ impl SegmentRunner {
     ) -> Result<Done, FarmError> {
         let t0 = Instant::now();
         self.check_free_space()?;
-        if hardware.is_none() {
-            for (spec, _) in &task.renditions {
-                if !tessera_media::software_encoder_available(spec.codec) {
-                    return Err(FarmError::WorkerUnfit {
-                        reason: format!(
-                            "this worker's FFmpeg has no {} encoder",
-                            tessera_media::settings::encoder_name(spec.codec)
-                        ),
-                        pause: false,
-                    });
-                }
-            }
-        }
+        crate::fitness::check_encoders(task, hardware.is_none())?;
         tokio::fs::create_dir_all(staging)
             .await
             .map_err(|e| FarmError::io(staging, e))?;
@@ -339,6 +327,7 @@ impl SegmentRunner {
             threads: self.config.threads_per_slot,
             hardware,
             keyframes: e.keyframes.clone(),
+            stills: crate::stills::shots(task, staging),
         };
         let progress = self.progress.clone();
         let (job, seg) = (task.job_id.clone(), task.segment);
@@ -369,6 +358,7 @@ impl SegmentRunner {
         for (out, (_, key)) in outputs.iter().zip(&task.renditions) {
             bytes += self.store.put_file(key, &out.path).await?;
         }
+        bytes += crate::stills::upload(self.store.as_ref(), task, staging).await?;
         // The dispatcher writes a job's end marker, then empties its work area. Checked after
         // the uploads: no marker yet means the emptying comes after them; a marker means it
         // may have come before, so these objects are removed here. Either way none is left.
@@ -376,6 +366,7 @@ impl SegmentRunner {
             for (_, key) in &task.renditions {
                 let _ = self.store.delete(key).await;
             }
+            crate::stills::remove(self.store.as_ref(), task).await;
             return Err(FarmError::Cancelled {
                 job: task.job_id.clone(),
             });

@@ -32,6 +32,10 @@ pub fn output(job: &str, plan: u64, output: u32, ext: &str) -> String {
 pub fn package_file(job: &str, plan: u64, rel: &str) -> String {
     format!("{}package/{rel}", plan_prefix(job, plan))
 }
+/// A still image a segment worker made for the job's package (package-relative `rel`).
+pub fn still(job: &str, plan: u64, rel: &str) -> String {
+    format!("{}stills/{rel}", plan_prefix(job, plan))
+}
 /// The marker written when a job ends (done, failed, cancelled), outside the work area so
 /// the cleanup keeps it: workers skip, or abort, segments of an ended job.
 pub fn ended(job: &str) -> String {

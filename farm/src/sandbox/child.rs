@@ -159,6 +159,7 @@ fn execute(op: &MediaOp, out: &mut dyn Write) -> Result<serde_json::Value, Media
         MediaOp::Segment(req) => to_json(serde_json::to_value(
             tessera_media::segmenter::segment_track(req)?,
         )),
+        MediaOp::Sprite(req) => to_json(serde_json::to_value(tessera_media::compose_sprite(req)?)),
         MediaOp::GpuProbe { device } => {
             tessera_media::hw::warm_cuda_device(*device)?;
             tessera_media::hw::release_cuda_devices();

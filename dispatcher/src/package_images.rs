@@ -1,0 +1,118 @@
+//! The images of a package: the stills the segment workers took (poster, thumbnails, sprite
+//! tiles) fetched from the work area, sprite sheets composed of the tiles, and the WebVTT
+//! thumbnails track that points into the sheets.
+//!
+//! Why apart from packaging.rs: the video and audio are cut from stitched rungs, the images
+//! come from the segment encodes; both end up as files under the package root, published
+//! before the manifests.
+
+use std::path::Path;
+
+use tessera_farm::model::keys;
+use tessera_farm::sandbox::MediaOp;
+use tessera_farm::FarmError;
+use tessera_media::{SpriteRequest, SpriteResult};
+use tessera_package::thumbnails::{ThumbnailSpec, TILE_DIR};
+
+use crate::patience::patiently;
+use crate::planning::PlannedThumbnails;
+use crate::request::DispatchContext;
+
+/// Stills fetched side by side (each is a small object).
+const PARALLEL_FETCHES: usize = 8;
+
+/// Writes the package's images under `root` (tiles under `scratch`, which the caller
+/// removes); the root-relative files to publish, sheets and track included.
+pub(crate) async fn build(
+    ctx: &DispatchContext,
+    (job, plan): (&str, u64),
+    spec: &ThumbnailSpec,
+    thumbnails: &PlannedThumbnails,
+    (root, scratch): (&Path, &Path),
+) -> Result<Vec<String>, FarmError> {
+    let mut wanted: Vec<&String> = thumbnails
+        .stills
+        .iter()
+        .flat_map(|s| s.images.iter().map(|(_, rel)| rel))
+        .collect();
+    wanted.sort();
+    wanted.dedup();
+    let place = |rel: &str| {
+        if rel.starts_with(TILE_DIR) {
+            scratch.join(rel)
+        } else {
+            root.join(rel)
+        }
+    };
+    // Owned transfers on their own tasks, PARALLEL_FETCHES at a time.
+    let mut pending = wanted
+        .iter()
+        .map(|rel| (keys::still(job, plan, rel), place(rel)))
+        .collect::<Vec<_>>()
+        .into_iter();
+    let mut running = tokio::task::JoinSet::new();
+    loop {
+        while running.len() < PARALLEL_FETCHES {
+            let Some((key, path)) = pending.next() else {
+                break;
+            };
+            let store = ctx.store.clone();
+            running.spawn(async move {
+                if let Some(dir) = path.parent() {
+                    tokio::fs::create_dir_all(dir)
+                        .await
+                        .map_err(|e| FarmError::io(dir, e))?;
+                }
+                patiently("fetch still", || store.get_file(&key, &path)).await
+            });
+        }
+        match running.join_next().await {
+            Some(Ok(done)) => {
+                done?;
+            }
+            Some(Err(e)) => {
+                return Err(FarmError::ChildCrashed {
+                    what: "still fetch".into(),
+                    detail: e.to_string(),
+                })
+            }
+            None => break,
+        }
+    }
+    let mut published: Vec<String> = wanted
+        .iter()
+        .filter(|rel| !rel.starts_with(TILE_DIR))
+        .map(|rel| rel.to_string())
+        .collect();
+    let plan_images = &thumbnails.plan;
+    if let Some(sprite) = &spec.sprite {
+        for sheet in &plan_images.sheets {
+            let output = root.join(&sheet.rel);
+            if let Some(dir) = output.parent() {
+                tokio::fs::create_dir_all(dir)
+                    .await
+                    .map_err(|e| FarmError::io(dir, e))?;
+            }
+            let op = MediaOp::Sprite(SpriteRequest {
+                tiles: sheet.tiles.iter().map(|t| scratch.join(t)).collect(),
+                columns: sprite.columns,
+                rows: sprite.rows,
+                tile_width: plan_images.tile.0,
+                tile_height: plan_images.tile.1,
+                format: spec.format,
+                quality: spec.quality,
+                output,
+            });
+            let (_, _): (SpriteResult, _) = ctx.sandbox.run(&op, ctx.limits, &mut |_| {}).await?;
+            published.push(sheet.rel.clone());
+        }
+    }
+    if let Some((rel, text)) = &plan_images.vtt {
+        let path = root.join(rel);
+        tokio::fs::write(&path, text)
+            .await
+            .map_err(|e| FarmError::io(&path, e))?;
+        published.push(rel.clone());
+    }
+    Ok(published)
+}
