@@ -24,7 +24,6 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-export PATH="${CARGO_HOME:-${HOME:-/root}/.cargo}/bin:$PATH"
 
 BENCH_SECONDS=${BENCH_SECONDS:-60}
 BENCH_RUNS=${BENCH_RUNS:-3}
@@ -35,65 +34,12 @@ BENCH_TARGET=${BENCH_TARGET:-1.00}
 [[ $BENCH_SECONDS =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_SECONDS must be a positive integer" >&2; exit 1; }
 [[ $BENCH_RUNS =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_RUNS must be a positive integer" >&2; exit 1; }
 
-CACHE=bench/.cache
+# shellcheck source=bench/common.sh
+source bench/common.sh
 RUNS_DIR=$CACHE/runs
-IN=$CACHE/input-${BENCH_SIZE}p30-${BENCH_SECONDS}s.mp4
-TESSERA=${TESSERA_BIN:-target/release/tessera}
-TIME=/usr/bin/time
 mkdir -p "$RUNS_DIR"
-
-for tool in ffmpeg ffprobe python3 cargo; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "missing $tool (run scripts/setup-deps.sh)" >&2; exit 1; }
-done
-[[ -x $TIME ]] || { echo "missing $TIME (apt-get install time, or scripts/setup-deps.sh)" >&2; exit 1; }
-
-say() { printf '==> %s\n' "$*"; }
-
-# Decoded video frames of $1.
-count_frames() {
-  ffprobe -v error -select_streams v:0 -count_frames \
-    -show_entries stream=nb_read_frames -of csv=p=0 "$1"
-}
-
-# --- input (cached) -----------------------------------------------------------------------
-if [[ -s $IN && -s $IN.frames ]]; then
-  say "input: $IN (cached)"
-else
-  say "input: generating $IN (${BENCH_SECONDS} s, $BENCH_SIZE, 30 fps, testsrc2 + sine, libx264 veryfast)"
-  ffmpeg -hide_banner -loglevel error -nostdin -y \
-    -f lavfi -i "testsrc2=size=${BENCH_SIZE}:rate=30:duration=${BENCH_SECONDS}" \
-    -f lavfi -i "sine=frequency=440:sample_rate=48000:duration=${BENCH_SECONDS}" \
-    -c:v libx264 -preset veryfast -pix_fmt yuv420p \
-    -c:a aac -b:a 128k -ac 2 \
-    -shortest -movflags +faststart -f mp4 "$IN.part"
-  mv -f "$IN.part" "$IN"
-  count_frames "$IN" >"$IN.frames"
-fi
-IN_FRAMES=$(<"$IN.frames")
-say "input frames: $IN_FRAMES"
-
-# --- build --------------------------------------------------------------------------------
-if [[ -n ${TESSERA_BIN:-} ]]; then
-  say "build: skipped, measuring TESSERA_BIN=$TESSERA"
-else
-  say "build: cargo build --release -p tessera-cli"
-  cargo build --release -p tessera-cli
-fi
-[[ -x $TESSERA ]] || { echo "build did not produce $TESSERA" >&2; exit 1; }
-
-# --- runs ---------------------------------------------------------------------------------
-# Runs `/usr/bin/time -f '%e %M' "$@"` with output to $log; prints "WALL_S RSS_KIB".
-timed() {
-  local log=$1 tfile=$1.time
-  shift
-  if ! "$TIME" -f '%e %M' -o "$tfile" "$@" >"$log" 2>&1; then
-    echo "command failed: $*" >&2
-    echo "--- last lines of $log:" >&2
-    tail -n 30 "$log" >&2
-    return 1
-  fi
-  tail -n 1 "$tfile"
-}
+bench_input "$BENCH_SIZE"
+bench_build
 
 RESULTS=$RUNS_DIR/results.tsv
 printf 'run\ttessera_s\ttessera_rss_kib\tworker_rss_bytes\tffmpeg_s\tffmpeg_rss_kib\ttessera_frames\tffmpeg_frames\toverhead_s\n' >"$RESULTS"

@@ -39,9 +39,18 @@ pub fn plan_package_segments(
             media_starts,
         };
     }
+    let n = media_starts.len();
+    let workers = parallelism.max(1);
     let per_farm = (target_seconds / media_seconds.max(1e-3)).round().max(1.0) as usize;
-    let per_farm = per_farm.min(media_starts.len() / parallelism.max(1)).max(1);
-    let starts: Vec<i64> = media_starts.iter().copied().step_by(per_farm).collect();
+    // As many farm segments as the target length gives, rounded up to a multiple of the
+    // workers so the last round keeps every worker busy (5 equal segments on 2 workers
+    // leave one idle for a fifth of the job); sizes differ by at most one media segment.
+    let mut count = n.div_ceil(per_farm).max(workers.min(n));
+    if !count.is_multiple_of(workers) {
+        count = (count / workers + 1) * workers;
+    }
+    let count = count.min(n);
+    let starts: Vec<i64> = (0..count).map(|i| media_starts[i * n / count]).collect();
     PackagePlan {
         segments: plans_from_starts(packets, &frames, &starts),
         media_starts,
@@ -139,12 +148,27 @@ mod tests {
         let p = plan_package_segments(&packets, tb, 12.0, 6.0, 1);
         assert_eq!(p.media_starts, [0, 150, 300, 450, 600]);
         let starts: Vec<i64> = p.segments.iter().map(|s| s.start_pts).collect();
-        assert_eq!(starts, [0, 300, 600]);
+        assert_eq!(starts, [0, 150, 450]);
         assert_eq!(p.segments.iter().map(|s| s.frames).sum::<u64>(), 750);
-        // Two workers on 30 s of 10 s farm segments: still whole media segments.
+        // Two workers on 30 s asking for 60 s segments: one each, whole media segments.
         let p = plan_package_segments(&packets, tb, 60.0, 6.0, 2);
         let starts: Vec<i64> = p.segments.iter().map(|s| s.start_pts).collect();
-        assert_eq!(starts, [0, 300, 600]);
+        assert_eq!(starts, [0, 300]);
+    }
+
+    #[test]
+    fn farm_segments_come_in_rounds_of_the_workers() {
+        // 60 s at 30 fps in 6 s media segments, 12 s farm segments, 2 workers: not 5
+        // segments of 12 s (the fifth alone) but 6 of 6 or 12 s, 30 s of work each.
+        let packets = packets_with_keys(1800, 250);
+        let p = plan_package_segments(&packets, Rational::new(1, 30), 12.0, 6.0, 2);
+        let frames: Vec<u64> = p.segments.iter().map(|s| s.frames).collect();
+        assert_eq!(frames, [180, 360, 360, 180, 360, 360]);
+        let p = plan_package_segments(&packets, Rational::new(1, 30), 12.0, 6.0, 3);
+        assert_eq!(p.segments.len(), 6);
+        // Fewer media segments than workers: one each.
+        let p = plan_package_segments(&packets, Rational::new(1, 30), 12.0, 20.0, 4);
+        assert_eq!(p.segments.len(), 3);
     }
 
     #[test]
@@ -191,6 +215,8 @@ mod tests {
             for s in &p.segments {
                 prop_assert!(p.media_starts.binary_search(&s.start_pts).is_ok());
             }
+            let full = p.media_starts.len() >= par;
+            prop_assert!(!full || p.segments.len().is_multiple_of(par) || p.segments.len() == p.media_starts.len());
             for w in p.media_starts.windows(2) {
                 prop_assert!(w[0] < w[1]);
             }

@@ -1,6 +1,7 @@
 //! Runs one API job: stage the input from S3, run the job over RabbitMQ and the S3 work area,
 //! upload the output, record every step in the database.
 
+use futures_util::FutureExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -106,8 +107,27 @@ impl Runner {
         };
         let result = match admitted {
             Some(_place) => {
-                self.execute(&ctx, &id, &plan, &staging, &mut events, cancel.clone())
-                    .await
+                // A bug that panics the job's task fails the job with the reason; without
+                // this the job would stay "running" for good and its place never free.
+                let job = self.execute(&ctx, &id, &plan, &staging, &mut events, cancel.clone());
+                match std::panic::AssertUnwindSafe(job).catch_unwind().await {
+                    Ok(result) => result,
+                    Err(panic) => {
+                        let why = panic
+                            .downcast_ref::<String>()
+                            .map(String::as_str)
+                            .or_else(|| panic.downcast_ref::<&str>().copied())
+                            .unwrap_or("no message");
+                        tracing::error!(job = %id, panic = why, "job task panicked");
+                        Err(FarmError::Media {
+                            code: ErrorCode::Internal,
+                            class: ErrorClass::Abort,
+                            message: format!(
+                                "job {id}: internal error (a bug; please report): {why}"
+                            ),
+                        })
+                    }
+                }
             }
             None => Err(FarmError::Cancelled { job: id.clone() }),
         };
