@@ -24,6 +24,7 @@ mod gate;
 mod job;
 mod package_images;
 mod packaging;
+mod parallel;
 mod patience;
 mod planning;
 mod prepare;

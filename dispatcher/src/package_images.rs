@@ -6,7 +6,7 @@
 //! come from the segment encodes; both end up as files under the package root, published
 //! before the manifests.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use tessera_farm::model::keys;
 use tessera_farm::sandbox::MediaOp;
@@ -14,12 +14,10 @@ use tessera_farm::FarmError;
 use tessera_media::{SpriteRequest, SpriteResult};
 use tessera_package::thumbnails::{ThumbnailSpec, TILE_DIR};
 
+use crate::parallel;
 use crate::patience::patiently;
 use crate::planning::PlannedThumbnails;
 use crate::request::DispatchContext;
-
-/// Stills fetched side by side (each is a small object).
-const PARALLEL_FETCHES: usize = 8;
 
 /// Writes the package's images under `root` (tiles under `scratch`, which the caller
 /// removes); the root-relative files to publish, sheets and track included.
@@ -44,40 +42,26 @@ pub(crate) async fn build(
             root.join(rel)
         }
     };
-    // Owned transfers on their own tasks, PARALLEL_FETCHES at a time.
-    let mut pending = wanted
+    let fetches: Vec<(String, PathBuf)> = wanted
         .iter()
         .map(|rel| (keys::still(job, plan, rel), place(rel)))
-        .collect::<Vec<_>>()
-        .into_iter();
-    let mut running = tokio::task::JoinSet::new();
-    loop {
-        while running.len() < PARALLEL_FETCHES {
-            let Some((key, path)) = pending.next() else {
-                break;
-            };
-            let store = ctx.store.clone();
-            running.spawn(async move {
-                if let Some(dir) = path.parent() {
-                    tokio::fs::create_dir_all(dir)
-                        .await
-                        .map_err(|e| FarmError::io(dir, e))?;
-                }
-                patiently("fetch still", || store.get_file(&key, &path)).await
-            });
-        }
-        match running.join_next().await {
-            Some(Ok(done)) => {
-                done?;
+        .collect();
+    let store = ctx.store.clone();
+    let (_, err) = parallel::each(fetches, parallel::TRANSFERS, |(key, path)| {
+        let store = store.clone();
+        async move {
+            if let Some(dir) = path.parent() {
+                tokio::fs::create_dir_all(dir)
+                    .await
+                    .map_err(|e| FarmError::io(dir, e))?;
             }
-            Some(Err(e)) => {
-                return Err(FarmError::ChildCrashed {
-                    what: "still fetch".into(),
-                    detail: e.to_string(),
-                })
-            }
-            None => break,
+            patiently("fetch still", || store.get_file(&key, &path)).await?;
+            Ok(())
         }
+    })
+    .await;
+    if let Some(e) = err {
+        return Err(e);
     }
     let mut published: Vec<String> = wanted
         .iter()

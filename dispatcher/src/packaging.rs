@@ -17,6 +17,7 @@ use tessera_package::assemble;
 use tessera_package::{subtitles, Package, SegmentType, TrackKind};
 
 use crate::package_images;
+use crate::parallel;
 use crate::patience::patiently;
 use crate::prepare::Prepared;
 use crate::request::{Destination, DispatchContext, JobRequest, PackageJob};
@@ -225,27 +226,53 @@ pub(crate) async fn deliver(
                     "this farm cannot deliver to object destinations",
                 ));
             };
-            let files: Vec<&String> = built.media.iter().chain(&built.manifests).collect();
-            for rel in &files {
-                let work = keys::package_file(&req.id, plan, rel);
-                let path = built.root.join(rel);
-                patiently("store package file", || ctx.store.put_file(&work, &path)).await?;
-            }
-            let mut delivered: Vec<String> = Vec::with_capacity(files.len());
-            for rel in &files {
-                let work = keys::package_file(&req.id, plan, rel);
-                let dest = format!("{key}{rel}");
-                let done = patiently("deliver package file", || {
-                    sink.deliver(&work, bucket, &dest)
-                })
-                .await;
-                if let Err(e) = done {
-                    for d in &delivered {
-                        sink.remove(bucket, d).await;
-                    }
-                    return Err(e);
+            let files: Vec<String> = built
+                .media
+                .iter()
+                .chain(&built.manifests)
+                .cloned()
+                .collect();
+            let (job, root, store) = (req.id.clone(), built.root.clone(), ctx.store.clone());
+            let (_, err) = parallel::each(files, parallel::TRANSFERS, |rel: String| {
+                let (work, path) = (keys::package_file(&job, plan, &rel), root.join(&rel));
+                let store = store.clone();
+                async move {
+                    patiently("store package file", || store.put_file(&work, &path)).await?;
+                    Ok(())
                 }
-                delivered.push(dest);
+            })
+            .await;
+            if let Some(e) = err {
+                return Err(e);
+            }
+            let deliver_one = |rel: String| {
+                let (work, dest) = (keys::package_file(&job, plan, &rel), format!("{key}{rel}"));
+                let (sink, bucket) = (sink.clone(), bucket.clone());
+                async move {
+                    patiently("deliver package file", || {
+                        sink.deliver(&work, &bucket, &dest)
+                    })
+                    .await?;
+                    Ok(())
+                }
+            };
+            // Media side by side; the manifests after them, one by one, master and MPD last.
+            let (mut delivered, mut err) =
+                parallel::each(built.media.clone(), parallel::TRANSFERS, deliver_one).await;
+            for rel in &built.manifests {
+                if err.is_some() {
+                    break;
+                }
+                match deliver_one(rel.clone()).await {
+                    Ok(()) => delivered.push(rel.clone()),
+                    Err(e) => err = Some(e),
+                }
+            }
+            if let Some(e) = err {
+                for rel in &delivered {
+                    sink.remove(bucket, &format!("{key}{rel}")).await;
+                }
+                return Err(e);
             }
             Ok(())
         }
