@@ -14,7 +14,7 @@ use tessera_farm::FarmError;
 use tessera_media::segmenter::{SegmentRequest, SegmentedTrack, StreamPick};
 use tessera_media::{ErrorClass, ErrorCode};
 use tessera_package::assemble;
-use tessera_package::{subtitles, Package, SegmentType, TrackKind};
+use tessera_package::{subtitles, thumbnails, Package, SegmentType, TrackKind};
 
 use crate::package_images;
 use crate::parallel;
@@ -119,6 +119,14 @@ pub(crate) async fn build(
         .unwrap_or(0);
     let start_seconds = video_info.time_base.seconds(first_frame);
     let _ = tokio::fs::remove_dir_all(&src).await;
+    // The sprite sheets (written above) as the MPD's thumbnail track.
+    let tiles = match (&spec.thumbnails, &prepared.thumbnails) {
+        (Some(t), Some(planned)) if spec.format.has_dash() => {
+            let size_of = |rel: &str| std::fs::metadata(root.join(rel)).ok().map(|m| m.len());
+            thumbnails::tile_track(t, &planned.plan, size_of)
+        }
+        _ => None,
+    };
     let (format, seconds) = (spec.format, spec.segment_seconds);
     let package_for_errors = package.clone();
     let root_for_work = root.clone();
@@ -173,6 +181,7 @@ pub(crate) async fn build(
             dash_manifest: format.has_dash().then(|| "manifest.mpd".to_string()),
             ts,
             segment_seconds: seconds,
+            tiles,
         };
         let manifests = assemble::write_manifests(&pkg, &root)
             .map_err(|e| format!("writing the manifests: {e}"))?;

@@ -5,7 +5,7 @@
 //! keeps the manifest small for regular segments.
 
 use crate::hls::{dir_of, relative};
-use crate::model::{MediaSegment, Package, Track, TrackKind};
+use crate::model::{MediaSegment, Package, TileTrack, Track, TrackKind};
 use std::fmt::Write as _;
 
 /// Escapes a string for use in an XML attribute value or text node.
@@ -288,9 +288,45 @@ pub fn mpd(pkg: &Package) -> String {
         }
         set_id += 1;
     }
+    if let Some(tiles) = &pkg.tiles {
+        write_tiles(&mut out, dir, set_id, tiles);
+    }
     out.push_str("  </Period>\n</MPD>\n");
     out
 }
+
+/// The sprite sheets as a DASH-IF thumbnail AdaptationSet: one segment per sheet, the grid
+/// in an EssentialProperty so players that do not know it skip the set.
+fn write_tiles(out: &mut String, dir: &str, set_id: usize, tiles: &TileTrack) {
+    let _ = writeln!(
+        out,
+        "    <AdaptationSet id=\"{set_id}\" contentType=\"image\" mimeType=\"{}\">",
+        xml_escape(&tiles.mime)
+    );
+    let _ = writeln!(
+        out,
+        "      <SegmentTemplate media=\"{}\" timescale=\"1000\" duration=\"{}\" startNumber=\"{}\"/>",
+        xml_escape(&relative(dir, &tiles.template)),
+        tiles.sheet_millis(),
+        tiles.start_number,
+    );
+    let _ = writeln!(
+        out,
+        "      <Representation id=\"thumbnails\" bandwidth=\"{}\" width=\"{}\" height=\"{}\">",
+        tiles.bandwidth(),
+        tiles.tile.0 * tiles.columns,
+        tiles.tile.1 * tiles.rows,
+    );
+    let _ = writeln!(
+        out,
+        "        <EssentialProperty schemeIdUri=\"{THUMBNAIL_TILE_SCHEME}\" value=\"{}x{}\"/>",
+        tiles.columns, tiles.rows
+    );
+    out.push_str("      </Representation>\n    </AdaptationSet>\n");
+}
+
+/// The DASH-IF scheme that marks an image AdaptationSet as tiled thumbnails ("CxR").
+pub const THUMBNAIL_TILE_SCHEME: &str = "http://dashif.org/thumbnail_tile";
 
 #[cfg(test)]
 #[path = "dash_tests.rs"]

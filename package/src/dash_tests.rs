@@ -70,6 +70,21 @@ fn package() -> Package {
         dash_manifest: Some("manifest.mpd".into()),
         ts: false,
         segment_seconds: 2.0,
+        tiles: None,
+    }
+}
+
+fn tiles() -> TileTrack {
+    TileTrack {
+        template: "thumbnails/sprite-$Number%04d$.jpg".into(),
+        start_number: 0,
+        sheets: 2,
+        mime: "image/jpeg".into(),
+        tile: (160, 90),
+        columns: 5,
+        rows: 4,
+        interval: 2.0,
+        largest_bytes: 100_000,
     }
 }
 
@@ -125,6 +140,28 @@ fn mpd_in_a_subdirectory_relativises_uris() {
         "{text}"
     );
     assert!(text.contains("<BaseURL>../s0/all.vtt</BaseURL>"));
+}
+
+#[test]
+fn sprite_sheets_are_a_dash_if_thumbnail_set() {
+    let mut p = package();
+    p.tiles = Some(tiles());
+    let text = mpd(&p);
+    let set = r#"    <AdaptationSet id="3" contentType="image" mimeType="image/jpeg">
+      <SegmentTemplate media="thumbnails/sprite-$Number%04d$.jpg" timescale="1000" duration="40000" startNumber="0"/>
+      <Representation id="thumbnails" bandwidth="20000" width="800" height="360">
+        <EssentialProperty schemeIdUri="http://dashif.org/thumbnail_tile" value="5x4"/>
+      </Representation>
+    </AdaptationSet>
+  </Period>"#;
+    assert!(text.contains(set), "{text}");
+    // The manifest's own folder is where the template counts from.
+    p.dash_manifest = Some("dash/manifest.mpd".into());
+    assert!(mpd(&p).contains(r#"media="../thumbnails/sprite-$Number%04d$.jpg""#));
+    // 0.5 s tiles in a 1x1 grid: 500 ms a sheet; a tiny sheet still declares a bandwidth.
+    let mut t = tiles();
+    (t.columns, t.rows, t.interval, t.largest_bytes) = (1, 1, 0.5, 0);
+    assert_eq!((t.sheet_millis(), t.bandwidth()), (500, 1));
 }
 
 #[test]

@@ -89,6 +89,7 @@ fn package() -> Package {
         dash_manifest: None,
         ts: false,
         segment_seconds: 6.0,
+        tiles: None,
     }
 }
 

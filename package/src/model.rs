@@ -128,4 +128,47 @@ pub struct Package {
     pub ts: bool,
     /// The target media segment length in seconds (the spec's `segment_seconds`).
     pub segment_seconds: f64,
+    /// Sprite sheets to list in the MPD as a thumbnail track, when the package has them.
+    #[serde(default)]
+    pub tiles: Option<TileTrack>,
+}
+
+/// Sprite sheets as a DASH-IF thumbnail track (DASH-IF IOP 4.3, 6.2.6): each sheet is one
+/// segment of `columns` x `rows` tiles, each tile `interval` seconds of the video.
+///
+/// Why in the MPD: DASH players (dash.js, Shaka) show scrub previews only from an image
+/// AdaptationSet; the WebVTT thumbnails track serves HLS players and web pages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TileTrack {
+    /// Root-relative media template of the sheets ("thumbnails/sprite-$Number%04d$.jpg").
+    pub template: String,
+    /// The number of the first sheet in `template`.
+    pub start_number: u64,
+    /// How many sheets there are.
+    pub sheets: u64,
+    /// "image/jpeg" or "image/webp".
+    pub mime: String,
+    /// One tile's width and height in pixels (a sheet is `columns` x `rows` tiles).
+    pub tile: (u32, u32),
+    /// Tiles across a sheet.
+    pub columns: u32,
+    /// Tiles down a sheet.
+    pub rows: u32,
+    /// Seconds of video per tile.
+    pub interval: f64,
+    /// The largest sheet's size in bytes (for the Representation's bandwidth).
+    pub largest_bytes: u64,
+}
+
+impl TileTrack {
+    /// Milliseconds of video one sheet covers (the SegmentTemplate duration, timescale 1000).
+    pub fn sheet_millis(&self) -> u64 {
+        (self.interval * f64::from(self.columns * self.rows) * 1000.0).round() as u64
+    }
+
+    /// Bits per second of the largest sheet over the time it covers.
+    pub fn bandwidth(&self) -> u64 {
+        let seconds = self.sheet_millis().max(1) as f64 / 1000.0;
+        ((self.largest_bytes as f64 * 8.0 / seconds).ceil() as u64).max(1)
+    }
 }

@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 use tessera_media::{ImageFormat, StillImage};
 
+use crate::model::TileTrack;
 use crate::vtt::{self, Cue};
 
 /// `"thumbnails": {...}` in a package spec.
@@ -281,6 +282,39 @@ pub fn plan(spec: &ThumbnailSpec, picture: Picture) -> ThumbnailPlan {
     shots.sort_by(|a, b| a.time.total_cmp(&b.time));
     plan.shots = shots;
     plan
+}
+
+/// The sheets of `plan` as the MPD's thumbnail track (`None` without a sprite); `size_of`
+/// gives a written sheet's size in bytes.
+pub fn tile_track(
+    spec: &ThumbnailSpec,
+    plan: &ThumbnailPlan,
+    size_of: impl Fn(&str) -> Option<u64>,
+) -> Option<TileTrack> {
+    let (sprite, interval) = (spec.sprite.as_ref()?, spec.interval?);
+    if plan.sheets.is_empty() {
+        return None;
+    }
+    Some(TileTrack {
+        // The same name as `plan` gives each sheet ("sprite-{n:04}"), numbered from 0.
+        template: format!(
+            "{THUMBNAIL_DIR}/sprite-$Number%04d$.{}",
+            spec.format.extension()
+        ),
+        start_number: 0,
+        sheets: plan.sheets.len() as u64,
+        mime: spec.format.mime().to_string(),
+        tile: plan.tile,
+        columns: sprite.columns,
+        rows: sprite.rows,
+        interval,
+        largest_bytes: plan
+            .sheets
+            .iter()
+            .filter_map(|s| size_of(&s.rel))
+            .max()
+            .unwrap_or(0),
+    })
 }
 
 /// Thumbnails at 0, interval, 2 x interval, ... strictly before the end (at least one).

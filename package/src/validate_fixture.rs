@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::bmff::test_boxes::*;
-use crate::model::{MediaSegment, Package, Track, TrackKind};
+use crate::model::{MediaSegment, Package, TileTrack, Track, TrackKind};
 use crate::{dash, hls, vtt};
 
 pub(super) type Files = HashMap<String, Vec<u8>>;
@@ -158,6 +158,7 @@ pub(super) fn package(v1_counts: &[usize]) -> (Package, Files) {
         dash_manifest: Some("manifest.mpd".into()),
         ts: false,
         segment_seconds: 2.0,
+        tiles: None,
     };
     for t in &pkg.tracks {
         files.insert(
@@ -178,6 +179,22 @@ pub(super) fn package(v1_counts: &[usize]) -> (Package, Files) {
         key_frame_bytes: None,
     }];
     files.insert("s0/subs.vtt".into(), whole.into_bytes());
+    // Two sheets of 2x2 one-second tiles cover the 5.5 s.
+    pkg.tiles = Some(TileTrack {
+        template: "thumbnails/sprite-$Number%04d$.jpg".into(),
+        start_number: 0,
+        sheets: 2,
+        mime: "image/jpeg".into(),
+        tile: (32, 18),
+        columns: 2,
+        rows: 2,
+        interval: 1.0,
+        largest_bytes: 500,
+    });
+    for n in 0..2 {
+        let jpeg = [&[0xFF, 0xD8, 0xFF, 0xE0][..], &[0; 496]].concat();
+        files.insert(format!("thumbnails/sprite-{n:04}.jpg"), jpeg);
+    }
     files.insert("manifest.mpd".into(), dash::mpd(&pkg).into_bytes());
     (pkg, files)
 }

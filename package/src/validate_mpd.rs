@@ -11,6 +11,8 @@ use roxmltree::Node;
 use std::collections::HashSet;
 
 const NS: &str = "urn:mpeg:dash:schema:mpd:2011";
+#[path = "validate_tiles.rs"]
+mod tiles;
 #[path = "validate_timeline.rs"]
 mod timeline;
 use timeline::expand;
@@ -120,6 +122,10 @@ fn check_representation(
         .and_then(|b| b.parse::<u64>().ok());
     if bandwidth.is_none() {
         problems.push(format!("{at}: no valid bandwidth"));
+    }
+    if tiles::is_image(set, rep) {
+        tiles::check_tiles(ctx, set, rep, (&at, &id), problems);
+        return;
     }
     let codecs = attr(rep, set, "codecs");
     if codecs.is_none() {

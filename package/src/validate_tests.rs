@@ -214,6 +214,48 @@ fn broken_mpds_are_reported() {
 }
 
 #[test]
+fn thumbnail_sheets_are_checked_against_the_presentation() {
+    let (_, files) = package(&[4, 4, 3]);
+    let mpd = String::from_utf8(files["manifest.mpd"].clone()).unwrap();
+    assert!(mpd.contains(r#"value="2x2""#), "{mpd}");
+    // A sheet short: the template names it for the 5.5 s.
+    let mut f = files.clone();
+    f.remove("thumbnails/sprite-0001.jpg");
+    assert_eq!(
+        mpd_problems(&f),
+        vec!["thumbnails/sprite-0001.jpg: missing (sheet 1 of image Representation \"thumbnails\" in manifest.mpd)".to_string()]
+    );
+    // A WebP file where the set says JPEG.
+    let mut f = files.clone();
+    f.insert(
+        "thumbnails/sprite-0000.jpg".into(),
+        b"RIFF\0\0\0\0WEBPVP8 ".to_vec(),
+    );
+    assert!(has(
+        &mpd_problems(&f),
+        &["sprite-0000.jpg: not a image/jpeg file"]
+    ));
+    // A grid the sheet size does not divide, and a set without the grid.
+    let mut f = files.clone();
+    edit(&mut f, "manifest.mpd", r#"value="2x2""#, r#"value="3x2""#);
+    assert!(has(
+        &mpd_problems(&f),
+        &["64x36 does not divide into a 3x2 grid"]
+    ));
+    let mut f = files;
+    edit(
+        &mut f,
+        "manifest.mpd",
+        "http://dashif.org/thumbnail_tile",
+        "urn:other",
+    );
+    assert!(has(
+        &mpd_problems(&f),
+        &["no EssentialProperty http://dashif.org/thumbnail_tile"]
+    ));
+}
+
+#[test]
 fn durations_and_templates() {
     assert_eq!(mpd::parse_duration("PT60.000S"), Some(60.0));
     assert_eq!(mpd::parse_duration("P1DT1H2M3.5S"), Some(90_123.5));

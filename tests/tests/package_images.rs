@@ -5,8 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use tessera_package::validate::validate_hls;
+use tessera_package::validate::{validate_hls, validate_mpd};
 use tessera_tests::stills::{assert_shows_frame, image_info};
+use tessera_tests::streaming::{assert_package_plays, gstreamer_has, gstreamer_video_times};
 use tessera_tests::{fixture, run_tessera, Fixture};
 
 /// Frames of the source: 13 s at 25 fps, 640x360.
@@ -18,10 +19,12 @@ fn package(spec: serde_json::Value) -> (tempfile::TempDir, PathBuf) {
     let root = dir.path().join("pkg");
     let spec_file = dir.path().join("spec.json");
     std::fs::write(&spec_file, spec.to_string()).unwrap();
+    // The spec's format picks the flag (--hls, --dash, --cmaf), which sets the format.
+    let flag = format!("--{}", spec["format"].as_str().unwrap_or("hls"));
     let args: Vec<String> = [
         "transcode",
         &src.display().to_string(),
-        "--hls",
+        &flag,
         &root.display().to_string(),
         "--package-spec",
         &spec_file.display().to_string(),
@@ -66,7 +69,7 @@ fn cues(vtt: &str) -> Vec<(f64, f64, String)> {
 #[test]
 fn poster_thumbnails_and_sprites_show_the_frames_at_their_times() {
     let (_dir, root) = package(serde_json::json!({
-        "format": "hls", "segment_seconds": 2, "ladder": [{"height": 360, "crf": 23}],
+        "format": "cmaf", "segment_seconds": 2, "ladder": [{"height": 360, "crf": 23}],
         "thumbnails": {
             "poster": {"time": 3.3, "height": 180},
             "interval": 2, "heights": [90, 180],
@@ -126,6 +129,28 @@ fn poster_thumbnails_and_sprites_show_the_frames_at_their_times() {
         let sheet = root.join("thumbnails").join(file);
         let crop = Some((v[0], v[1], v[2], v[3]));
         assert_shows_frame(&sheet, crop, (&src, FRAMES), 50 * k as u64, 24.0);
+    }
+
+    // DASH: the same sheets as a DASH-IF thumbnail set (a sheet is 6 tiles of 2 s, numbered
+    // from 0), checked by the validator; both players still read the MPD.
+    let mpd = std::fs::read_to_string(root.join("manifest.mpd")).unwrap();
+    for part in [
+        r#"contentType="image" mimeType="image/jpeg">"#,
+        r#"<SegmentTemplate media="thumbnails/sprite-$Number%04d$.jpg" timescale="1000" duration="12000" startNumber="0"/>"#,
+        r#"width="192" height="72">"#,
+        r#"<EssentialProperty schemeIdUri="http://dashif.org/thumbnail_tile" value="3x2"/>"#,
+    ] {
+        assert!(mpd.contains(part), "the MPD lacks {part}:\n{mpd}");
+    }
+    let problems = validate_mpd("manifest.mpd", &read);
+    assert!(problems.is_empty(), "validator: {problems:#?}");
+    let manifest = root.join("manifest.mpd");
+    let audio = ["eng", "fra"];
+    assert_package_plays(&manifest, &src, &[(640, 360)], &audio, 30.0);
+    if gstreamer_has("dashdemux") {
+        let times = gstreamer_video_times(&manifest)
+            .unwrap_or_else(|e| panic!("GStreamer on the MPD: {e}"));
+        assert_eq!(times.len() as u64, FRAMES, "GStreamer's frames");
     }
 }
 

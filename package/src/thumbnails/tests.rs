@@ -64,12 +64,27 @@ fn the_plan_names_every_image_and_lays_out_the_sheets() {
         p.sheets[1].tiles,
         [".tiles/00004.jpg", ".tiles/00005.jpg", ".tiles/00006.jpg"]
     );
-    let (rel, text) = p.vtt.unwrap();
+    let (rel, text) = p.vtt.clone().unwrap();
     assert_eq!(rel, "thumbnails/thumbnails.vtt");
     assert!(text
         .starts_with("WEBVTT\n\n00:00:00.000 --> 00:00:10.000\nsprite-0000.jpg#xywh=0,0,160,90\n"));
     assert!(text.contains("00:00:30.000 --> 00:00:40.000\nsprite-0000.jpg#xywh=160,90,160,90\n"));
     assert!(text.ends_with("00:01:00.000 --> 00:01:01.000\nsprite-0001.jpg#xywh=0,90,160,90\n\n"));
+    // The MPD's thumbnail track names the same sheets and covers 40 s a sheet.
+    let sizes = |rel: &str| (rel == "thumbnails/sprite-0001.jpg").then_some(4000);
+    let t = tile_track(&s, &p, sizes).unwrap();
+    let first = t
+        .template
+        .replace("$Number%04d$", &format!("{:04}", t.start_number));
+    assert_eq!(first, p.sheets[0].rel);
+    assert_eq!(
+        (t.sheets, t.sheet_millis(), t.largest_bytes),
+        (2, 40_000, 4000)
+    );
+    assert_eq!(
+        (t.mime.as_str(), t.tile, t.columns, t.rows),
+        ("image/jpeg", (160, 90), 2, 2)
+    );
 }
 
 #[test]
@@ -82,6 +97,7 @@ fn a_late_poster_is_the_last_frame_and_webp_names_its_files() {
     assert_eq!(p.shots[0].images[0].1, "poster.webp");
     assert_eq!(p.shots[0].images[0].0.format, ImageFormat::Webp);
     assert!(p.sheets.is_empty() && p.vtt.is_none());
+    assert_eq!(tile_track(&s, &p, |_| None), None);
 }
 
 #[test]
