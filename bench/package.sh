@@ -13,6 +13,10 @@
 #   BENCH_STRICT   1: exit 2 when the target is missed (default 0: report only)
 #   BENCH_TARGET   target for the median ratio (default 1.00)
 #   TESSERA_BIN    a tessera binary to measure instead of building target/release/tessera
+#   BENCH_PROFILE  1: after the pairs, run each side once more under `perf record -a` and
+#                  print its CPU-seconds by library (bench/cpu_split.py): x264, swscale,
+#                  libavcodec in the encode threads (source decode) and elsewhere (tessera:
+#                  the QC decode of every stitched rung; ffmpeg: its decoder threads, AAC)
 #
 # Target: median wall-time ratio tessera/ffmpeg <= 1.00 (ratio per pair, then the median).
 # Every rung of both sides must have the source's frame count, and tessera's rungs must be
@@ -143,6 +147,23 @@ for ((i = 1; i <= BENCH_RUNS; i++)); do
   printf 'run %s: tessera %7.2f s  |  ffmpeg %7.2f s  |  ratio %.3f\n' "$i" "$t_s" "$f_s" \
     "$(python3 -c 'import sys; print(float(sys.argv[1]) / float(sys.argv[2]))' "$t_s" "$f_s")"
 done
+
+# --- where the CPU goes (BENCH_PROFILE=1) ----------------------------------------------------
+if [[ ${BENCH_PROFILE:-0} == 1 ]]; then
+  if ! command -v perf >/dev/null 2>&1; then
+    say "profile: skipped, perf is not installed (apt-get install linux-perf)"
+  else
+    say "profile: one more run of each side under perf record -a -F 199"
+    p_dir=$RUNS_DIR/profile
+    rm -rf "$p_dir" && mkdir -p "$p_dir/ffmpeg"
+    perf record -q -a -F 199 -o "$p_dir/tessera.perf" -- \
+      "$TESSERA" transcode "$IN" --hls "$p_dir/tessera" --workers 2 --progress none >/dev/null 2>&1
+    ffmpeg_ladder "$p_dir/ffmpeg"
+    perf record -q -a -F 199 -o "$p_dir/ffmpeg.perf" -- "${FF_CMD[@]}" >/dev/null 2>&1
+    python3 bench/cpu_split.py "$p_dir/tessera.perf" 199 tessera
+    python3 bench/cpu_split.py "$p_dir/ffmpeg.perf" 199 ffmpeg
+  fi
+fi
 
 # --- summary ------------------------------------------------------------------------------
 set +e
