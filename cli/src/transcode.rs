@@ -13,6 +13,7 @@ use tessera_farm::model::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEU
 use tessera_farm::queue::{MemoryQueue, Queue};
 use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::LocalStore;
+use tessera_worker::cores::CoreShare;
 use tessera_worker::{GpuSettings, Gpus, WorkerConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -130,6 +131,12 @@ async fn run_farm(
         // was measured too: no gain on the 5 s clip (ratio 1.176 against 1.178), 23% more x264
         // CPU per frame and a 1080p segment child over 250 MiB on the 60 s file.
         threads_per_slot: (cpus / cfg.workers).max(1),
+        // ... except when the job has fewer segments than workers (a short clip in one
+        // package segment): then the idle workers' cores go to the encodes that run.
+        lend_idle_cores: Some(CoreShare {
+            cpus,
+            slots: cfg.workers,
+        }),
         staging_dir: work.join(format!("worker-{i}")),
         queue: QUEUE_ENCODE_CPU.to_string(),
         stitch_queue: Some(QUEUE_STITCH.to_string()),

@@ -179,7 +179,7 @@ async fn republish_silent(
         let task = segment_task(
             req,
             view.fingerprint,
-            plan,
+            (plan, view.plans.len()),
             view.info,
             (view.bias, view.media_starts, view.stills),
         );

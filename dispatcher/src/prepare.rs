@@ -219,7 +219,14 @@ async fn split_and_publish(
                 .and_then(|i| plans.get(i))
                 .ok_or_else(|| FarmError::BadMessage(format!("split reported chunk {index}")))?;
             let path = chunk_dir.join(tessera_media::split::chunk_file_name(plan.index));
-            let task = segment_task(req, fingerprint, plan, info, (bias, media_starts, stills));
+            let segments = (plan, plans.len());
+            let task = segment_task(
+                req,
+                fingerprint,
+                segments,
+                info,
+                (bias, media_starts, stills),
+            );
             patiently("store chunk", || ctx.store.put_file(&task.chunk_key, &path)).await?;
             let _ = tokio::fs::remove_file(&path).await;
             let _ = ready_tx.send(task);
@@ -316,7 +323,7 @@ pub(crate) async fn published(publisher: &mut Option<Publisher>) -> Result<(), F
 pub(crate) fn segment_task(
     req: &JobRequest,
     fingerprint: u64,
-    plan: &SegmentPlan,
+    (plan, segments): (&SegmentPlan, usize),
     info: &ProbeInfo,
     (bias, media_starts, stills): (i64, &[i64], &[PlannedStill]),
 ) -> SegmentTask {
@@ -368,5 +375,6 @@ pub(crate) fn segment_task(
                     .collect(),
             })
             .collect(),
+        segments: u32::try_from(segments).unwrap_or(u32::MAX),
     }
 }

@@ -102,6 +102,10 @@ pub struct SegmentTask {
     /// tiles), made from the encode's own decode; empty for most jobs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stills: Vec<StillTask>,
+    /// How many segments the job has (0 from a dispatcher before this field): a one-process
+    /// farm lends its idle cores to a job of fewer segments than it has workers.
+    #[serde(default)]
+    pub segments: u32,
 }
 
 /// The images of one frame a segment task makes, with the store key of each.

@@ -3,6 +3,7 @@
 //! Why a library: the distributed worker binary (RabbitMQ + S3) and the one-process farm
 //! (embedded queue + local store) run this same loop; only the queue and store differ.
 
+pub mod cores;
 mod cuda_ordinal;
 pub mod drain;
 mod fitness;
@@ -43,6 +44,9 @@ pub struct WorkerConfig {
     pub slots: usize,
     /// Threads for each segment's decoder and encoder.
     pub threads_per_slot: usize,
+    /// When set, a job of fewer segments than the process's slots gets the idle cores too
+    /// (the one-process farm); `None`: always `threads_per_slot`.
+    pub lend_idle_cores: Option<cores::CoreShare>,
     /// Local staging directory (NVMe on GPU nodes).
     pub staging_dir: PathBuf,
     /// The CPU segment queue to consume.

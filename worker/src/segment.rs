@@ -324,7 +324,10 @@ impl SegmentRunner {
             color: e.color.clone(),
             source_bit_depth: e.source_bit_depth,
             outputs: outputs.clone(),
-            threads: self.config.threads_per_slot,
+            threads: match self.config.lend_idle_cores {
+                Some(share) => share.threads(self.config.threads_per_slot, task.segments),
+                None => self.config.threads_per_slot,
+            },
             hardware,
             keyframes: e.keyframes.clone(),
             stills: crate::stills::shots(task, staging),

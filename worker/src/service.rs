@@ -146,6 +146,7 @@ impl ServiceSettings {
                 .threads_per_slot
                 .or(w.threads_per_slot)
                 .unwrap_or((cpus / slots).max(1)),
+            lend_idle_cores: None,
             staging_dir: args
                 .staging_dir
                 .clone()
