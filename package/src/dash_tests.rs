@@ -78,7 +78,6 @@ fn tiles() -> TileTrack {
     TileTrack {
         template: "thumbnails/sprite-$Number%04d$.jpg".into(),
         start_number: 0,
-        sheets: 2,
         mime: "image/jpeg".into(),
         tile: (160, 90),
         columns: 5,

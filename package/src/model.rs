@@ -144,8 +144,6 @@ pub struct TileTrack {
     pub template: String,
     /// The number of the first sheet in `template`.
     pub start_number: u64,
-    /// How many sheets there are.
-    pub sheets: u64,
     /// "image/jpeg" or "image/webp".
     pub mime: String,
     /// One tile's width and height in pixels (a sheet is `columns` x `rows` tiles).

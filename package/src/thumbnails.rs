@@ -259,7 +259,7 @@ pub fn plan(spec: &ThumbnailSpec, picture: Picture) -> ThumbnailPlan {
                 .chunks(per_sheet)
                 .enumerate()
                 .map(|(n, chunk)| Sheet {
-                    rel: format!("{THUMBNAIL_DIR}/sprite-{n:04}.{ext}"),
+                    rel: format!("{THUMBNAIL_DIR}/{}", sheet_name(&format!("{n:04}"), ext)),
                     tiles: chunk.to_vec(),
                 })
                 .collect();
@@ -271,7 +271,12 @@ pub fn plan(spec: &ThumbnailSpec, picture: Picture) -> ThumbnailPlan {
                     Cue {
                         start,
                         end: (start + interval).min(picture.seconds).max(start),
-                        text: format!("sprite-{n:04}.{ext}#xywh={x},{y},{},{}", tile.0, tile.1),
+                        text: format!(
+                            "{}#xywh={x},{y},{},{}",
+                            sheet_name(&format!("{n:04}"), ext),
+                            tile.0,
+                            tile.1
+                        ),
                     }
                 })
                 .collect();
@@ -296,13 +301,12 @@ pub fn tile_track(
         return None;
     }
     Some(TileTrack {
-        // The same name as `plan` gives each sheet ("sprite-{n:04}"), numbered from 0.
+        // The names `plan` gives the sheets, numbered from 0.
         template: format!(
-            "{THUMBNAIL_DIR}/sprite-$Number%04d$.{}",
-            spec.format.extension()
+            "{THUMBNAIL_DIR}/{}",
+            sheet_name("$Number%04d$", spec.format.extension())
         ),
         start_number: 0,
-        sheets: plan.sheets.len() as u64,
         mime: spec.format.mime().to_string(),
         tile: plan.tile,
         columns: sprite.columns,
@@ -315,6 +319,11 @@ pub fn tile_track(
             .max()
             .unwrap_or(0),
     })
+}
+
+/// A sheet's file name with its number (four digits, or a DASH template's `$Number%04d$`).
+fn sheet_name(number: &str, ext: &str) -> String {
+    format!("sprite-{number}.{ext}")
 }
 
 /// Thumbnails at 0, interval, 2 x interval, ... strictly before the end (at least one).

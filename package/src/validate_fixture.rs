@@ -183,7 +183,6 @@ pub(super) fn package(v1_counts: &[usize]) -> (Package, Files) {
     pkg.tiles = Some(TileTrack {
         template: "thumbnails/sprite-$Number%04d$.jpg".into(),
         start_number: 0,
-        sheets: 2,
         mime: "image/jpeg".into(),
         tile: (32, 18),
         columns: 2,

@@ -77,10 +77,7 @@ fn the_plan_names_every_image_and_lays_out_the_sheets() {
         .template
         .replace("$Number%04d$", &format!("{:04}", t.start_number));
     assert_eq!(first, p.sheets[0].rel);
-    assert_eq!(
-        (t.sheets, t.sheet_millis(), t.largest_bytes),
-        (2, 40_000, 4000)
-    );
+    assert_eq!((t.sheet_millis(), t.largest_bytes), (40_000, 4000));
     assert_eq!(
         (t.mime.as_str(), t.tile, t.columns, t.rows),
         ("image/jpeg", (160, 90), 2, 2)
