@@ -158,16 +158,63 @@ async fn failed_or_cancelled_multipart_put_leaves_no_upload() {
     let task = start_multipart_put(&store, "jobs/j3/cancelled", &src).await;
     task.abort();
     assert!(task.await.unwrap_err().is_cancelled());
+    assert_no_upload_left(&store).await;
+    assert!(!store.exists("jobs/j3/cancelled").await.unwrap());
+}
+
+/// Waits (20 s at most) until the bucket has no incomplete multipart upload.
+async fn assert_no_upload_left(store: &S3Store) {
     let start = Instant::now();
     loop {
         let left = store.incomplete_uploads("").await.unwrap();
         if left.is_empty() {
-            break;
+            return;
         }
         assert!(start.elapsed() < Duration::from_secs(20), "left: {left:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(!store.exists("jobs/j3/cancelled").await.unwrap());
+}
+
+/// A put cancelled at any moment, including while its CreateMultipartUpload is in flight
+/// (the server has made the upload, the client has no id yet), leaves no upload behind, and
+/// either the whole object or none of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multipart_put_cancelled_at_any_moment_leaves_no_upload() {
+    let (_garage, store, dir) = setup(small_parts).await;
+    let bytes = data(10 * MIB as usize, 6);
+    let src = file(&dir, "two-parts.bin", &bytes);
+    let mut cancelled = 0;
+    // Cancel 0, 0.5, 1, ... 30 ms after the put starts: the early ones land inside the
+    // create request, the later ones among the parts or after the completion.
+    for step in 0..60u64 {
+        let key = format!("jobs/j4/at-{step}");
+        let task = {
+            let (store, key, src) = (store.clone(), key.clone(), src.clone());
+            tokio::spawn(async move { store.put_file(&key, &src).await })
+        };
+        tokio::time::sleep(Duration::from_micros(step * 500)).await;
+        task.abort();
+        match task.await {
+            Ok(result) => {
+                assert_eq!(result.unwrap(), bytes.len() as u64);
+                let info = store.head(&key).await.unwrap().expect("finished put");
+                assert_eq!(info.size, bytes.len() as u64, "{key}");
+            }
+            Err(e) => {
+                assert!(e.is_cancelled(), "{e}");
+                cancelled += 1;
+            }
+        }
+    }
+    assert!(cancelled > 0, "no put was cancelled mid-way");
+    assert_no_upload_left(&store).await;
+    // Nothing half-made: a cancelled put left no object (the background abort ran).
+    for step in 0..60u64 {
+        let key = format!("jobs/j4/at-{step}");
+        if let Some(info) = store.head(&key).await.unwrap() {
+            assert_eq!(info.size, bytes.len() as u64, "{key}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,8 @@
 //! until a lifecycle rule removes it.
 
 use super::s3::S3Store;
-use super::s3_errors::sdk_err;
+use super::s3_errors::{sdk_err, store_err};
+use crate::FarmError;
 
 /// Aborts an upload, so its parts stop taking space; a failure is logged, not returned (the
 /// caller already has the error that matters).
@@ -27,6 +28,85 @@ pub(super) async fn abort(store: &S3Store, key: &str, upload_id: &str) {
             error = %sdk_err(key, "abort multipart upload", &e),
             "multipart upload left behind"
         ),
+    }
+}
+
+/// Creates a multipart upload for `key` (`what` names the operation in errors) and returns
+/// the guard that aborts it, with its upload id.
+///
+/// Why the create runs on a task of its own: a caller cancelled while the create request is in
+/// flight would otherwise drop the only copy of an upload id the server has already handed
+/// out, leaving an upload nobody can abort. Dropped before the answer, this waits for it in the
+/// background and aborts what the server made.
+pub(super) async fn create_upload(
+    store: &S3Store,
+    key: &str,
+    what: &'static str,
+) -> Result<(AbortGuard, String), FarmError> {
+    let request = {
+        let (store, key) = (store.clone(), key.to_string());
+        async move {
+            let created = store
+                .client
+                .create_multipart_upload()
+                .bucket(&*store.bucket)
+                .key(&key)
+                .send()
+                .await
+                .map_err(|e| sdk_err(&key, what, &e))?;
+            created
+                .upload_id()
+                .map(str::to_string)
+                .ok_or_else(|| store_err(&key, format!("{what}: no upload id")))
+        }
+    };
+    let mut pending = PendingCreate {
+        store: store.clone(),
+        key: key.to_string(),
+        request: Some(tokio::spawn(request)),
+    };
+    let answer = match pending.request.as_mut() {
+        Some(request) => request.await,
+        None => unreachable!("the request was set just above"),
+    };
+    pending.request = None;
+    let upload_id = answer.map_err(|e| store_err(key, format!("{what}: {e}")))??;
+    let guard = AbortGuard {
+        store: store.clone(),
+        key: key.to_string(),
+        upload_id: upload_id.clone(),
+        armed: true,
+    };
+    Ok((guard, upload_id))
+}
+
+/// A create request still in flight; dropped, it aborts the upload once the answer comes.
+struct PendingCreate {
+    store: S3Store,
+    key: String,
+    request: Option<tokio::task::JoinHandle<Result<String, FarmError>>>,
+}
+
+impl Drop for PendingCreate {
+    fn drop(&mut self) {
+        let Some(request) = self.request.take() else {
+            return;
+        };
+        let (store, key) = (self.store.clone(), std::mem::take(&mut self.key));
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move {
+                    if let Ok(Ok(upload_id)) = request.await {
+                        abort(&store, &key, &upload_id).await;
+                    }
+                });
+            }
+            Err(_) => tracing::warn!(
+                bucket = %store.bucket,
+                key = %key,
+                "multipart upload cancelled outside a runtime while being created"
+            ),
+        }
     }
 }
 

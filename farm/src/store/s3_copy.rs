@@ -9,7 +9,7 @@ use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 use futures_util::{StreamExt, TryStreamExt};
 
 use super::s3::S3Store;
-use super::s3_abort::{abort, AbortGuard};
+use super::s3_abort::{abort, create_upload};
 use super::s3_errors::{sdk_err, store_err};
 use super::validate_key;
 use crate::FarmError;
@@ -103,24 +103,7 @@ impl S3Store {
     }
 
     async fn copy_multipart(&self, source: &str, key: &str, size: u64) -> Result<(), FarmError> {
-        let created = self
-            .client
-            .create_multipart_upload()
-            .bucket(&*self.bucket)
-            .key(key)
-            .send()
-            .await
-            .map_err(|e| sdk_err(key, "create multipart copy", &e))?;
-        let upload_id = created
-            .upload_id()
-            .ok_or_else(|| store_err(key, "create multipart copy: no upload id"))?
-            .to_string();
-        let mut guard = AbortGuard {
-            store: self.clone(),
-            key: key.to_string(),
-            upload_id: upload_id.clone(),
-            armed: true,
-        };
+        let (mut guard, upload_id) = create_upload(self, key, "create multipart copy").await?;
         let parts = futures_util::stream::iter(copy_ranges(size))
             .map(|(number, start, end)| {
                 let upload_id = upload_id.clone();

@@ -12,7 +12,7 @@ use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, Delete, ObjectI
 use futures_util::{StreamExt, TryStreamExt};
 
 use super::s3::{non_empty, validate_prefix, S3Store};
-use super::s3_abort::{abort, AbortGuard};
+use super::s3_abort::{abort, create_upload};
 use super::s3_errors::{sdk_err, store_err};
 use super::validate_key;
 use crate::FarmError;
@@ -126,24 +126,7 @@ pub(super) async fn put(store: &S3Store, key: &str, src: &Path) -> Result<u64, F
 
 /// Uploads `src` (`size` bytes) to `key` as a multipart upload; aborts it on any failure.
 async fn put_multipart(store: &S3Store, key: &str, src: &Path, size: u64) -> Result<(), FarmError> {
-    let created = store
-        .client
-        .create_multipart_upload()
-        .bucket(&*store.bucket)
-        .key(key)
-        .send()
-        .await
-        .map_err(|e| sdk_err(key, "create multipart upload", &e))?;
-    let upload_id = created
-        .upload_id()
-        .ok_or_else(|| store_err(key, "create multipart upload: no upload id"))?
-        .to_string();
-    let mut guard = AbortGuard {
-        store: store.clone(),
-        key: key.to_string(),
-        upload_id: upload_id.clone(),
-        armed: true,
-    };
+    let (mut guard, upload_id) = create_upload(store, key, "create multipart upload").await?;
     let parts = store.tuning.parts.plan(size);
     tracing::debug!(bucket = %store.bucket, key, size, parts = parts.len(), "multipart upload");
     match upload_and_complete(store, key, src, &upload_id, parts).await {
