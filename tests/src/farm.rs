@@ -184,6 +184,14 @@ impl Farm {
         cmd
     }
 
+    /// Sets a `TESSERA_*` variable of the dispatcher (replacing one set before); it applies
+    /// from the next [`Farm::start_dispatcher`].
+    pub fn set_dispatcher_env(&mut self, key: &str, value: &str) {
+        self.dispatcher_env.retain(|(k, _)| k != key);
+        self.dispatcher_env
+            .push((key.to_string(), value.to_string()));
+    }
+
     /// Kills the dispatcher with SIGKILL (its database stays).
     pub fn kill_dispatcher(&mut self) {
         let _ = self.dispatcher.kill();

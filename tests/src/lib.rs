@@ -39,6 +39,7 @@ pub mod poison;
 pub mod probe;
 pub mod rabbit;
 pub mod run;
+pub mod s3_faults;
 pub mod soak;
 pub mod stills;
 pub mod streaming;

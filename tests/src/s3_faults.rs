@@ -1,0 +1,172 @@
+//! A door in front of the S3 store that refuses chosen writes, so delivery failures are tested
+//! against the real store (Garage) with the real client, not a fake of either.
+//!
+//! Every request is read up to the end of its head, judged, and either answered `403
+//! AccessDenied` (what a bucket policy that denies the write answers) or passed to the store
+//! byte for byte with `Connection: close` added, so that the next request of the client comes on
+//! a new connection and is judged too. The signature is untouched: SigV4 signs neither the
+//! connection header nor anything the door changes.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Which server-side copies (`CopyObject`, `UploadPartCopy`: the requests that deliver) to
+/// refuse: those whose path starts with `path_prefix` (`/bucket/key-prefix`), once `pass` of
+/// them went through.
+#[derive(Debug, Clone, Default)]
+struct Rule {
+    path_prefix: String,
+    pass: usize,
+    seen: usize,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    rule: Option<Rule>,
+    refused: Vec<String>,
+}
+
+/// The running door (its threads serve until the test process ends).
+pub struct S3Faults {
+    /// `http://127.0.0.1:PORT`: give it to the client whose writes may be refused.
+    pub endpoint: String,
+    state: Arc<Mutex<State>>,
+}
+
+impl S3Faults {
+    /// Starts a door in front of the store at `upstream` (`http://HOST:PORT`).
+    pub fn start(upstream: &str) -> S3Faults {
+        let upstream = upstream
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string();
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the S3 door");
+        let endpoint = format!("http://{}", listener.local_addr().expect("door address"));
+        let state = Arc::new(Mutex::new(State::default()));
+        let shared = state.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let (state, upstream) = (shared.clone(), upstream.clone());
+                std::thread::spawn(move || serve(client, &upstream, &state));
+            }
+        });
+        S3Faults { endpoint, state }
+    }
+
+    /// From now on, lets `pass` copies into `path_prefix` (`/bucket/prefix`) through and
+    /// refuses every later one; replaces the rule before it and forgets what was refused.
+    pub fn refuse_copies(&self, path_prefix: &str, pass: usize) {
+        let mut state = self.state.lock().expect("door state");
+        state.rule = Some(Rule {
+            path_prefix: path_prefix.to_string(),
+            pass,
+            seen: 0,
+        });
+        state.refused.clear();
+    }
+
+    /// Lets everything through again.
+    pub fn heal(&self) {
+        self.state.lock().expect("door state").rule = None;
+    }
+
+    /// The paths of the copies refused since the rule was set.
+    pub fn refused(&self) -> Vec<String> {
+        self.state.lock().expect("door state").refused.clone()
+    }
+}
+
+/// Serves one client connection: one request, judged, then refused or passed on.
+fn serve(mut client: TcpStream, upstream: &str, state: &Mutex<State>) {
+    let _ = client.set_read_timeout(Some(Duration::from_secs(60)));
+    let Some((head, rest)) = read_head(&mut client) else {
+        return;
+    };
+    let text = String::from_utf8_lossy(&head).into_owned();
+    let mut lines = text.split("\r\n");
+    let request_line = lines.next().unwrap_or_default();
+    let mut parts = request_line.split(' ');
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    let is_copy =
+        method == "PUT" && lines.any(|l| l.to_ascii_lowercase().starts_with("x-amz-copy-source:"));
+    if is_copy && refuse(state, path) {
+        let body = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>AccessDenied</Code>\
+             <Message>Access Denied by the test's fault rule</Message>\
+             <Resource>{path}</Resource></Error>"
+        );
+        let _ = write!(
+            client,
+            "HTTP/1.1 403 Forbidden\r\ncontent-type: application/xml\r\ncontent-length: {}\r\n\
+             connection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = client.shutdown(Shutdown::Both);
+        return;
+    }
+    let Ok(mut server) = TcpStream::connect(upstream) else {
+        let _ = client.shutdown(Shutdown::Both);
+        return;
+    };
+    let head: String = text
+        .split("\r\n")
+        .filter(|l| !l.to_ascii_lowercase().starts_with("connection:"))
+        .filter(|l| !l.is_empty())
+        .map(|l| format!("{l}\r\n"))
+        .collect();
+    let sent = server
+        .write_all(format!("{head}connection: close\r\n\r\n").as_bytes())
+        .and_then(|()| server.write_all(&rest));
+    if sent.is_err() {
+        let _ = client.shutdown(Shutdown::Both);
+        return;
+    }
+    // The rest of the request body one way, the whole response the other.
+    if let (Ok(mut from_client), Ok(mut to_server)) = (client.try_clone(), server.try_clone()) {
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut from_client, &mut to_server);
+        });
+    }
+    let _ = std::io::copy(&mut server, &mut client);
+    let _ = client.shutdown(Shutdown::Both);
+    let _ = server.shutdown(Shutdown::Both);
+}
+
+/// Whether the copy to `path` is refused under the current rule (and records it if so).
+fn refuse(state: &Mutex<State>, path: &str) -> bool {
+    let mut state = state.lock().expect("door state");
+    let State { rule, refused } = &mut *state;
+    let Some(rule) = rule.as_mut().filter(|r| path.starts_with(&r.path_prefix)) else {
+        return false;
+    };
+    rule.seen += 1;
+    if rule.seen <= rule.pass {
+        return false;
+    }
+    refused.push(path.to_string());
+    true
+}
+
+/// Reads a request head (up to and without the blank line); returns it and the bytes read
+/// past it (the start of the body). None if the client closed or sent no head in 64 KiB.
+fn read_head(client: &mut TcpStream) -> Option<(Vec<u8>, Vec<u8>)> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let rest = buf.split_off(end + 4);
+            buf.truncate(end);
+            return Some((buf, rest));
+        }
+        if buf.len() > 64 * 1024 {
+            return None;
+        }
+        match client.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! Deliveries to object destinations that fail part-way leave nothing behind: the dispatcher
+//! talks to Garage through a door ([`S3Faults`]) that refuses the server-side copies into one
+//! destination prefix after a chosen number went through: the first copy, one amid the
+//! package's media segments (with others in flight beside it), the first manifest and the last
+//! one. Each job fails with an error that names the destination object and the store's reason,
+//! and neither its package nor its file output is left in the bucket. The same for a job of
+//! two file outputs whose second one is refused. Then the door is healed and the next job is
+//! delivered whole.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tessera_tests::farm::{Farm, TOKEN};
+use tessera_tests::s3_faults::S3Faults;
+use tessera_tests::{fixture, Fixture};
+
+const JOB_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// Submits a job of `outputs` on the uploaded clip and waits for its end.
+fn run(farm: &Farm, outputs: Value) -> Value {
+    let body = json!({"input": "s3://input/clip.mp4", "segment_seconds": 2, "outputs": outputs});
+    let (code, job) = farm.http("POST", "/v1/jobs", Some(TOKEN), Some(&body.to_string()));
+    assert_eq!(code, 202, "{job}");
+    farm.wait_job(job["id"].as_str().expect("job id"), JOB_TIMEOUT)
+}
+
+/// A file output at `file` and a CMAF package under `package` (both keys in `output`).
+fn file_and_package(file: &str, package: &str) -> Value {
+    json!([
+        {"destination": format!("s3://output/{file}"), "preset": "veryfast"},
+        {"package": {"format": "cmaf", "segment_seconds": 1},
+         "destination": format!("s3://output/{package}")}
+    ])
+}
+
+fn is_manifest(key: &str) -> bool {
+    key.ends_with(".m3u8") || key.ends_with(".mpd")
+}
+
+/// The job failed on a store error that names an object under `under` and the refusal.
+fn assert_failed_on_delivery(job: &Value, under: &str, farm: &Farm) {
+    assert_eq!(
+        job["state"],
+        "failed",
+        "{job}\n{}",
+        tessera_tests::run::tail(&farm.log("dispatcher.log"), 3000)
+    );
+    assert_eq!(job["error"]["code"], "store_error", "{job}");
+    let message = job["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(under) && message.contains("AccessDenied"),
+        "the error names neither the destination nor the reason: {message}"
+    );
+}
+
+#[test]
+fn a_delivery_refused_part_way_leaves_nothing_at_the_destinations() {
+    let mut farm = Farm::start("delivery", 2);
+    farm.upload(&fixture(Fixture::ClosedGopH264), "input", "clip.mp4");
+    let door = S3Faults::start(&farm.garage.endpoint);
+    farm.set_dispatcher_env("TESSERA_S3_ENDPOINT", &door.endpoint);
+    farm.start_dispatcher();
+
+    // Through the open door: the package's objects, media first and manifests last.
+    let job = run(&farm, file_and_package("whole.mp4", "whole/"));
+    assert_eq!(job["state"], "done", "{job}");
+    let keys = farm.list("output", "whole/");
+    let manifests = keys.iter().filter(|k| is_manifest(k)).count();
+    let media = keys.len() - manifests;
+    assert!(manifests >= 3 && media >= 8, "{keys:?}");
+
+    // Refused at the first copy, amid the media, at the first manifest and at the last.
+    for (n, pass) in [0, media / 2, media, media + manifests - 1]
+        .into_iter()
+        .enumerate()
+    {
+        let (file, package) = (format!("f{n}.mp4"), format!("p{n}/"));
+        door.refuse_copies(&format!("/output/p{n}/"), pass);
+        let job = run(&farm, file_and_package(&file, &package));
+        assert!(
+            !door.refused().is_empty(),
+            "pass {pass}: nothing was refused"
+        );
+        assert_failed_on_delivery(&job, &package, &farm);
+        let left = farm.list("output", &package);
+        assert!(
+            left.is_empty(),
+            "pass {pass}: left under {package}: {left:?}"
+        );
+        let left = farm.list("output", &file);
+        assert!(
+            left.is_empty(),
+            "pass {pass}: the file output was left: {left:?}"
+        );
+    }
+
+    // Two file outputs, the second refused: the first is removed again.
+    door.refuse_copies("/output/two-b", 0);
+    let job = run(
+        &farm,
+        json!([
+            {"destination": "s3://output/two-a.mp4", "preset": "veryfast"},
+            {"destination": "s3://output/two-b.mp4", "preset": "veryfast", "height": 144}
+        ]),
+    );
+    assert_failed_on_delivery(&job, "two-b.mp4", &farm);
+    let left = farm.list("output", "two-");
+    assert!(left.is_empty(), "left: {left:?}");
+
+    // Healed: the next job is delivered whole, the same objects as the first.
+    door.heal();
+    let job = run(&farm, file_and_package("again.mp4", "again/"));
+    assert_eq!(job["state"], "done", "{job}");
+    let again: Vec<String> = farm
+        .list("output", "again/")
+        .iter()
+        .map(|k| k.replacen("again/", "whole/", 1))
+        .collect();
+    assert_eq!(again, keys);
+    assert_eq!(
+        farm.list("output", "again.mp4"),
+        vec!["again.mp4".to_string()]
+    );
+}
