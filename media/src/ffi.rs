@@ -12,7 +12,7 @@ mod decoder;
 mod frame;
 mod index;
 
-pub(crate) use decoder::{decode_fast, skip_nonref_frames};
+pub(crate) use decoder::{decode_fast, decode_references, skip_nonref_frames};
 pub(crate) use frame::{buffersrc_write, frame_ref};
 pub(crate) use index::keyframe_times;
 

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::demux::{open_audio_decoder, open_input, read_packet};
 use crate::types::Rational;
-use crate::verify_parts::{borders, decode_video, seconds};
+use crate::verify_parts::{borders, decode_video, seconds, Depth};
 use crate::{ffi, MediaError};
 
 /// What a stitched output must hold, from the plan.
@@ -39,8 +39,12 @@ pub struct OutputExpectation {
 /// What the gate found in a good output.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct OutputCheck {
-    /// Video frames decoded.
+    /// Video frames read: every packet of the video, one frame each.
     pub frames: u64,
+    /// Of those, the frames decoded: every frame another one refers to, or all of them when
+    /// the first look disagreed with the plan (see [`crate::verify_parts`]).
+    #[serde(default)]
+    pub decoded_frames: u64,
     /// Seconds of the first and last decoded video frame.
     pub video_start_seconds: f64,
     /// See `video_start_seconds`.
@@ -123,7 +127,7 @@ pub fn verify_output(
     );
     let split = borders(&keyframes, start, end, parts);
     let (shown, audio_read) = std::thread::scope(|scope| {
-        let video = scope.spawn(|| decode_video(path, v_index, &split, threads));
+        let video = scope.spawn(|| decode_video(path, v_index, &split, threads, Depth::References));
         let audio_read = read_audio(&mut ictx, path, v_index, &mut audio);
         let shown = video
             .join()
@@ -134,17 +138,21 @@ pub fn verify_output(
         AudioFailure::Read(e) => e,
         AudioFailure::Decode(reason) => fail(reason),
     })?;
-    // Parts that disagree with the plan get a second look as one part, so a file our encoder
-    // cut unusually (a keyframe that is not an entry point) is judged on the whole decode.
+    // A first look that disagrees with the plan gets a second: every frame decoded, in one
+    // part, so a file our encoder cut unusually (a keyframe that is not an entry point, a
+    // packet that is not one frame) is judged on the whole decode.
     let (shown, video_parts) = match shown {
-        Ok(s) if split.len() == 1 || s.frames == expect.frames => (Ok(s), split.len()),
-        _ if split.len() > 1 => (decode_video(path, v_index, &split[..1], threads), 1),
-        other => (other, 1),
+        Ok(s) if s.frames == expect.frames => (Ok(s), split.len()),
+        _ => (
+            decode_video(path, v_index, &split[..1], threads, Depth::All),
+            1,
+        ),
     };
     let shown = shown.map_err(fail)?;
 
     let check = OutputCheck {
         frames: shown.frames,
+        decoded_frames: shown.decoded,
         video_start_seconds: shown.first.unwrap_or(0.0),
         video_end_seconds: shown.last.unwrap_or(0.0),
         audio: audio
@@ -263,6 +271,7 @@ mod tests {
     fn found() -> OutputCheck {
         OutputCheck {
             frames: 100,
+            decoded_frames: 60,
             video_start_seconds: 0.0,
             video_end_seconds: 3.96,
             audio: vec![(0.0, 4.0)],

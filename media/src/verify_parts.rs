@@ -14,6 +14,12 @@
 //! dts reaches the next border. Every frame is decoded once; the parts' timestamps are checked
 //! to follow one another. Should a part still disagree with the plan, the caller decodes the
 //! whole video again in one part before it fails anything.
+//!
+//! How deep the first look goes ([`Depth::References`]): every frame another frame refers to
+//! is decoded, so every reference of every frame is proven to decode undamaged; the frames
+//! nothing refers to (most B-frames) are counted and timed from their packets, one frame per
+//! packet, as our encoders write them. That halves the gate's decode, which is the largest
+//! cost a job adds to its encodes. The second look ([`Depth::All`]) decodes every frame.
 
 use std::path::Path;
 
@@ -31,6 +37,8 @@ const SEEK_MARGIN_SECONDS: f64 = 1.0;
 pub(crate) struct Shown {
     /// Frames shown.
     pub frames: u64,
+    /// Of those, the frames decoded (all of them at [`Depth::All`]).
+    pub decoded: u64,
     /// Seconds of the first shown frame.
     pub first: Option<f64>,
     /// Seconds of the last shown frame.
@@ -57,6 +65,7 @@ impl Shown {
         self.first.get_or_insert(t);
         self.last = Some(t);
         self.frames += 1;
+        self.decoded += 1;
         Ok(())
     }
 
@@ -71,10 +80,53 @@ impl Shown {
         }
         Ok(Shown {
             frames: self.frames + next.frames,
+            decoded: self.decoded + next.decoded,
             first: self.first.or(next.first),
             last: next.last.or(self.last),
         })
     }
+}
+
+/// How much of the video a decode reconstructs (see the module's documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Depth {
+    /// The frames other frames refer to; the others are counted from their packets.
+    References,
+    /// Every frame.
+    All,
+}
+
+/// A part read at [`Depth::References`]: the frames its packets carry (`pts`, one per
+/// packet, in time base `tb`), checked against what was decoded. Every packet is one frame, no
+/// two frames show at the same time, and a part with packets decodes at least one frame (its
+/// keyframe). Pure.
+pub(crate) fn counted(
+    decoded: Shown,
+    mut pts: Vec<i64>,
+    tb: ff::Rational,
+) -> Result<Shown, String> {
+    pts.sort_unstable();
+    let (Some(&first), Some(&last)) = (pts.first(), pts.last()) else {
+        return Ok(decoded);
+    };
+    if decoded.frames == 0 {
+        return Err(format!(
+            "no video frame from {:.3} s on decodes",
+            seconds(first, tb)
+        ));
+    }
+    if let Some(w) = pts.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!(
+            "two video frames show at {:.6} s",
+            seconds(w[0], tb)
+        ));
+    }
+    Ok(Shown {
+        frames: pts.len() as u64,
+        decoded: decoded.frames,
+        first: Some(seconds(first, tb)),
+        last: Some(seconds(last, tb)),
+    })
 }
 
 /// Seconds of `ts` in time base `tb`.
@@ -132,20 +184,21 @@ pub(crate) fn part_of(current: usize, key: bool, dts: f64, borders: &[f64]) -> u
     part
 }
 
-/// Decodes the video stream `index` of `path` in `borders.len()` parts on threads of their
-/// own (single-threaded decoders; one part gets `threads` frame threads).
+/// Decodes the video stream `index` of `path` to `depth` in `borders.len()` parts on threads
+/// of their own (single-threaded decoders; one part gets `threads` frame threads).
 pub(crate) fn decode_video(
     path: &Path,
     index: usize,
     borders: &[f64],
     threads: usize,
+    depth: Depth,
 ) -> Result<Shown, String> {
     if borders.len() <= 1 {
-        return decode_part(path, index, borders, 0, threads);
+        return decode_part(path, index, borders, 0, threads, depth);
     }
     let parts: Vec<Result<Shown, String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..borders.len())
-            .map(|k| scope.spawn(move || decode_part(path, index, borders, k, 1)))
+            .map(|k| scope.spawn(move || decode_part(path, index, borders, k, 1, depth)))
             .collect();
         handles
             .into_iter()
@@ -169,6 +222,7 @@ fn decode_part(
     borders: &[f64],
     k: usize,
     threads: usize,
+    depth: Depth,
 ) -> Result<Shown, String> {
     let media = |e: MediaError| e.to_string();
     let mut ictx = open_input(path).map_err(media)?;
@@ -176,8 +230,13 @@ fn decode_part(
         .stream(index)
         .ok_or_else(|| format!("no stream {index}"))?;
     let tb = stream.time_base();
-    let mut decoder =
-        open_video_decoder_with(&stream, path, threads, ffi::decode_fast).map_err(media)?;
+    let prepare = match depth {
+        Depth::References => ffi::decode_references,
+        Depth::All => ffi::decode_fast,
+    };
+    let mut decoder = open_video_decoder_with(&stream, path, threads, prepare).map_err(media)?;
+    // At `Depth::References`: the pts of every packet of the part, one frame each.
+    let mut packets = Vec::new();
     if k > 0 {
         seek_before(&mut ictx, borders[k] - SEEK_MARGIN_SECONDS)?;
     }
@@ -207,6 +266,12 @@ fn decode_part(
         if part > k {
             break;
         }
+        if depth == Depth::References {
+            let pts = packet.pts().ok_or_else(|| {
+                format!("a video packet after {} has no timestamp", at(shown.last))
+            })?;
+            packets.push(pts);
+        }
         decoder.send_packet(&packet).map_err(|e| {
             format!(
                 "a video packet after {} is undecodable: {e}",
@@ -221,7 +286,10 @@ fn decode_part(
     while decoder.receive_frame(&mut frame).is_ok() {
         shown.take(&frame, tb)?;
     }
-    Ok(shown)
+    match depth {
+        Depth::References => counted(shown, packets, tb),
+        Depth::All => Ok(shown),
+    }
 }
 
 /// Seeks the demuxer to a keyframe at or before `target` seconds (the file's start when the
@@ -290,6 +358,7 @@ mod tests {
     fn shown(frames: u64, first: f64, last: f64) -> Shown {
         Shown {
             frames,
+            decoded: frames,
             first: Some(first),
             last: Some(last),
         }
@@ -312,6 +381,30 @@ mod tests {
         assert_eq!(
             Shown::default().then(shown(10, 0.0, 0.36)).unwrap().frames,
             10
+        );
+    }
+
+    #[test]
+    fn a_part_read_to_its_references_counts_every_packet() {
+        let tb = ff::Rational::new(1, 25);
+        // Packets in decode order (I P B B), two of them decoded (I and P).
+        let part = counted(shown(2, 0.0, 0.12), vec![0, 3, 1, 2], tb).unwrap();
+        assert_eq!(
+            (part.frames, part.decoded, part.first, part.last),
+            (4, 2, Some(0.0), Some(0.12))
+        );
+        // No packets: what was decoded (nothing).
+        assert_eq!(
+            counted(Shown::default(), vec![], tb).unwrap(),
+            Shown::default()
+        );
+        // Two frames at one time, or packets of which nothing decodes, are refused.
+        let err = counted(shown(2, 0.0, 0.12), vec![0, 3, 1, 1], tb).unwrap_err();
+        assert!(err.contains("two video frames show at 0.040000 s"), "{err}");
+        let err = counted(Shown::default(), vec![25, 26], tb).unwrap_err();
+        assert!(
+            err.contains("no video frame from 1.000 s on decodes"),
+            "{err}"
         );
     }
 }

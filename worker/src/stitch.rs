@@ -104,6 +104,16 @@ impl SegmentRunner {
             .run(&MediaOp::Stitch(request), limits, &mut |_| {})
             .await?;
         let media_seconds = started.elapsed().as_secs_f64();
+        if let Some(check) = &stitched.check {
+            tracing::info!(
+                job = %task.job_id,
+                output = task.output,
+                frames = check.frames,
+                decoded = check.decoded_frames,
+                parts = check.video_parts,
+                "QC gate passed"
+            );
+        }
         if stitched.frames != task.expected_frames {
             return Err(FarmError::frame_count_mismatch(
                 task.output,
