@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tessera_farm::store::S3Config;
+use tessera_farm::store::{S3Client, S3Config, S3Store};
 
 use crate::run::{run_command, Run};
 
@@ -378,4 +378,24 @@ fn random_hex(n: usize) -> String {
         let _ = write!(s, "{b:02x}");
         s
     })
+}
+
+/// A Garage server with the bucket `bucket`, a store on it (its settings changed by `tweak`)
+/// and a temp dir: how every store test starts.
+pub async fn store_on_garage(
+    bucket: &str,
+    tweak: impl FnOnce(&mut S3Config),
+) -> (Garage, S3Store, tempfile::TempDir) {
+    let garage = Garage::start(&[bucket]);
+    let mut cfg = garage.s3_config();
+    tweak(&mut cfg);
+    let store = S3Client::new(cfg).await.expect("s3 client").store(bucket);
+    (garage, store, tempfile::tempdir().expect("temp dir"))
+}
+
+/// Writes `bytes` to `dir/name`; returns its path.
+pub fn write_file(dir: &tempfile::TempDir, name: &str, bytes: &[u8]) -> PathBuf {
+    let path = dir.path().join(name);
+    std::fs::write(&path, bytes).expect("write the test file");
+    path
 }

@@ -1,41 +1,19 @@
-//! The S3 store against a real Garage server: round trips, multipart uploads and their abort,
-//! missing keys, prefix deletes, key validation, presigned uploads, listings and error reasons.
+//! The S3 store against a real Garage server: round trips, missing keys, prefix deletes, key
+//! validation, presigned uploads, listings and error reasons (multipart uploads and their
+//! aborts: `s3_multipart.rs`).
 //!
 //! Run with `cargo test -p tessera-tests --test s3_store` (needs the `garage` binary).
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use tempfile::TempDir;
-use tessera_farm::store::{ObjectInfo, S3Client, S3Config, S3Store, Store};
+use tessera_farm::store::{ObjectInfo, S3Client, S3Config, Store};
 use tessera_farm::FarmError;
-use tessera_tests::garage::{http_put, raw_http_put, test_bytes as data, Garage};
+use tessera_tests::garage::{
+    http_put, raw_http_put, store_on_garage, test_bytes as data, write_file as file,
+};
 
-const MIB: u64 = 1024 * 1024;
 const BUCKET: &str = "tessera-test";
-
-/// A Garage server, a store on its bucket `BUCKET` (config changed by `tweak`), a temp dir.
-async fn setup(tweak: impl FnOnce(&mut S3Config)) -> (Garage, S3Store, TempDir) {
-    let garage = Garage::start(&[BUCKET]);
-    let mut cfg = garage.s3_config();
-    tweak(&mut cfg);
-    let store = S3Client::new(cfg).await.expect("s3 client").store(BUCKET);
-    (garage, store, tempfile::tempdir().unwrap())
-}
-
-/// 5 MiB parts from 8 MiB on.
-fn small_parts(cfg: &mut S3Config) {
-    cfg.part_size = 5 * MIB;
-    cfg.multipart_threshold = 8 * MIB;
-}
-
-/// Writes `bytes` to `dir/name`.
-fn file(dir: &TempDir, name: &str, bytes: &[u8]) -> PathBuf {
-    let path = dir.path().join(name);
-    std::fs::write(&path, bytes).unwrap();
-    path
-}
 
 fn reason(err: &FarmError) -> &str {
     match err {
@@ -46,7 +24,7 @@ fn reason(err: &FarmError) -> &str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn put_get_exists_round_trip() {
-    let (_garage, store, dir) = setup(|_| {}).await;
+    let (_garage, store, dir) = store_on_garage(BUCKET, |_| {}).await;
     let bytes = data(300 * 1024 + 7, 1);
     let src = file(&dir, "src.bin", &bytes);
     let key = "jobs/j1/chunks/000001.nut";
@@ -85,141 +63,8 @@ async fn put_get_exists_round_trip() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn large_file_goes_multipart_and_round_trips() {
-    let (_garage, store, dir) = setup(small_parts).await;
-    let bytes = data(20 * MIB as usize, 3);
-    let src = file(&dir, "big.bin", &bytes);
-    let key = "jobs/j2/encoded/720p/000001.nut";
-    assert_eq!(store.put_file(key, &src).await.unwrap(), bytes.len() as u64);
-    let info = store.head(key).await.unwrap().unwrap();
-    assert_eq!(info.size, bytes.len() as u64);
-    // A multipart ETag ends in "-{parts}".
-    assert!(info.etag.ends_with("-4"), "not a 4-part upload: {info:?}");
-    let dst = dir.path().join("back.bin");
-    assert_eq!(store.get_file(key, &dst).await.unwrap(), bytes.len() as u64);
-    assert!(std::fs::read(&dst).unwrap() == bytes, "bytes differ");
-    assert!(store.incomplete_uploads("").await.unwrap().is_empty());
-}
-
-/// Starts `put_file` in the background and waits until its multipart upload exists on the
-/// server; returns the task.
-async fn start_multipart_put(
-    store: &S3Store,
-    key: &str,
-    src: &Path,
-) -> tokio::task::JoinHandle<Result<u64, FarmError>> {
-    let task = {
-        let (store, key, src) = (store.clone(), key.to_string(), src.to_path_buf());
-        tokio::spawn(async move { store.put_file(&key, &src).await })
-    };
-    let start = Instant::now();
-    while store.incomplete_uploads(key).await.unwrap().is_empty() {
-        assert!(!task.is_finished(), "put ended before its upload was seen");
-        assert!(start.elapsed() < Duration::from_secs(20), "no upload");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    task
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn failed_or_cancelled_multipart_put_leaves_no_upload() {
-    let (_garage, store, dir) = setup(small_parts).await;
-    // A missing source fails before anything is sent.
-    let missing = dir.path().join("nope");
-    let err = store
-        .put_file("jobs/j3/missing", &missing)
-        .await
-        .unwrap_err();
-    assert!(matches!(err, FarmError::Io { .. }), "{err:?}");
-
-    // A source that shrinks after the upload was created fails at a later part: the upload
-    // must be aborted. (Retried if the whole upload won the race against the truncation.)
-    let mut failed = false;
-    for attempt in 0..3 {
-        let src = file(&dir, "shrinks.bin", &data(40 * MIB as usize, 4));
-        let key = format!("jobs/j3/shrinks-{attempt}");
-        let task = start_multipart_put(&store, &key, &src).await;
-        let shrink = std::fs::OpenOptions::new().write(true).open(&src).unwrap();
-        shrink.set_len(MIB).unwrap();
-        if let Err(e) = task.await.unwrap() {
-            assert!(e.to_string().contains("part"), "{e}");
-            assert!(!store.exists(&key).await.unwrap());
-            failed = true;
-            break;
-        }
-    }
-    assert!(failed, "the shrinking file never made the upload fail");
-    // Aborted before put_file returned.
-    let left = store.incomplete_uploads("").await.unwrap();
-    assert!(left.is_empty(), "uploads left: {left:?}");
-
-    // Cancelled mid-way (the task dropped): the upload is aborted in the background.
-    let src = file(&dir, "big.bin", &data(40 * MIB as usize, 5));
-    let task = start_multipart_put(&store, "jobs/j3/cancelled", &src).await;
-    task.abort();
-    assert!(task.await.unwrap_err().is_cancelled());
-    assert_no_upload_left(&store).await;
-    assert!(!store.exists("jobs/j3/cancelled").await.unwrap());
-}
-
-/// Waits (20 s at most) until the bucket has no incomplete multipart upload.
-async fn assert_no_upload_left(store: &S3Store) {
-    let start = Instant::now();
-    loop {
-        let left = store.incomplete_uploads("").await.unwrap();
-        if left.is_empty() {
-            return;
-        }
-        assert!(start.elapsed() < Duration::from_secs(20), "left: {left:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// A put cancelled at any moment, including while its CreateMultipartUpload is in flight
-/// (the server has made the upload, the client has no id yet), leaves no upload behind, and
-/// either the whole object or none of it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn multipart_put_cancelled_at_any_moment_leaves_no_upload() {
-    let (_garage, store, dir) = setup(small_parts).await;
-    let bytes = data(10 * MIB as usize, 6);
-    let src = file(&dir, "two-parts.bin", &bytes);
-    let mut cancelled = 0;
-    // Cancel 0, 0.5, 1, ... 30 ms after the put starts: the early ones land inside the
-    // create request, the later ones among the parts or after the completion.
-    for step in 0..60u64 {
-        let key = format!("jobs/j4/at-{step}");
-        let task = {
-            let (store, key, src) = (store.clone(), key.clone(), src.clone());
-            tokio::spawn(async move { store.put_file(&key, &src).await })
-        };
-        tokio::time::sleep(Duration::from_micros(step * 500)).await;
-        task.abort();
-        match task.await {
-            Ok(result) => {
-                assert_eq!(result.unwrap(), bytes.len() as u64);
-                let info = store.head(&key).await.unwrap().expect("finished put");
-                assert_eq!(info.size, bytes.len() as u64, "{key}");
-            }
-            Err(e) => {
-                assert!(e.is_cancelled(), "{e}");
-                cancelled += 1;
-            }
-        }
-    }
-    assert!(cancelled > 0, "no put was cancelled mid-way");
-    assert_no_upload_left(&store).await;
-    // Nothing half-made: a cancelled put left no object (the background abort ran).
-    for step in 0..60u64 {
-        let key = format!("jobs/j4/at-{step}");
-        if let Some(info) = store.head(&key).await.unwrap() {
-            assert_eq!(info.size, bytes.len() as u64, "{key}");
-        }
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_of_missing_key_errors_and_leaves_no_file() {
-    let (_garage, store, dir) = setup(|_| {}).await;
+    let (_garage, store, dir) = store_on_garage(BUCKET, |_| {}).await;
     let dst = dir.path().join("dst.bin");
     let err = store.get_file("jobs/none/x.nut", &dst).await.unwrap_err();
     assert_eq!(reason(&err), "no such object");
@@ -231,7 +76,7 @@ async fn get_of_missing_key_errors_and_leaves_no_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_prefix_removes_exactly_the_prefix_in_batches() {
-    let (_garage, store, dir) = setup(|_| {}).await;
+    let (_garage, store, dir) = store_on_garage(BUCKET, |_| {}).await;
     let src = file(&dir, "tiny", b"x");
     // 1100 objects: more than one list page and one DeleteObjects batch (a few seconds).
     const N: usize = 1100;
@@ -265,7 +110,7 @@ async fn delete_prefix_removes_exactly_the_prefix_in_batches() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_keys_are_refused() {
-    let (_garage, store, dir) = setup(|_| {}).await;
+    let (_garage, store, dir) = store_on_garage(BUCKET, |_| {}).await;
     let src = file(&dir, "f", b"data");
     let dst = dir.path().join("g");
     macro_rules! refused {
@@ -308,7 +153,7 @@ async fn invalid_keys_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn presigned_put_uploads_an_object() {
-    let (garage, store, dir) = setup(|_| {}).await;
+    let (garage, store, dir) = store_on_garage(BUCKET, |_| {}).await;
     let bytes = data(200_000, 6);
     let src = file(&dir, "upload.mp4", &bytes);
     let key = "in/My Video (1).mp4";
@@ -353,7 +198,7 @@ async fn presigned_put_uploads_an_object() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn presigned_urls_name_the_public_endpoint() {
     let public = |endpoint: &str| endpoint.replace("127.0.0.1", "localhost");
-    let (garage, store, dir) = setup(|cfg| {
+    let (garage, store, dir) = store_on_garage(BUCKET, |cfg| {
         cfg.public_endpoint = cfg.endpoint.as_deref().map(public);
     })
     .await;
@@ -385,7 +230,7 @@ async fn presigned_urls_name_the_public_endpoint() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_with_prefix_start_after_and_max() {
-    let (_garage, store, dir) = setup(|_| {}).await;
+    let (_garage, store, dir) = store_on_garage(BUCKET, |_| {}).await;
     let names = ["list/a", "list/b", "list/c/d", "list/e", "listing", "other"];
     for (i, key) in names.iter().enumerate() {
         let src = file(&dir, &format!("f{i}"), &data(100 + i, i as u64));
@@ -414,7 +259,7 @@ async fn list_with_prefix_start_after_and_max() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_are_readable_bounded_and_keep_secrets() {
-    let (garage, _store, dir) = setup(|_| {}).await;
+    let (garage, _store, dir) = store_on_garage(BUCKET, |_| {}).await;
     let src = file(&dir, "f", b"data");
     let cfg = garage.s3_config();
     let debug = format!("{cfg:?}");

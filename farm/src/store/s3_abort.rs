@@ -32,7 +32,7 @@ pub(super) async fn abort(store: &S3Store, key: &str, upload_id: &str) {
 }
 
 /// Creates a multipart upload for `key` (`what` names the operation in errors) and returns
-/// the guard that aborts it, with its upload id.
+/// the armed guard that aborts it (its `upload_id` is the upload's).
 ///
 /// Why the create runs on a task of its own: a caller cancelled while the create request is in
 /// flight would otherwise drop the only copy of an upload id the server has already handed
@@ -42,7 +42,7 @@ pub(super) async fn create_upload(
     store: &S3Store,
     key: &str,
     what: &'static str,
-) -> Result<(AbortGuard, String), FarmError> {
+) -> Result<AbortGuard, FarmError> {
     let request = {
         let (store, key) = (store.clone(), key.to_string());
         async move {
@@ -71,13 +71,12 @@ pub(super) async fn create_upload(
     };
     pending.request = None;
     let upload_id = answer.map_err(|e| store_err(key, format!("{what}: {e}")))??;
-    let guard = AbortGuard {
+    Ok(AbortGuard {
         store: store.clone(),
         key: key.to_string(),
-        upload_id: upload_id.clone(),
+        upload_id,
         armed: true,
-    };
-    Ok((guard, upload_id))
+    })
 }
 
 /// A create request still in flight; dropped, it aborts the upload once the answer comes.

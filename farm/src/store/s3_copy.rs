@@ -103,7 +103,8 @@ impl S3Store {
     }
 
     async fn copy_multipart(&self, source: &str, key: &str, size: u64) -> Result<(), FarmError> {
-        let (mut guard, upload_id) = create_upload(self, key, "create multipart copy").await?;
+        let mut guard = create_upload(self, key, "create multipart copy").await?;
+        let upload_id = guard.upload_id.clone();
         let parts = futures_util::stream::iter(copy_ranges(size))
             .map(|(number, start, end)| {
                 let upload_id = upload_id.clone();

@@ -126,7 +126,8 @@ pub(super) async fn put(store: &S3Store, key: &str, src: &Path) -> Result<u64, F
 
 /// Uploads `src` (`size` bytes) to `key` as a multipart upload; aborts it on any failure.
 async fn put_multipart(store: &S3Store, key: &str, src: &Path, size: u64) -> Result<(), FarmError> {
-    let (mut guard, upload_id) = create_upload(store, key, "create multipart upload").await?;
+    let mut guard = create_upload(store, key, "create multipart upload").await?;
+    let upload_id = guard.upload_id.clone();
     let parts = store.tuning.parts.plan(size);
     tracing::debug!(bucket = %store.bucket, key, size, parts = parts.len(), "multipart upload");
     match upload_and_complete(store, key, src, &upload_id, parts).await {
