@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use tessera_farm::sandbox::{Limits, MediaOp, Sandbox};
-use tessera_media::{plan_segments, Probe, SegmentPlan};
+use tessera_media::{plan_segments_busy, Probe, SegmentPlan};
 
 /// `tessera probe` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -48,12 +48,18 @@ pub async fn run(args: &ProbeArgs) -> anyhow::Result<()> {
             .map(|n| n.get())
             .unwrap_or(1)
     });
+    // The plan of `tessera transcode`: its audio step holds one worker first.
+    let transcoded: Vec<usize> = (probe.info.audio.iter())
+        .filter(|a| !a.stream_copies())
+        .map(|a| a.index)
+        .collect();
     let plans = args.plan.then(|| {
-        plan_segments(
+        plan_segments_busy(
             &probe.packets,
             probe.info.video.time_base,
             args.segment_seconds,
             workers,
+            tessera_dispatcher::audio_step_frames(&probe.info, &transcoded, 1),
         )
     });
     let facts = describe(&probe, plans.as_deref());

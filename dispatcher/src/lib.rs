@@ -33,6 +33,7 @@ pub mod service;
 mod stitching;
 mod task_events;
 
+pub use audio_step::audio_step_frames;
 pub use gate::{GateCounts, PublishGate};
 pub use job::{end_job, run_job};
 pub use request::{

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tessera_farm::FarmError;
 use tessera_media::{
-    plan_package_segments, plan_segments, timestamp_bias, Container, ErrorClass, ErrorCode,
+    plan_package_segments, plan_segments_busy, timestamp_bias, Container, ErrorClass, ErrorCode,
     PackagePlan, Probe, ProbeInfo,
 };
 use tessera_package::ladder::{renditions, Source};
@@ -27,9 +27,12 @@ pub const MAX_SEGMENTS: usize = 20_000;
 /// frames must not stall the dispatcher's runtime: its API and other jobs go on), and holds
 /// the plan to [`MAX_SEGMENTS`]. Hands the probe back with the plan and the bias. A job with
 /// a package gets farm segments of whole media segments and the media segment starts.
+/// `busy_last`: work one worker does before its segment, in frames (see
+/// `plan_segments_busy`).
 pub(crate) async fn plan(
     req: &JobRequest,
     probe: Probe,
+    busy_last: f64,
 ) -> Result<(Probe, PackagePlan, i64), FarmError> {
     let (seconds, parallelism) = (req.segment_seconds, req.parallelism);
     let media_seconds = req.package.as_ref().map(|p| p.spec.segment_seconds);
@@ -40,7 +43,13 @@ pub(crate) async fn plan(
                 plan_package_segments(&probe.packets, video.time_base, seconds, media, parallelism)
             }
             None => PackagePlan {
-                segments: plan_segments(&probe.packets, video.time_base, seconds, parallelism),
+                segments: plan_segments_busy(
+                    &probe.packets,
+                    video.time_base,
+                    seconds,
+                    parallelism,
+                    busy_last,
+                ),
                 media_starts: Vec::new(),
             },
         };

@@ -11,7 +11,7 @@ use tessera_farm::FarmError;
 use tessera_media::{ChunkInfo, Probe, ProbeInfo, SegmentPlan};
 use tokio::task::JoinHandle;
 
-use crate::audio_step::{spawn_audio, AudioTask};
+use crate::audio_step::{audio_step_frames_of, spawn_audio, AudioTask};
 use crate::patience::{patiently, publish_patiently, recorded};
 use crate::planning::{plan, thumbnails, with_rungs, PlannedStill, PlannedThumbnails};
 use crate::request::{DispatchContext, JobRequest, JobStage};
@@ -90,7 +90,14 @@ pub(crate) async fn prepare(
             &mut |_| {},
         )
         .await?;
-    let (probe, planned, bias) = plan(req, probe).await?;
+    // In the one-process farm the audio step holds a worker's child before that worker's
+    // segment: a short input's last segment is planned that much shorter.
+    let busy_last = if ctx.sandbox.reuses_children() {
+        audio_step_frames_of(req, &probe.info)
+    } else {
+        0.0
+    };
+    let (probe, planned, bias) = plan(req, probe, busy_last).await?;
     let plans = planned.segments;
     let media_starts = planned.media_starts;
     let thumbnails = thumbnails(req, &probe);

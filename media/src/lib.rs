@@ -54,7 +54,8 @@ pub use hw::{
 };
 pub use nvdec::{nvdec_decode_check, NvdecReport};
 pub use plan::{
-    frames_at_times, plan_package_segments, plan_segments, timestamp_bias, PackagePlan,
+    frames_at_times, plan_package_segments, plan_segments, plan_segments_busy, timestamp_bias,
+    PackagePlan,
 };
 pub use probe::{probe, probe_within};
 pub use quality::{measure_quality, QualityReport};

@@ -22,6 +22,20 @@ pub fn plan_segments(
     target_seconds: f64,
     parallelism: usize,
 ) -> Vec<SegmentPlan> {
+    plan_segments_busy(packets, tb, target_seconds, parallelism, 0.0)
+}
+
+/// [`plan_segments`] when one worker has other work first: `busy_last` is that work in
+/// frames of this video (the one-process farm's audio step, which holds one worker's child
+/// before its segment). A short input's last segment is then that much shorter, so the
+/// workers still finish together; longer inputs are cut as without it.
+pub fn plan_segments_busy(
+    packets: &[PacketEntry],
+    tb: Rational,
+    target_seconds: f64,
+    parallelism: usize,
+    busy_last: f64,
+) -> Vec<SegmentPlan> {
     let frames = ShownFrames::of(packets);
     let (Some(&first_pts), Some(&last_pts)) = (frames.pts.first(), frames.pts.last()) else {
         return Vec::new();
@@ -32,7 +46,12 @@ pub fn plan_segments(
         // A short input: aim for one segment per worker, none shorter than a quarter second.
         let share = (last_pts - first_pts + 1) / parallelism as i64;
         if share >= tb.ticks(0.25).max(1) {
-            starts = balance::balanced_starts(&frames, &DecodeStarts::of(packets), parallelism);
+            starts = balance::balanced_starts(
+                &frames,
+                &DecodeStarts::of(packets),
+                parallelism,
+                busy_last,
+            );
         }
     } else if parallelism > 1 && starts.len() > 1 && !starts.len().is_multiple_of(parallelism) {
         let n = starts.len();

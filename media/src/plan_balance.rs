@@ -16,17 +16,23 @@ use super::{DecodeStarts, ShownFrames};
 const LEAD_IN_WEIGHT: f64 = 0.11;
 
 /// Start timestamps of at most `parts` segments covering every shown frame, chosen so that
-/// the largest (frames + weighted lead-in) is as small as it can be. Pure.
+/// the largest (frames + weighted lead-in) is as small as it can be. `busy_last` is work, in
+/// frames of this video, that the worker of the last segment does before it (in the
+/// one-process farm the job's audio step holds one worker's child first): the last segment
+/// is that much shorter, so every worker still finishes at the same time. Pure.
 pub(super) fn balanced_starts(
     frames: &ShownFrames,
     decode: &DecodeStarts,
     parts: usize,
+    busy_last: f64,
 ) -> Vec<i64> {
     let n = frames.pts.len();
     let lead = |a: usize| {
         let idx = frames.index[a];
         LEAD_IN_WEIGHT * idx.saturating_sub(decode.before(idx)) as f64
     };
+    // Never more than one segment's share: a wrong estimate then costs little.
+    let busy_last = busy_last.clamp(0.0, n as f64 / parts.max(1) as f64);
     // Cuts whose segments all cost at most `limit`, when `parts` segments suffice.
     let cuts = |limit: f64| -> Option<Vec<usize>> {
         let mut cuts = vec![0];
@@ -36,11 +42,15 @@ pub(super) fn balanced_starts(
             if room < 1.0 {
                 return None;
             }
-            let b = a + (room.floor() as usize).max(1);
-            if b >= n {
+            // The rest fits in this segment, the work before the last one included.
+            if (n - a) as f64 + busy_last <= room {
                 return Some(cuts);
             }
             if cuts.len() == parts {
+                return None;
+            }
+            let b = (a + (room.floor() as usize).max(1)).min(n - 1).max(a + 1);
+            if b >= n {
                 return None;
             }
             cuts.push(b);
@@ -49,7 +59,7 @@ pub(super) fn balanced_starts(
     };
     let (mut lo, mut hi) = (
         n as f64 / parts.max(1) as f64,
-        n as f64 * (1.0 + LEAD_IN_WEIGHT),
+        n as f64 * (1.0 + LEAD_IN_WEIGHT) + busy_last + 1.0,
     );
     let mut best = cuts(hi).unwrap_or_else(|| vec![0]);
     for _ in 0..40 {

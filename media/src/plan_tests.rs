@@ -217,6 +217,30 @@ fn short_inputs_give_every_worker_a_segment() {
     assert_eq!(plan_segments(&tiny, TB, 10.0, 4).len(), 1);
 }
 
+#[test]
+fn work_before_the_last_segment_shortens_it() {
+    let pk = stream(150, 250, false); // 5 s, one keyframe
+    let even = plan_segments(&pk, TB, 10.0, 2);
+    let busy = plan_segments_busy(&pk, TB, 10.0, 2, 12.0);
+    check_partition(&pk, &busy);
+    assert_eq!(busy.len(), 2);
+    // 12 frames of work move the cut by about 12 / (2 + lead-in weight) frames.
+    let moved = even[1].frames - busy[1].frames;
+    assert!((4..=8).contains(&moved), "moved {moved}");
+    // An estimate far off costs at most one segment's share: both segments stay.
+    let huge = plan_segments_busy(&pk, TB, 10.0, 2, 1e9);
+    check_partition(&pk, &huge);
+    assert_eq!(huge.len(), 2);
+    assert!(huge[1].frames >= 20, "{:?}", huge[1]);
+    // No work: the plan is the plain one; a long input is cut as without it.
+    assert_eq!(plan_segments_busy(&pk, TB, 10.0, 2, 0.0), even);
+    let long = stream(1800, 250, false);
+    assert_eq!(
+        plan_segments_busy(&long, TB, 10.0, 2, 12.0),
+        plan_segments(&long, TB, 10.0, 2)
+    );
+}
+
 proptest::proptest! {
     #[test]
     fn fuzz_planning_plans_every_frame_once(
@@ -225,9 +249,10 @@ proptest::proptest! {
         open in proptest::bool::ANY,
         target in 1u32..40,
         parallelism in 1usize..6,
+        busy in 0.0f64..300.0,
     ) {
         let pk = stream(frames, gop, open);
-        let plans = plan_segments(&pk, TB, f64::from(target) / 10.0, parallelism);
+        let plans = plan_segments_busy(&pk, TB, f64::from(target) / 10.0, parallelism, busy);
         check_partition(&pk, &plans);
     }
 }
