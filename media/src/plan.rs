@@ -12,8 +12,9 @@ use crate::types::{PacketEntry, Rational, SegmentPlan};
 /// `parallelism` is how many segments are expected to encode at once. A short input that
 /// would give fewer segments than that is cut into `parallelism` segments instead, so every
 /// worker has one. Otherwise, when the segment count is not a multiple of it, the last
-/// `parallelism` segments are halved, so the final round of work is short and the workers
-/// finish together instead of one of them encoding a whole segment alone at the end.
+/// `parallelism` segments are halved (into pieces of equal cost, lead-in counted), so the
+/// final round of work is short and the workers finish together instead of one of them
+/// encoding a whole segment alone at the end.
 ///
 /// O(n log n) in the packet count: a two-hour 60 fps source plans in well under a second.
 pub fn plan_segments(
@@ -55,15 +56,23 @@ pub fn plan_segments_busy(
         }
     } else if parallelism > 1 && starts.len() > 1 && !starts.len().is_multiple_of(parallelism) {
         let n = starts.len();
+        let decode = DecodeStarts::of(packets);
         let mut extra = Vec::new();
         for i in n.saturating_sub(parallelism)..n {
             let (a, b) = (
                 starts[i],
                 starts.get(i + 1).copied().unwrap_or(last_pts + 1),
             );
-            let mid = a + (b - a) / 2;
-            if let Some(pts) = nearest(&frames.pts, mid, a + 1, b - 1) {
-                extra.push(pts);
+            // Two pieces of equal cost: the second one first decodes the first as its
+            // lead-in. (`busy_last` is not used here: over several rounds the worker that was
+            // busy first catches up, and a last piece planned shorter for it was measured to
+            // end last as often as before.)
+            let (lo, hi) = (
+                frames.pts.partition_point(|&p| p < a),
+                frames.pts.partition_point(|&p| p < b),
+            );
+            if let Some(cut) = balance::even_cut(&frames, &decode, lo..hi) {
+                extra.push(frames.pts[cut]);
             }
         }
         starts.extend(extra);

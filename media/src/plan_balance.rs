@@ -7,13 +7,15 @@
 //! Here every segment's cost is its frames plus a share of its lead-in, and the cuts make
 //! the costs even.
 
+use std::ops::Range;
+
 use super::{DecodeStarts, ShownFrames};
 
 /// What decoding one lead-in frame costs next to decoding and encoding one frame of the
 /// segment. Measured on the 5 s 720p benchmark (x264 veryfast, one thread): 74 lead-in
 /// frames (those nothing refers to skipped) cost the segment 187 ms against 22.4 ms a frame,
 /// about 0.11; slower presets make it smaller, so this errs on the cheap side of half.
-const LEAD_IN_WEIGHT: f64 = 0.11;
+pub(super) const LEAD_IN_WEIGHT: f64 = 0.11;
 
 /// Start timestamps of at most `parts` segments covering every shown frame, chosen so that
 /// the largest (frames + weighted lead-in) is as small as it can be. `busy_last` is work, in
@@ -76,4 +78,28 @@ pub(super) fn balanced_starts(
         }
     }
     best.into_iter().map(|a| frames.pts[a]).collect()
+}
+
+/// Where to cut the shown frames `range` in two pieces of equal cost (frames + weighted
+/// lead-in). None when the range has fewer than two frames. Pure, O(range).
+pub(super) fn even_cut(
+    frames: &ShownFrames,
+    decode: &DecodeStarts,
+    range: Range<usize>,
+) -> Option<usize> {
+    let (lo, hi) = (range.start, range.end);
+    if hi < lo + 2 {
+        return None;
+    }
+    let lead = |a: usize| {
+        let idx = frames.index[a];
+        LEAD_IN_WEIGHT * idx.saturating_sub(decode.before(idx)) as f64
+    };
+    let first_lead = lead(lo);
+    let cost = |cut: usize| {
+        let first = (cut - lo) as f64 + first_lead;
+        let second = (hi - cut) as f64 + lead(cut);
+        first.max(second)
+    };
+    (lo + 1..hi).min_by(|&x, &y| cost(x).total_cmp(&cost(y)))
 }
