@@ -42,21 +42,16 @@ pub fn plan_segments_busy(
         return Vec::new();
     };
     let target = tb.ticks(target_seconds.max(0.001)).max(1);
+    let decode = DecodeStarts::of(packets);
     let mut starts = frames.starts(target);
     if parallelism > 1 && starts.len() < parallelism {
         // A short input: aim for one segment per worker, none shorter than a quarter second.
         let share = (last_pts - first_pts + 1) / parallelism as i64;
         if share >= tb.ticks(0.25).max(1) {
-            starts = balance::balanced_starts(
-                &frames,
-                &DecodeStarts::of(packets),
-                parallelism,
-                busy_last,
-            );
+            starts = balance::balanced_starts(&frames, &decode, parallelism, busy_last);
         }
     } else if parallelism > 1 && starts.len() > 1 && !starts.len().is_multiple_of(parallelism) {
         let n = starts.len();
-        let decode = DecodeStarts::of(packets);
         let mut extra = Vec::new();
         for i in n.saturating_sub(parallelism)..n {
             let (a, b) = (
@@ -80,17 +75,17 @@ pub fn plan_segments_busy(
         starts.dedup();
     }
 
-    plans_from_starts(packets, &frames, &starts)
+    plans_from_starts(packets, &frames, &decode, &starts)
 }
 
 /// The segment plans for ascending segment start pts (the first one the first shown frame's).
 fn plans_from_starts(
     packets: &[PacketEntry],
     frames: &ShownFrames,
+    starts_of_decoding: &DecodeStarts,
     starts: &[i64],
 ) -> Vec<SegmentPlan> {
     let last_pts = frames.pts.last().copied().unwrap_or(0);
-    let starts_of_decoding = DecodeStarts::of(packets);
     let mut plans = Vec::with_capacity(starts.len());
     for (i, &start) in starts.iter().enumerate() {
         let end = starts.get(i + 1).copied().unwrap_or(last_pts + 1);

@@ -29,10 +29,7 @@ pub(super) fn balanced_starts(
     busy_last: f64,
 ) -> Vec<i64> {
     let n = frames.pts.len();
-    let lead = |a: usize| {
-        let idx = frames.index[a];
-        LEAD_IN_WEIGHT * idx.saturating_sub(decode.before(idx)) as f64
-    };
+    let lead = |a: usize| lead_in_cost(frames, decode, a);
     // Never more than one segment's share: a wrong estimate then costs little.
     let busy_last = busy_last.clamp(0.0, n as f64 / parts.max(1) as f64);
     // Cuts whose segments all cost at most `limit`, when `parts` segments suffice.
@@ -51,8 +48,9 @@ pub(super) fn balanced_starts(
             if cuts.len() == parts {
                 return None;
             }
-            let b = (a + (room.floor() as usize).max(1)).min(n - 1).max(a + 1);
-            if b >= n {
+            // room >= 1, so b > a unless a is the last frame.
+            let b = (a + room.floor() as usize).min(n - 1);
+            if b <= a {
                 return None;
             }
             cuts.push(b);
@@ -91,15 +89,17 @@ pub(super) fn even_cut(
     if hi < lo + 2 {
         return None;
     }
-    let lead = |a: usize| {
-        let idx = frames.index[a];
-        LEAD_IN_WEIGHT * idx.saturating_sub(decode.before(idx)) as f64
-    };
-    let first_lead = lead(lo);
+    let first_lead = lead_in_cost(frames, decode, lo);
     let cost = |cut: usize| {
         let first = (cut - lo) as f64 + first_lead;
-        let second = (hi - cut) as f64 + lead(cut);
+        let second = (hi - cut) as f64 + lead_in_cost(frames, decode, cut);
         first.max(second)
     };
     (lo + 1..hi).min_by(|&x, &y| cost(x).total_cmp(&cost(y)))
+}
+
+/// What a segment starting at shown frame `a` pays for its lead-in, in frames.
+fn lead_in_cost(frames: &ShownFrames, decode: &DecodeStarts, a: usize) -> f64 {
+    let idx = frames.index[a];
+    LEAD_IN_WEIGHT * idx.saturating_sub(decode.before(idx)) as f64
 }

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{plans_from_starts, ShownFrames};
+use super::{plans_from_starts, DecodeStarts, ShownFrames};
 use crate::types::{PacketEntry, Rational, SegmentPlan};
 
 /// A package's plan: the farm segments and the media segment starts inside them.
@@ -52,7 +52,7 @@ pub fn plan_package_segments(
     let count = count.min(n);
     let starts: Vec<i64> = (0..count).map(|i| media_starts[i * n / count]).collect();
     PackagePlan {
-        segments: plans_from_starts(packets, &frames, &starts),
+        segments: plans_from_starts(packets, &frames, &DecodeStarts::of(packets), &starts),
         media_starts,
     }
 }
