@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds self-contained `tessera` and `tessera-worker` binaries: FFmpeg 5.1 (Debian's source
-# package, a minimal configuration with NVENC/NVDEC/CUVID/scale_cuda, libx264, libx265,
-# libaom, zimg) is built as static libraries, and both binaries are linked against it, so a
-# host needs only glibc and, for the GPU path, the NVIDIA driver (loaded with dlopen at run
+# Builds self-contained `tessera`, `tessera-media` and `tessera-worker` binaries: FFmpeg 5.1
+# (Debian's source package, a minimal configuration with NVENC/NVDEC/CUVID/scale_cuda, libx264,
+# libx265, libaom, zimg) is built as static libraries and linked into tessera-media (the
+# sandbox's media child, the only binary that calls FFmpeg), so a host needs only glibc and, for the GPU path, the NVIDIA driver (loaded with dlopen at run
 # time). See docs/static-build.md.
 #
 #   scripts/build-static.sh                 everything: deps, FFmpeg (unless cached), binaries
@@ -27,9 +27,9 @@
 #   FFMPEG_DEB_VERSION    the Debian ffmpeg source version to build (default: the installed
 #                         libavcodec-dev's version, so the headers match what tessera is
 #                         developed against; else the newest in apt)
-#   STATIC_MAX_MIB        the limit for both binaries in one tar, xz -9 compressed (default 60)
+#   STATIC_MAX_MIB        the limit for the three binaries in one tar, xz -9 compressed (default 60)
 #
-# Output: target/static-dist/{tessera,tessera-worker,BUILDINFO.txt,tessera-static-x86_64-linux.tar.xz}.
+# Output: target/static-dist/{tessera,tessera-media,tessera-worker,BUILDINFO.txt,tessera-static-x86_64-linux.tar.xz}.
 # The cargo build uses CARGO_TARGET_DIR=target/static (release profile, stripped; override with
 # TESSERA_STATIC_TARGET_DIR, as CI does to keep dependencies compiled across clones), so it
 # never touches target/debug or target/release. Heavy steps run under `nice -n 10`.
@@ -53,7 +53,8 @@ readonly MAX_MIB="${STATIC_MAX_MIB:-60}"
 readonly CACHE_DIR="${TESSERA_CACHE_DIR:-${HOME:-/root}/.cache/tessera}"
 readonly STATIC_TARGET_DIR="${TESSERA_STATIC_TARGET_DIR:-$ROOT/target/static}"
 readonly DIST_DIR="$ROOT/target/static-dist"
-readonly BINARIES=(tessera tessera-worker)
+# tessera-media (the sandbox's media child, built with tessera-cli) is the only one linking FFmpeg.
+readonly BINARIES=(tessera tessera-media tessera-worker)
 
 # apt packages the build needs. The -dev packages whose static archives (.a) are linked in:
 # libx264-dev (libx264.a), libx265-dev (libx265.a, needs libnuma.a from libnuma-dev and
@@ -426,8 +427,8 @@ for b in "${BINARIES[@]}"; do
   printf '%-16s %10d bytes  %s\n' "$b" "$s" "$(mib "$s")"
 done
 csize=$(stat -c %s "$tarball")
-printf '%-16s %10d bytes  %s\n' "both, raw" "$total" "$(mib "$total")"
-printf '%-16s %10d bytes  %s  (tar | xz -9: %s)\n' "both, xz -9" "$csize" "$(mib "$csize")" "${tarball#"$ROOT"/}"
+printf '%-16s %10d bytes  %s\n' "all, raw" "$total" "$(mib "$total")"
+printf '%-16s %10d bytes  %s  (tar | xz -9: %s)\n' "all, xz -9" "$csize" "$(mib "$csize")" "${tarball#"$ROOT"/}"
 printf 'needs glibc >= %s; timings: ffmpeg %s s (0 = cached), cargo %s s, total %s s\n' \
   "${glibc_needed#GLIBC_}" "$FFMPEG_SECONDS" "$CARGO_SECONDS" "$((SECONDS - T_START))"
 if ((csize > MAX_MIB * 1048576)); then

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks the static binaries made by scripts/build-static.sh (target/static-dist/):
-#   1. ldd: no FFmpeg (or any other non-glibc) shared library, for tessera and tessera-worker
+#   1. ldd: no FFmpeg (or any other non-glibc) shared library, for tessera, tessera-media and
+#      tessera-worker
 #   2. `tessera gpu --json`: the build has CUDA hwaccel, scale_cuda, h264_nvenc, hevc_nvenc
 #      (a build-time property: needs no GPU)
 #   3. bare root: `tessera transcode` (H.264 MP4 and HEVC MKV outputs) inside a chroot that
@@ -58,9 +59,10 @@ while (($#)); do
 done
 [[ $DIST == /* ]] || DIST="$ROOT/$DIST"
 TESSERA="$DIST/tessera"
+MEDIA="$DIST/tessera-media"
 WORKER="$DIST/tessera-worker"
 
-if [[ ! -x $TESSERA || ! -x $WORKER ]]; then
+if [[ ! -x $TESSERA || ! -x $MEDIA || ! -x $WORKER ]]; then
   if ((if_built)); then
     log "skipped: no static binaries in $DIST (scripts/build-static.sh makes them)"
     exit 0
@@ -82,7 +84,7 @@ fail() { log "FAIL: $*"; failures+=("$*"); }
 # ---------------------------------------------------------------------------------------------
 log "1/4 ldd"
 readonly ALLOWED='^(linux-vdso\.so\.1|/lib64/ld-linux-x86-64\.so\.2|ld-linux-x86-64\.so\.2|libc\.so\.6|libm\.so\.6|libpthread\.so\.0|libdl\.so\.2|librt\.so\.1|libutil\.so\.1|libgcc_s\.so\.1)$'
-for b in "$TESSERA" "$WORKER"; do
+for b in "$TESSERA" "$MEDIA" "$WORKER"; do
   printf '%s:\n' "${b#"$ROOT"/}"
   out=$(ldd "$b" 2>&1) || { fail "ldd $b: $out"; continue; }
   printf '%s\n' "$out" | sed 's/^/    /'
@@ -120,8 +122,9 @@ bare_root_check() {
   local r="$tmp/root" lib
   mkdir -p "$r"/{proc,dev,tmp,data}
   cp "$TESSERA" "$r/tessera"
+  cp "$MEDIA" "$r/tessera-media"
   # Exactly the files ldd names (and their symlink targets), at the same paths.
-  for lib in $(ldd "$TESSERA" | grep -oE '/[^ ]+'); do
+  for lib in $(ldd "$TESSERA" "$MEDIA" | grep -oE '/[^ ]+' | sort -u); do
     mkdir -p "$r$(dirname "$lib")"
     cp -L "$lib" "$r$lib"
   done

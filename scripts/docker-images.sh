@@ -63,8 +63,8 @@ if [[ ${TESSERA_DOCKER_BUILDER:-0} != 1 ]] && ! have rust:1-bookworm; then
   ctx=$(mktemp -d)
   trap 'rm -rf "$ctx"' EXIT
   install -d "$ctx/prebuilt"
-  install -s -m 0755 "target/$profile/tessera" "target/$profile/tessera-worker" \
-    "target/$profile/tessera-dispatcher" "$ctx/prebuilt/"
+  install -s -m 0755 "target/$profile/tessera" "target/$profile/tessera-media" \
+    "target/$profile/tessera-worker" "target/$profile/tessera-dispatcher" "$ctx/prebuilt/"
   # The same Dockerfile with its builder stage replaced by one holding these binaries.
   awk '/^# >>> builder/ { print "FROM debian:bookworm-slim AS builder"; print "COPY prebuilt/ /out/"; skip = 1; next }
        /^# <<< builder/ { skip = 0; next }

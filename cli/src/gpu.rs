@@ -6,9 +6,12 @@
 //! it with the same code the worker uses, and scripts/gpu-smoke.sh builds on it.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde_json::json;
+use tessera_farm::sandbox::{Limits, MediaOp, Sandbox};
 use tessera_gpu::{BudgetConfig, SessionNeed, SessionScheduler};
+use tessera_media::NvdecReport;
 
 /// `tessera gpu` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -24,9 +27,11 @@ pub struct GpuArgs {
     pub json: bool,
 }
 
-/// Runs `tessera gpu`; fails (exit 1) only when a requested NVDEC check fails.
-pub fn run(args: &GpuArgs) -> anyhow::Result<()> {
-    let caps = tessera_media::hw_capabilities();
+/// Runs `tessera gpu`; fails (exit 1) only when a requested NVDEC check fails. What FFmpeg
+/// offers and the NVDEC decode come from the media child, as in the worker.
+pub async fn run(args: &GpuArgs) -> anyhow::Result<()> {
+    let sandbox = Sandbox::current()?;
+    let caps = sandbox.capabilities().await?.hw;
     let ffmpeg = json!({
         "cuda_hwaccel": caps.cuda_hwaccel, "scale_cuda": caps.scale_cuda,
         "h264_nvenc": caps.h264_nvenc, "hevc_nvenc": caps.hevc_nvenc, "av1_nvenc": caps.av1_nvenc,
@@ -59,10 +64,22 @@ pub fn run(args: &GpuArgs) -> anyhow::Result<()> {
         Err(e) => (Vec::new(), Some(e.to_string()), 0),
     };
     let nvdec = match &args.nvdec_check {
-        Some(path) => Some(
-            tessera_media::nvdec_decode_check(path, args.device)
-                .map_err(|e| anyhow::anyhow!("NVDEC check of {}: {e}", path.display()))?,
-        ),
+        Some(path) => {
+            let op = MediaOp::NvdecCheck {
+                input: path.clone(),
+                device: args.device,
+            };
+            let limits = Limits {
+                timeout: Duration::from_secs(1800),
+                ..Limits::default()
+            }
+            .for_gpu();
+            let (report, _): (NvdecReport, _) = sandbox
+                .run(&op, limits, &mut |_| {})
+                .await
+                .map_err(|e| anyhow::anyhow!("NVDEC check of {}: {e}", path.display()))?;
+            Some(report)
+        }
         None => None,
     };
     let report = json!({

@@ -70,7 +70,7 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> anyhow::Result<()> {
         Command::Status(args) => blocking(move || remote::status(args, config.as_deref())).await,
         Command::List(args) => blocking(move || remote::list(args, config.as_deref())).await,
         Command::Cancel(args) => blocking(move || remote::cancel(args, config.as_deref())).await,
-        Command::Gpu(args) => blocking(move || gpu::run(&args)).await,
+        Command::Gpu(args) => gpu::run(&args).await,
         Command::Probe(args) => probe::run(&args).await,
         Command::Transcode(args) => {
             let cfg = TranscodeConfig::resolve(*args, cli.config.as_deref())?;

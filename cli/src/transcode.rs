@@ -95,7 +95,7 @@ async fn run_farm(
                 software_encode: choice == GpuChoice::Decode,
                 ..GpuSettings::default()
             };
-            let found = Gpus::detect(&settings);
+            let found = Gpus::detect(&settings, &sandbox.capabilities().await?.hw);
             if found.is_none() && choice == GpuChoice::Require {
                 bail!("--gpu require: no NVIDIA GPU with a free NVENC session here");
             }

@@ -4,8 +4,6 @@ use clap::Parser;
 use tessera_dispatcher::service::{serve, DispatcherArgs, Settings};
 
 fn main() -> anyhow::Result<()> {
-    // Media children (probe, split, audio, stitch) are this same binary.
-    tessera_farm::sandbox::run_child_if_requested();
     let args = DispatcherArgs::parse();
     tessera_farm::signals::init_logging(&args.log).map_err(anyhow::Error::msg)?;
     let settings = Settings::resolve(&args).map_err(anyhow::Error::msg)?;

@@ -2,8 +2,11 @@
 //!
 //! Why: FFmpeg decoders on untrusted uploads can crash, hang or balloon; in a child process
 //! that costs one attempt of one operation, never the worker or the one-process farm. The
-//! child is this same executable started with [`CHILD_ARG`]; it reads one JSON request on
-//! stdin and writes `progress N` lines and one `result {json}` line on stdout.
+//! child is the `tessera-media` executable (found beside the running binary, see
+//! [`media_child_exe`]) started with [`CHILD_ARG`]; it reads one JSON request on stdin and
+//! writes `progress N` lines and one `result {json}` line on stdout. Only that executable
+//! links FFmpeg: the `tessera`, `tessera-worker` and `tessera-dispatcher` processes start
+//! without binding FFmpeg's 160-odd libraries (about 60 ms of CPU per start).
 //!
 //! [`Sandbox::run`] runs each operation in a child of its own (the dispatcher's probe, split,
 //! audio, stitch), started ahead of need when the sandbox keeps spares
@@ -18,94 +21,28 @@ use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use tessera_media::{
-    AudioRequest, EncodeRequest, ErrorClass, ErrorCode, SegmentPlan, StitchRequest,
-};
+use tessera_media::{ErrorClass, ErrorCode};
 use tokio::io::AsyncWriteExt;
 
 use crate::FarmError;
 
 mod child;
+mod media_child;
+mod op;
 mod pipes;
 mod pool;
 mod spare;
 mod warm;
 
-pub use child::{peak_rss, SERVE_ARG};
+pub use child::{child_main, peak_rss, SERVE_ARG};
+pub use media_child::{media_child_exe, MEDIA_CHILD_ENV, MEDIA_CHILD_NAME};
+pub use op::MediaOp;
 pub use pool::SlotPool;
 pub use warm::{SandboxSlot, WarmPolicy};
 
-/// The first argument that turns a tessera binary into a media child.
+/// The first argument a media child is started with: `tessera-media` refuses to run without
+/// it, so a user who starts it by hand is told what it is instead of it waiting on stdin.
 pub const CHILD_ARG: &str = "__tessera-media-child";
-
-/// One media operation, as sent to the child.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum MediaOp {
-    /// Probe an input.
-    Probe {
-        /// The input file.
-        input: PathBuf,
-        /// Most video frames accepted (the farm's admission limit; none: the media crate's).
-        #[serde(default)]
-        max_frames: Option<u64>,
-    },
-    /// Cut chunks; its progress values are the indices of finished chunks.
-    Split {
-        /// The input file.
-        input: PathBuf,
-        /// The plan.
-        segments: Vec<SegmentPlan>,
-        /// Timestamp bias.
-        bias: i64,
-        /// How to derive dts from pts (from the probe).
-        dts_rule: tessera_media::timestamps::DtsRule,
-        /// The probe's pts for a container that stores none.
-        #[serde(default)]
-        derived_pts: Option<tessera_media::reorder::DerivedPts>,
-        /// Where to write chunks.
-        dir: PathBuf,
-    },
-    /// Encode a segment.
-    Encode(EncodeRequest),
-    /// Transcode the audio.
-    Audio(AudioRequest),
-    /// Stitch the output.
-    Stitch(StitchRequest),
-    /// Measure PSNR/SSIM.
-    Quality {
-        /// The encoded output.
-        output: PathBuf,
-        /// The source.
-        source: PathBuf,
-    },
-    /// Cut one stream of a stitched rendition into a streaming package's media segments.
-    Segment(tessera_media::segmenter::SegmentRequest),
-    /// Compose a sprite sheet of a package's thumbnail tiles.
-    Sprite(tessera_media::SpriteRequest),
-    /// Open a CUDA context on a card (the probation probe of a card marked unhealthy).
-    GpuProbe {
-        /// CUDA ordinal of the card.
-        device: u32,
-    },
-}
-
-impl MediaOp {
-    /// A short name for logs and errors.
-    pub fn name(&self) -> &'static str {
-        match self {
-            MediaOp::Probe { .. } => "probe",
-            MediaOp::Split { .. } => "split",
-            MediaOp::Encode(_) => "encode",
-            MediaOp::Audio(_) => "audio",
-            MediaOp::Stitch(_) => "stitch",
-            MediaOp::Quality { .. } => "quality",
-            MediaOp::Segment(_) => "segment package",
-            MediaOp::Sprite(_) => "sprite sheet",
-            MediaOp::GpuProbe { .. } => "gpu probe",
-        }
-    }
-}
 
 /// Limits for one child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,21 +117,23 @@ pub struct Sandbox {
     exe: PathBuf,
     /// Children started ahead for [`Sandbox::run`], shared by the clones of this sandbox.
     ready: Option<Arc<spare::Ready>>,
+    /// What the child's FFmpeg can do, asked once and shared by the clones.
+    caps: Arc<tokio::sync::OnceCell<tessera_media::Capabilities>>,
 }
 
 impl Sandbox {
-    /// Children are started from `exe` (normally `std::env::current_exe()`).
+    /// Children are started from `exe` (normally [`media_child_exe`]).
     pub fn new(exe: PathBuf) -> Self {
-        Sandbox { exe, ready: None }
+        Sandbox {
+            exe,
+            ready: None,
+            caps: Arc::default(),
+        }
     }
 
-    /// A sandbox that re-executes the current binary.
+    /// A sandbox that starts the installed media child ([`media_child_exe`]).
     pub fn current() -> Result<Self, FarmError> {
-        let exe = std::env::current_exe().map_err(|e| FarmError::Io {
-            path: "current executable".into(),
-            reason: e.to_string(),
-        })?;
-        Ok(Sandbox::new(exe))
+        Ok(Sandbox::new(media_child_exe()?))
     }
 
     /// Keeps `count` children started ahead under `limits`, so [`Sandbox::run`] does not wait
@@ -428,16 +367,6 @@ fn set_limit(resource: libc::__rlimit_resource_t, value: u64) {
     // inherited limit in place.
     unsafe {
         libc::setrlimit(resource, &lim);
-    }
-}
-
-/// If this process was started as a media child, serves the request(s) and exits.
-///
-/// Why here: every tessera binary calls this first thing in `main`, so the sandbox can
-/// re-execute whichever binary it is running in.
-pub fn run_child_if_requested() {
-    if std::env::args().nth(1).as_deref() == Some(CHILD_ARG) {
-        std::process::exit(child::child_main());
     }
 }
 

@@ -15,7 +15,7 @@ pub(crate) use crate::gpu_failure::{
 use crate::{ffi, MediaError};
 
 /// What the linked FFmpeg build offers for the GPU path (not whether a card is present).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HwCapabilities {
     /// The CUDA hwdevice type and NVDEC hwaccel are built in.
     pub cuda_hwaccel: bool,
@@ -46,7 +46,7 @@ impl HwCapabilities {
 }
 
 /// Asks the linked FFmpeg build what it offers. Cheap; touches no GPU.
-pub fn hw_capabilities() -> HwCapabilities {
+pub(crate) fn hw_capabilities() -> HwCapabilities {
     crate::init();
     let enc = |n: &str| ffmpeg_next::encoder::find_by_name(n).is_some();
     HwCapabilities {
@@ -61,7 +61,7 @@ pub fn hw_capabilities() -> HwCapabilities {
 /// Whether the linked FFmpeg has the software encoder of `codec` (libx264, libx265,
 /// libsvtav1). Cheap; touches no input. Why: a worker whose build lacks an encoder must
 /// hand the task to another worker, not fail the job as if the request were bad.
-pub fn software_encoder_available(codec: crate::types::VideoCodec) -> bool {
+pub(crate) fn software_encoder_available(codec: crate::types::VideoCodec) -> bool {
     crate::init();
     ffmpeg_next::encoder::find_by_name(crate::settings::encoder_name(codec)).is_some()
 }

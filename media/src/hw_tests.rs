@@ -5,12 +5,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::hw::hw_capabilities;
 use crate::range::RangeGate;
 use crate::types::{
     ColorInfo, EncodeRequest, HardwareEncode, RateControl, Rational, RenditionOutput,
     RenditionSpec, VideoCodec,
 };
-use crate::{encode_segment, hw_capabilities, nvdec_decode_check, ErrorClass};
+use crate::{encode_segment, nvdec_decode_check, ErrorClass};
 
 /// Whether this machine has an NVIDIA driver (then the "no GPU" checks do not apply).
 fn has_nvidia_driver() -> bool {

@@ -5,6 +5,7 @@
 //! a child process on untrusted input.
 
 mod bitstream;
+mod capabilities;
 mod demux;
 mod duration;
 mod encode_hw;
@@ -45,12 +46,13 @@ pub mod types;
 pub mod verify;
 
 pub use audio::{transcode_audio, AudioRequest, AudioResult, AudioTrackResult};
+pub use capabilities::{capabilities, Capabilities};
 pub use encode::encode_segment;
 pub use error::MediaError;
 pub use error_code::{ErrorClass, ErrorCode};
 pub use hw::{
-    choose_decode_path, hw_capabilities, release_cuda_devices, software_encoder_available,
-    warm_cuda_device, DecodePath, DecodePlan, HwCapabilities,
+    choose_decode_path, release_cuda_devices, warm_cuda_device, DecodePath, DecodePlan,
+    HwCapabilities,
 };
 pub use nvdec::{nvdec_decode_check, NvdecReport};
 pub use plan::{
@@ -61,7 +63,7 @@ pub use probe::{probe, probe_within};
 pub use quality::{measure_quality, QualityReport};
 pub use split::{split, ChunkInfo};
 pub use sprite::{compose_sprite, SpriteRequest, SpriteResult};
-pub use stills::{image_encoder_available, ImageFormat, StillImage, StillShot};
+pub use stills::{ImageFormat, StillImage, StillShot};
 pub use stitch::{stitch, StitchRequest, StitchResult};
 pub use types::*;
 pub use verify::{verify_output, OutputCheck, OutputExpectation};

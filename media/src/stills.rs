@@ -80,7 +80,7 @@ pub struct StillShot {
 }
 
 /// Whether this FFmpeg can write `format` (WebP needs libwebp).
-pub fn image_encoder_available(format: ImageFormat) -> bool {
+pub(crate) fn image_encoder_available(format: ImageFormat) -> bool {
     crate::init();
     ff::encoder::find_by_name(format.encoder()).is_some()
 }

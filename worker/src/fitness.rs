@@ -95,12 +95,13 @@ pub fn disk_full_is_unfit(err: tessera_farm::FarmError) -> tessera_farm::FarmErr
     }
 }
 
-/// Fails as unfit (another worker may have them) when this worker's FFmpeg lacks an encoder
-/// `task` needs: a software video encoder (when `software`) or an image encoder for its
-/// stills.
+/// Fails as unfit (another worker may have them) when this worker's FFmpeg (`caps`, as its
+/// media child says) lacks an encoder `task` needs: a software video encoder (when
+/// `software`) or an image encoder for its stills.
 pub(crate) fn check_encoders(
     task: &tessera_farm::model::SegmentTask,
     software: bool,
+    caps: &tessera_media::Capabilities,
 ) -> Result<(), tessera_farm::FarmError> {
     let unfit = |reason: String| tessera_farm::FarmError::WorkerUnfit {
         reason,
@@ -108,7 +109,7 @@ pub(crate) fn check_encoders(
     };
     if software {
         for (spec, _) in &task.renditions {
-            if !tessera_media::software_encoder_available(spec.codec) {
+            if !caps.software_encoder(spec.codec) {
                 return Err(unfit(format!(
                     "this worker's FFmpeg has no {} encoder",
                     tessera_media::settings::encoder_name(spec.codec)
@@ -117,9 +118,7 @@ pub(crate) fn check_encoders(
         }
     }
     let mut images = task.stills.iter().flat_map(|s| &s.images);
-    if let Some((image, _)) =
-        images.find(|(i, _)| !tessera_media::image_encoder_available(i.format))
-    {
+    if let Some((image, _)) = images.find(|(i, _)| !caps.image_encoder(i.format)) {
         return Err(unfit(format!(
             "this worker's FFmpeg cannot write {:?} images",
             image.format

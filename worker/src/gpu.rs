@@ -108,14 +108,17 @@ fn is_own(pid: u32) -> bool {
 }
 
 impl Gpus {
-    /// Finds the cards; `None`, said in one log line, when there is no NVIDIA driver, no
-    /// card, or no card with NVENC: the worker then runs CPU-only.
-    pub fn detect(settings: &GpuSettings) -> Option<Arc<Gpus>> {
+    /// Finds the cards; `None`, said in one log line, when the media child's FFmpeg (`caps`)
+    /// lacks the GPU path, or there is no NVIDIA driver, no card, or no card with NVENC: the
+    /// worker then runs CPU-only.
+    pub fn detect(
+        settings: &GpuSettings,
+        caps: &tessera_media::HwCapabilities,
+    ) -> Option<Arc<Gpus>> {
         if settings.enabled == GpuMode::Off {
             tracing::info!("GPU use is off: CPU-only worker");
             return None;
         }
-        let caps = tessera_media::hw::hw_capabilities();
         let encoders = settings.software_encode || caps.h264_nvenc || caps.hevc_nvenc;
         if !caps.gpu_path() || !encoders {
             tracing::info!(

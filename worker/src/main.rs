@@ -4,8 +4,6 @@ use clap::Parser;
 use tessera_worker::service::{serve, ServiceSettings, WorkerArgs};
 
 fn main() -> anyhow::Result<()> {
-    // Media children are this same binary started with a hidden argument.
-    tessera_farm::sandbox::run_child_if_requested();
     let args = WorkerArgs::parse();
     tessera_farm::signals::init_logging(&args.log).map_err(anyhow::Error::msg)?;
     let settings = ServiceSettings::resolve(&args).map_err(anyhow::Error::msg)?;

@@ -295,7 +295,8 @@ impl SegmentRunner {
     ) -> Result<Done, FarmError> {
         let t0 = Instant::now();
         self.check_free_space()?;
-        crate::fitness::check_encoders(task, hardware.is_none())?;
+        let caps = self.sandbox.capabilities().await?;
+        crate::fitness::check_encoders(task, hardware.is_none(), &caps)?;
         tokio::fs::create_dir_all(staging)
             .await
             .map_err(|e| FarmError::io(staging, e))?;

@@ -222,7 +222,9 @@ pub async fn serve(
     // One spare child for the stitch and quality operations (encodes use warm slots).
     let sandbox = Sandbox::current()?.with_spares(1, settings.worker.limits);
     let mut settings = settings;
-    settings.worker.gpus = Gpus::detect(&settings.gpu);
+    // What the media child's FFmpeg offers; a worker whose child cannot answer does not start.
+    let caps = sandbox.capabilities().await?;
+    settings.worker.gpus = Gpus::detect(&settings.gpu, &caps.hw);
     if let Some(gpus) = &settings.worker.gpus {
         let probe = crate::gpu::probe_in_child(sandbox.clone());
         gpus.spawn_refresh(Duration::from_secs(5), shutdown.clone(), probe);

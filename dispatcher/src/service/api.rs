@@ -35,6 +35,9 @@ pub struct AppState {
     pub upload_bucket: String,
     /// Default segment length.
     pub segment_seconds: f64,
+    /// What the farm's FFmpeg offers for NVENC (the media child's answer at start-up), for
+    /// jobs that ask for a card.
+    pub gpu: tessera_media::HwCapabilities,
     /// Unfinished jobs one tenant may have.
     pub max_jobs_per_tenant: u64,
     /// Cancellation handles of running jobs.
@@ -115,7 +118,7 @@ async fn create_job(
         Ok(j) => j,
         Err(e) => return error(ErrorCode::BadRequest, format!("invalid job JSON: {e}")),
     };
-    let plan = match validate(&job, &state.buckets, state.segment_seconds) {
+    let plan = match validate(&job, &state.buckets, state.segment_seconds, &state.gpu) {
         Ok(p) => p,
         Err((code, msg)) => return error(code, msg),
     };

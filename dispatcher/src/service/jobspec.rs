@@ -87,11 +87,13 @@ fn validate_output(
     })
 }
 
-/// Checks a job against the farm's rules; returns the plan or (code, message).
+/// Checks a job against the farm's rules; returns the plan or (code, message). `gpu` is what
+/// the farm's FFmpeg offers for NVENC (the media child's answer), for jobs that ask for a card.
 pub fn validate(
     job: &ApiJob,
     buckets: &[String],
     default_segment: f64,
+    gpu: &tessera_media::HwCapabilities,
 ) -> Result<JobPlan, Invalid> {
     let input = S3Uri::parse(&job.input).map_err(|e| bad(format!("input: {e}")))?;
     allowed(&input, buckets, "input")?;
@@ -153,8 +155,7 @@ pub fn validate(
     if job.priority.is_some_and(|p| p > 9) {
         return Err(bad("priority must be 0-9"));
     }
-    let caps = tessera_media::hw_capabilities();
-    let nvenc_can = |o: &PlannedOutput| caps.gpu_path() && caps.has_encoder(o.rendition.codec);
+    let nvenc_can = |o: &PlannedOutput| gpu.gpu_path() && gpu.has_encoder(o.rendition.codec);
     let hardware = match job.hardware {
         Hardware::Gpu => {
             if let Some(o) = outputs.iter().find(|o| !nvenc_can(o)) {
@@ -229,13 +230,44 @@ mod tests {
         serde_json::from_value(body).unwrap()
     }
 
+    /// An FFmpeg with the GPU path and NVENC for H.264 and HEVC (Debian's 5.1).
+    const NVENC: tessera_media::HwCapabilities = tessera_media::HwCapabilities {
+        cuda_hwaccel: true,
+        h264_nvenc: true,
+        hevc_nvenc: true,
+        av1_nvenc: false,
+        scale_cuda: true,
+    };
+
+    #[test]
+    fn hardware_follows_what_the_media_child_offers() {
+        let buckets = vec!["input".to_string(), "output".to_string()];
+        let ask = |hardware: &str, codec: &str| {
+            job(
+                serde_json::json!({"input": "s3://input/a.mp4", "hardware": hardware,
+                "outputs": [{"destination": "s3://output/b.mp4", "codec": codec}]}),
+            )
+        };
+        let none = tessera_media::HwCapabilities::default();
+        let hw = |j: &ApiJob, caps| validate(j, &buckets, 10.0, caps).map(|p| p.hardware);
+        assert_eq!(hw(&ask("gpu", "h264"), &NVENC), Ok(Hardware::Gpu));
+        assert_eq!(hw(&ask("any", "hevc"), &NVENC), Ok(Hardware::Any));
+        // Without NVENC for the codec, "gpu" is refused and "any" stays on the CPU.
+        let err = hw(&ask("gpu", "h264"), &none).unwrap_err();
+        assert!(err.1.contains("cannot encode H264 on NVENC"), "{err:?}");
+        assert!(hw(&ask("gpu", "av1"), &NVENC).is_err());
+        assert_eq!(hw(&ask("any", "h264"), &none), Ok(Hardware::Cpu));
+        assert_eq!(hw(&ask("any", "av1"), &NVENC), Ok(Hardware::Cpu));
+        assert_eq!(hw(&ask("cpu", "h264"), &NVENC), Ok(Hardware::Cpu));
+    }
+
     #[test]
     fn validation() {
         let buckets = vec!["input".to_string(), "output".to_string()];
         let ok = job(
             serde_json::json!({"input": "s3://input/a.mp4", "outputs": [{"destination": "s3://output/b.mkv", "crf": 20}]}),
         );
-        let p = validate(&ok, &buckets, 10.0).unwrap();
+        let p = validate(&ok, &buckets, 10.0, &NVENC).unwrap();
         assert_eq!(p.outputs[0].container, Container::Mkv);
         assert_eq!(p.outputs[0].rendition.rate, RateControl::Crf(20.0));
         assert_eq!(p.priority, 5);
@@ -243,13 +275,13 @@ mod tests {
             serde_json::json!({"input": "s3://secret/a.mp4", "outputs": [{"destination": "s3://output/b.mp4"}]}),
         );
         assert_eq!(
-            status(&validate(&forbidden, &buckets, 10.0).unwrap_err().0),
+            status(&validate(&forbidden, &buckets, 10.0, &NVENC).unwrap_err().0),
             StatusCode::FORBIDDEN
         );
         let two = job(
             serde_json::json!({"input": "s3://input/a.mp4", "outputs": [{"destination": "s3://output/b.mp4"}, {"destination": "s3://output/c.mp4"}]}),
         );
-        let p = validate(&two, &buckets, 10.0).unwrap();
+        let p = validate(&two, &buckets, 10.0, &NVENC).unwrap();
         let names: Vec<_> = p
             .outputs
             .iter()
@@ -259,27 +291,30 @@ mod tests {
         let same = job(
             serde_json::json!({"input": "s3://input/a.mp4", "outputs": [{"destination": "s3://output/b.mp4"}, {"destination": "s3://output/b.mp4", "height": 360}]}),
         );
-        let err = validate(&same, &buckets, 10.0).unwrap_err();
+        let err = validate(&same, &buckets, 10.0, &NVENC).unwrap_err();
         assert!(
             err.1.contains("outputs[1]") && err.1.contains("twice"),
             "{err:?}"
         );
         let none = job(serde_json::json!({"input": "s3://input/a.mp4", "outputs": []}));
         assert_eq!(
-            validate(&none, &buckets, 10.0).unwrap_err().0,
+            validate(&none, &buckets, 10.0, &NVENC).unwrap_err().0,
             "invalid_job"
         );
         let urgent = job(
             serde_json::json!({"input": "s3://input/a.mp4", "outputs": [{"destination": "s3://output/b.mp4"}], "priority": 9}),
         );
-        assert_eq!(validate(&urgent, &buckets, 10.0).unwrap().priority, 9);
+        assert_eq!(
+            validate(&urgent, &buckets, 10.0, &NVENC).unwrap().priority,
+            9
+        );
         let bad_preset = job(
             serde_json::json!({"input": "s3://input/a.mp4", "outputs": [{"destination": "s3://output/b.mp4", "preset": "warp"}]}),
         );
-        assert!(validate(&bad_preset, &buckets, 10.0).is_err());
+        assert!(validate(&bad_preset, &buckets, 10.0, &NVENC).is_err());
         let avi = job(
             serde_json::json!({"input": "s3://input/a.mp4", "outputs": [{"destination": "s3://output/b.avi"}]}),
         );
-        assert!(validate(&avi, &buckets, 10.0).is_err());
+        assert!(validate(&avi, &buckets, 10.0, &NVENC).is_err());
     }
 }

@@ -115,7 +115,7 @@ proptest! {
         let Ok(api) = serde_json::from_value::<ApiJob>(body.clone()) else {
             return Ok(());
         };
-        let Ok(plan) = validate(&api, &buckets, 10.0) else {
+        let Ok(plan) = validate(&api, &buckets, 10.0, &tessera_media::HwCapabilities::default()) else {
             return Ok(());
         };
         prop_assert!(buckets.contains(&plan.input.bucket), "{body}");

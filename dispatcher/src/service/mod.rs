@@ -86,6 +86,9 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
         max_input_frames: settings.max_input_frames,
         task_deadline: settings.task_deadline,
     });
+    // What the media child's FFmpeg offers; a dispatcher whose child cannot answer does not
+    // start.
+    let caps = runner.sandbox.capabilities().await?;
     let state = Arc::new(AppState {
         db: db.clone(),
         runner,
@@ -93,6 +96,7 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
         buckets: settings.buckets.clone(),
         upload_bucket: settings.upload_bucket.clone(),
         segment_seconds: settings.segment_seconds,
+        gpu: caps.hw,
         max_jobs_per_tenant: settings.limits.jobs_per_tenant,
         running: Mutex::new(Default::default()),
     });

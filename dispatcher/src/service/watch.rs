@@ -245,7 +245,8 @@ impl Watch {
             psnr: false,
             hardware: Default::default(),
         };
-        validate(&job, buckets, 10.0).map_err(|(_, msg)| format!("{me}: {msg}"))?;
+        validate(&job, buckets, 10.0, &Default::default())
+            .map_err(|(_, msg)| format!("{me}: {msg}"))?;
         Ok(())
     }
 }

@@ -1,7 +1,8 @@
 //! The child's side of the sandbox protocol: run media operations and answer on stdout.
 //!
-//! Why its own module: the same executable is both parent and child; keeping the child's loop
-//! apart from the parent's process management keeps each readable. Two modes:
+//! Why its own module: the `tessera-media` executable runs this side and the parents run the
+//! other; keeping the child's loop apart from the parent's process management keeps each
+//! readable. Two modes:
 //! - one-shot (`CHILD_ARG`): read one JSON request to EOF, answer, exit;
 //! - serve (`CHILD_ARG SERVE_ARG`): read one [`ServeRequest`] per line, answer each with
 //!   `progress N` lines and one `result {json}` line, until stdin closes. Used by warm slots
@@ -27,8 +28,17 @@ pub(crate) struct ServeRequest {
     pub(crate) request: MediaOp,
 }
 
-/// Entry point of a media child; returns the exit code.
-pub(crate) fn child_main() -> i32 {
+/// Entry point of the media child executable (`tessera-media`); returns the exit code.
+///
+/// Why public: the executable lives in the tessera-cli package and is only this call.
+pub fn child_main() -> i32 {
+    if std::env::args().nth(1).as_deref() != Some(super::CHILD_ARG) {
+        eprintln!(
+            "tessera-media runs FFmpeg work for tessera's sandbox and is started by it \
+             (tessera, tessera-worker, tessera-dispatcher); it is not a command to run by hand"
+        );
+        return 2;
+    }
     if std::env::args().nth(2).as_deref() == Some(SERVE_ARG) {
         tessera_media::init();
         let stdin = std::io::stdin();
@@ -167,6 +177,10 @@ fn execute(op: &MediaOp, out: &mut dyn Write) -> Result<serde_json::Value, Media
         }
         MediaOp::Quality { output, source } => to_json(serde_json::to_value(
             tessera_media::measure_quality(output, source)?,
+        )),
+        MediaOp::Capabilities => to_json(serde_json::to_value(tessera_media::capabilities())),
+        MediaOp::NvdecCheck { input, device } => to_json(serde_json::to_value(
+            tessera_media::nvdec_decode_check(input, *device)?,
         )),
     }
 }

@@ -31,13 +31,21 @@ fn our_own_pid_is_ours_and_others_are_not() {
 
 #[test]
 fn without_nvml_the_worker_is_cpu_only() {
-    // This machine has no NVIDIA driver: detection must say so and return None.
-    assert!(Gpus::detect(&GpuSettings::default()).is_none());
+    // This machine has no NVIDIA driver: detection must say so and return None, even with
+    // an FFmpeg that has the whole GPU path.
+    let caps = tessera_media::HwCapabilities {
+        cuda_hwaccel: true,
+        h264_nvenc: true,
+        hevc_nvenc: true,
+        av1_nvenc: false,
+        scale_cuda: true,
+    };
+    assert!(Gpus::detect(&GpuSettings::default(), &caps).is_none());
     let off = GpuSettings {
         enabled: GpuMode::Off,
         ..GpuSettings::default()
     };
-    assert!(Gpus::detect(&off).is_none());
+    assert!(Gpus::detect(&off, &caps).is_none());
 }
 
 /// With every card out and nothing running the prefetch is 0: the worker stops

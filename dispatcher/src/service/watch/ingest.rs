@@ -135,7 +135,8 @@ impl Ingest {
             psnr: false,
             hardware: Default::default(),
         };
-        let plan = match validate(&job, &self.state.buckets, self.state.segment_seconds) {
+        let state = &self.state;
+        let plan = match validate(&job, &state.buckets, state.segment_seconds, &state.gpu) {
             Ok(plan) => plan,
             Err((code, msg)) => {
                 return self.reject(&id, &idem, bucket, key, code, &format!("{input}: {msg}"))

@@ -1,0 +1,90 @@
+//! The operations a media child runs, as the parent sends them.
+//!
+//! Why its own module: the protocol's vocabulary is shared by both sides (the parent's
+//! [`super::Sandbox`] and the child's loop), apart from how either side runs it.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use tessera_media::{AudioRequest, EncodeRequest, SegmentPlan, StitchRequest};
+
+/// One media operation, as sent to the child.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum MediaOp {
+    /// Probe an input.
+    Probe {
+        /// The input file.
+        input: PathBuf,
+        /// Most video frames accepted (the farm's admission limit; none: the media crate's).
+        #[serde(default)]
+        max_frames: Option<u64>,
+    },
+    /// Cut chunks; its progress values are the indices of finished chunks.
+    Split {
+        /// The input file.
+        input: PathBuf,
+        /// The plan.
+        segments: Vec<SegmentPlan>,
+        /// Timestamp bias.
+        bias: i64,
+        /// How to derive dts from pts (from the probe).
+        dts_rule: tessera_media::timestamps::DtsRule,
+        /// The probe's pts for a container that stores none.
+        #[serde(default)]
+        derived_pts: Option<tessera_media::reorder::DerivedPts>,
+        /// Where to write chunks.
+        dir: PathBuf,
+    },
+    /// Encode a segment.
+    Encode(EncodeRequest),
+    /// Transcode the audio.
+    Audio(AudioRequest),
+    /// Stitch the output.
+    Stitch(StitchRequest),
+    /// Measure PSNR/SSIM.
+    Quality {
+        /// The encoded output.
+        output: PathBuf,
+        /// The source.
+        source: PathBuf,
+    },
+    /// Cut one stream of a stitched rendition into a streaming package's media segments.
+    Segment(tessera_media::segmenter::SegmentRequest),
+    /// Compose a sprite sheet of a package's thumbnail tiles.
+    Sprite(tessera_media::SpriteRequest),
+    /// Open a CUDA context on a card (the probation probe of a card marked unhealthy).
+    GpuProbe {
+        /// CUDA ordinal of the card.
+        device: u32,
+    },
+    /// Say what the linked FFmpeg build can do ([`tessera_media::Capabilities`]).
+    Capabilities,
+    /// Decode a file on NVDEC into card memory and report frames and speed (`tessera gpu
+    /// --nvdec-check`).
+    NvdecCheck {
+        /// The file.
+        input: PathBuf,
+        /// CUDA ordinal of the card.
+        device: u32,
+    },
+}
+
+impl MediaOp {
+    /// A short name for logs and errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            MediaOp::Probe { .. } => "probe",
+            MediaOp::Split { .. } => "split",
+            MediaOp::Encode(_) => "encode",
+            MediaOp::Audio(_) => "audio",
+            MediaOp::Stitch(_) => "stitch",
+            MediaOp::Quality { .. } => "quality",
+            MediaOp::Segment(_) => "segment package",
+            MediaOp::Sprite(_) => "sprite sheet",
+            MediaOp::GpuProbe { .. } => "gpu probe",
+            MediaOp::Capabilities => "capabilities",
+            MediaOp::NvdecCheck { .. } => "nvdec check",
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! What the linked FFmpeg build can do, as one serialisable answer.
+//!
+//! Why: only the media child (`tessera-media`) links FFmpeg. The worker, the dispatcher and
+//! the CLI ask it once through the sandbox and decide from this value (which encoders a
+//! worker can run, whether a job may ask for NVENC), so they start without loading FFmpeg.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{HwCapabilities, ImageFormat, VideoCodec};
+
+/// Every question the parent processes ask of the linked FFmpeg build.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capabilities {
+    /// The GPU path: CUDA hwaccel, scale_cuda and the NVENC encoders built in.
+    pub hw: HwCapabilities,
+    /// The video codecs whose software encoder (libx264, libx265, libsvtav1) is built in.
+    pub software_encoders: Vec<VideoCodec>,
+    /// The still-image formats whose encoder is built in.
+    pub image_encoders: Vec<ImageFormat>,
+}
+
+impl Capabilities {
+    /// Whether the software encoder of `codec` is built in.
+    pub fn software_encoder(&self, codec: VideoCodec) -> bool {
+        self.software_encoders.contains(&codec)
+    }
+
+    /// Whether still images of `format` can be written.
+    pub fn image_encoder(&self, format: ImageFormat) -> bool {
+        self.image_encoders.contains(&format)
+    }
+}
+
+/// Asks the linked FFmpeg build; cheap, touches no GPU. Runs in the media child.
+pub fn capabilities() -> Capabilities {
+    Capabilities {
+        hw: crate::hw::hw_capabilities(),
+        software_encoders: [VideoCodec::H264, VideoCodec::Hevc, VideoCodec::Av1]
+            .into_iter()
+            .filter(|&c| crate::hw::software_encoder_available(c))
+            .collect(),
+        image_encoders: [ImageFormat::Jpeg, ImageFormat::Webp]
+            .into_iter()
+            .filter(|&f| crate::stills::image_encoder_available(f))
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debian_ffmpeg_has_the_software_encoders_and_both_image_formats() {
+        let caps = capabilities();
+        assert!(caps.software_encoder(VideoCodec::H264), "{caps:?}");
+        assert!(caps.software_encoder(VideoCodec::Hevc), "{caps:?}");
+        assert!(caps.image_encoder(ImageFormat::Jpeg), "{caps:?}");
+        assert!(caps.image_encoder(ImageFormat::Webp), "{caps:?}");
+        let back: Capabilities =
+            serde_json::from_str(&serde_json::to_string(&caps).unwrap()).unwrap();
+        assert_eq!(back, caps);
+    }
+
+    #[test]
+    fn an_empty_answer_offers_nothing() {
+        let none = Capabilities::default();
+        assert!(!none.software_encoder(VideoCodec::H264));
+        assert!(!none.image_encoder(ImageFormat::Jpeg));
+        assert!(!none.hw.gpu_path());
+    }
+}
