@@ -24,6 +24,32 @@ const ACCEPTED_PROTOCOLS: &str = "file";
 
 /// Opens an input after checking that it exists and is not empty.
 pub(crate) fn open_input(path: &Path) -> Result<ff::format::context::Input, MediaError> {
+    open_checked(path, true)
+}
+
+/// Opens a file tessera wrote itself (an encoded segment, a stitched output) to read its
+/// packets: the demuxer's header only, without decoding the first frames to guess what the
+/// header lacks. Not for uploads: a stream's pixel format, and what else only a decode tells,
+/// are unset; and where the container stores no decode timestamps (NUT, Matroska) packets of
+/// a stream with B-frames come without dts. Their pts, flags and bytes are the file's.
+pub(crate) fn open_own_file(path: &Path) -> Result<ff::format::context::Input, MediaError> {
+    open_checked(path, false)
+}
+
+/// [`open_own_file`] for a reader that needs every packet's dts as well: header only where the
+/// container stores them (MP4/MOV), with the decode probe otherwise.
+pub(crate) fn open_own_file_with_dts(
+    path: &Path,
+) -> Result<ff::format::context::Input, MediaError> {
+    let ictx = open_own_file(path)?;
+    if ictx.format().name().starts_with("mov") {
+        return Ok(ictx);
+    }
+    drop(ictx);
+    open_input(path)
+}
+
+fn open_checked(path: &Path, stream_info: bool) -> Result<ff::format::context::Input, MediaError> {
     let meta = std::fs::metadata(path).map_err(|e| MediaError::InputUnreadable {
         path: path.display().to_string(),
         reason: e.to_string(),
@@ -42,7 +68,12 @@ pub(crate) fn open_input(path: &Path) -> Result<ff::format::context::Input, Medi
     let mut options = ff::Dictionary::new();
     options.set("format_whitelist", ACCEPTED_DEMUXERS);
     options.set("protocol_whitelist", ACCEPTED_PROTOCOLS);
-    ff::format::input_with_dictionary(path, options).map_err(|e| match refused_kind(path) {
+    let opened = if stream_info {
+        ff::format::input_with_dictionary(path, options)
+    } else {
+        crate::ffi::open_without_stream_info(path, options)
+    };
+    opened.map_err(|e| match refused_kind(path) {
         Some(kind) => MediaError::Unsupported {
             path: path.display().to_string(),
             reason: format!(
@@ -180,5 +211,86 @@ fn unsupported_codec(stream: &ff::format::stream::Stream, path: &Path, e: ff::Er
             stream.index(),
             stream.parameters().id()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Everything of a file that the stitch and the QC gate read: per stream the time base
+    /// and extradata, per packet its stream, timestamps, flags and size.
+    fn seen(mut ictx: ff::format::context::Input, path: &Path) -> Vec<String> {
+        let mut out: Vec<String> = ictx
+            .streams()
+            .map(|s| {
+                let extradata = crate::ffi::stream_extradata(&s);
+                format!("stream {} {:?} {:?}", s.index(), s.time_base(), extradata)
+            })
+            .collect();
+        while let Some(p) = read_packet(&mut ictx, path).unwrap() {
+            out.push(format!(
+                "{} {:?} {:?} {} {}",
+                p.stream(),
+                p.pts(),
+                p.dts(),
+                p.is_key(),
+                p.size()
+            ));
+        }
+        out
+    }
+
+    #[test]
+    fn tessera_files_read_the_same_without_the_stream_info_probe() {
+        crate::init();
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["seg.nut", "out.mp4", "out.mkv"] {
+            let path = dir.path().join(name);
+            let made = std::process::Command::new("ffmpeg")
+                .args(["-v", "error", "-f", "lavfi", "-i"])
+                .arg("testsrc2=size=320x240:rate=25:duration=2")
+                .args(["-f", "lavfi", "-i", "sine=duration=2"])
+                .args([
+                    "-c:v",
+                    "libx264",
+                    "-bf",
+                    "3",
+                    "-g",
+                    "20",
+                    "-flags",
+                    "+global_header",
+                ])
+                .args(["-c:a", "aac"])
+                .arg(&path)
+                .status()
+                .unwrap();
+            assert!(made.success(), "ffmpeg could not make {name}");
+            let probed = seen(open_input(&path).unwrap(), &path);
+            assert!(probed.len() > 50, "{name}: {probed:?}");
+            // pts, flags and bytes are the file's either way; dts too where asked for.
+            let header_only = seen(open_own_file(&path).unwrap(), &path);
+            let strip = |lines: &[String]| -> Vec<String> {
+                lines
+                    .iter()
+                    .map(|l| {
+                        let f: Vec<&str> = l.split(' ').collect();
+                        if l.starts_with("stream") {
+                            l.clone()
+                        } else {
+                            format!("{} {} {} {}", f[0], f[1], f[f.len() - 2], f[f.len() - 1])
+                        }
+                    })
+                    .collect()
+            };
+            assert_eq!(strip(&probed), strip(&header_only), "{name}");
+            let with_dts = seen(open_own_file_with_dts(&path).unwrap(), &path);
+            assert_eq!(probed, with_dts, "{name}");
+        }
+        let missing = dir.path().join("missing.nut");
+        assert!(matches!(
+            open_own_file(&missing),
+            Err(MediaError::InputUnreadable { .. })
+        ));
     }
 }

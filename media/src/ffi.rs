@@ -3,18 +3,21 @@
 //! Why: keeping the FFI in one small audited module means the rest of the crate is safe Rust,
 //! and each block below states the invariant it relies on. The CUDA hardware-context FFI of
 //! the GPU path is the submodule `cuda` (ffi/cuda.rs, with the log capture in ffi/avlog.rs),
-//! frame references (ffi/frame.rs), the decoder switches (ffi/decoder.rs) and the demuxer index reader (ffi/index.rs),
-//! under the same rule.
+//! frame references (ffi/frame.rs), the decoder switches (ffi/decoder.rs), the demuxer index
+//! reader (ffi/index.rs) and the open without stream-info probing (ffi/open.rs), under the same
+//! rule.
 
 mod avlog;
 pub(crate) mod cuda;
 mod decoder;
 mod frame;
 mod index;
+mod open;
 
 pub(crate) use decoder::{decode_fast, decode_references, skip_nonref_frames};
 pub(crate) use frame::{buffersrc_write, frame_ref};
 pub(crate) use index::keyframe_times;
+pub(crate) use open::open_without_stream_info;
 
 use ff::ffi;
 use ff::packet::Ref as _;

@@ -11,7 +11,7 @@ use ffmpeg_next as ff;
 use serde::{Deserialize, Serialize};
 
 use crate::audio::AudioTrackResult;
-use crate::demux::{open_input, read_packet};
+use crate::demux::{open_input, open_own_file, read_packet};
 use crate::timestamps::{decode_timestamps_with, DtsRule};
 use crate::types::{Container, Rational};
 use crate::verify::{verify_output, OutputCheck, OutputExpectation};
@@ -135,7 +135,7 @@ fn write_output(req: &StitchRequest, tmp: &Path) -> Result<StitchResult, MediaEr
 
     // Video stream from the first segment's parameters; every segment must agree on them.
     let first = open_input(&req.segments[0])?;
-    let (seg_tb, extradata) = {
+    let seg_tb = {
         let s = first
             .stream(0)
             .ok_or_else(|| MediaError::invalid(&req.segments[0], "no stream"))?;
@@ -152,7 +152,7 @@ fn write_output(req: &StitchRequest, tmp: &Path) -> Result<StitchResult, MediaEr
         if let Some(m) = &req.display_matrix {
             ffi::add_display_matrix(&mut ost, m);
         }
-        (s.time_base(), ffi::stream_extradata(&s))
+        s.time_base()
     };
     drop(first);
 
@@ -229,13 +229,16 @@ fn write_output(req: &StitchRequest, tmp: &Path) -> Result<StitchResult, MediaEr
     let mut pending_audio: Option<ff::Packet> = None;
     let mut audio_done = audio_src.is_none();
 
+    // Every segment's header must agree with the first's (read the same way: header only).
+    let mut extradata = None;
     for seg_path in &req.segments {
-        let mut seg = open_input(seg_path)?;
+        let mut seg = open_own_file(seg_path)?;
         {
             let s = seg
                 .stream(0)
                 .ok_or_else(|| MediaError::invalid(seg_path, "no stream"))?;
-            if ffi::stream_extradata(&s) != extradata || s.time_base() != seg_tb {
+            let this = ffi::stream_extradata(&s);
+            if *extradata.get_or_insert_with(|| this.clone()) != this || s.time_base() != seg_tb {
                 return Err(MediaError::InvalidRequest(format!(
                     "{}: encoded with different settings than the first segment",
                     seg_path.display()
@@ -356,7 +359,7 @@ fn joint_reorder(
         first_pts: 0,
     };
     for path in segments {
-        let mut seg = open_input(path)?;
+        let mut seg = open_own_file(path)?;
         let mut pts = Vec::new();
         while let Some(packet) = read_packet(&mut seg, path)? {
             if let Some(p) = packet.pts() {

@@ -11,7 +11,7 @@ use std::path::Path;
 use ffmpeg_next as ff;
 use serde::{Deserialize, Serialize};
 
-use crate::demux::{open_audio_decoder, open_input, read_packet};
+use crate::demux::{open_audio_decoder, open_own_file_with_dts, read_packet};
 use crate::types::Rational;
 use crate::verify_parts::{borders, decode_video, seconds, Depth};
 use crate::{ffi, MediaError};
@@ -81,7 +81,7 @@ pub fn verify_output(
         what: expect.label.clone(),
         reason,
     };
-    let mut ictx = open_input(path)?;
+    let mut ictx = open_own_file_with_dts(path)?;
     let video = ictx
         .streams()
         .best(ff::media::Type::Video)

@@ -25,7 +25,7 @@ use std::path::Path;
 
 use ffmpeg_next as ff;
 
-use crate::demux::{open_input, open_video_decoder_with, read_packet};
+use crate::demux::{open_own_file_with_dts, open_video_decoder_with, read_packet};
 use crate::{ffi, MediaError};
 
 /// How far before its border a part seeks: demuxers seek to a keyframe at or before the
@@ -225,7 +225,7 @@ fn decode_part(
     depth: Depth,
 ) -> Result<Shown, String> {
     let media = |e: MediaError| e.to_string();
-    let mut ictx = open_input(path).map_err(media)?;
+    let mut ictx = open_own_file_with_dts(path).map_err(media)?;
     let stream = ictx
         .stream(index)
         .ok_or_else(|| format!("no stream {index}"))?;
