@@ -41,12 +41,13 @@ pub(crate) fn open_own_file(path: &Path) -> Result<ff::format::context::Input, M
 pub(crate) fn open_own_file_with_dts(
     path: &Path,
 ) -> Result<ff::format::context::Input, MediaError> {
-    let ictx = open_own_file(path)?;
-    if ictx.format().name().starts_with("mov") {
-        return Ok(ictx);
+    let mut ictx = open_own_file(path)?;
+    if !ictx.format().name().starts_with("mov") {
+        // The probe on the context already open, not a second open of the file.
+        crate::ffi::find_stream_info(&mut ictx)
+            .map_err(|e| MediaError::invalid(path, describe_open_error(e)))?;
     }
-    drop(ictx);
-    open_input(path)
+    Ok(ictx)
 }
 
 fn open_checked(path: &Path, stream_info: bool) -> Result<ff::format::context::Input, MediaError> {

@@ -17,7 +17,7 @@ mod open;
 pub(crate) use decoder::{decode_fast, decode_references, skip_nonref_frames};
 pub(crate) use frame::{buffersrc_write, frame_ref};
 pub(crate) use index::keyframe_times;
-pub(crate) use open::open_without_stream_info;
+pub(crate) use open::{find_stream_info, open_without_stream_info};
 
 use ff::ffi;
 use ff::packet::Ref as _;

@@ -38,3 +38,15 @@ pub(crate) fn open_without_stream_info(
     // closes it with avformat_close_input when dropped.
     Ok(unsafe { ff::format::context::Input::wrap(ctx) })
 }
+
+/// Runs the stream-info probe that [`open_without_stream_info`] left out, on `ictx`, for a
+/// reader that needs what only decoding tells (e.g. the dts of a container without them).
+pub(crate) fn find_stream_info(ictx: &mut ff::format::context::Input) -> Result<(), ff::Error> {
+    // SAFETY: `ictx` owns an opened input context for this borrow; the call only reads
+    // packets and fills in its streams' fields.
+    let rc = unsafe { ffi::avformat_find_stream_info(ictx.as_mut_ptr(), ptr::null_mut()) };
+    if rc < 0 {
+        return Err(ff::Error::from(rc));
+    }
+    Ok(())
+}
