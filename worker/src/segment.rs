@@ -326,7 +326,9 @@ impl SegmentRunner {
             source_bit_depth: e.source_bit_depth,
             outputs: outputs.clone(),
             threads: match self.config.lend_idle_cores {
-                Some(share) => share.threads(self.config.threads_per_slot, task.segments),
+                Some(share) => {
+                    share.threads(self.config.threads_per_slot, task.segments, task.segment)
+                }
                 None => self.config.threads_per_slot,
             },
             hardware,
