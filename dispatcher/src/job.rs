@@ -146,8 +146,7 @@ async fn run_stages(
         audio_tracks,
         collected.frames,
     );
-    let stitch_rss =
-        or_cancel(cancel, job, stitching::stitch_all(ctx, req, &tasks, events)).await?;
+    let stitched = or_cancel(cancel, job, stitching::stitch_all(ctx, req, &tasks, events)).await?;
     let mut quality = Vec::with_capacity(tasks.len());
     for task in &tasks {
         quality.push(if req.measure_quality {
@@ -214,7 +213,7 @@ async fn run_stages(
             prepared.peak_rss_bytes,
             collected.peak_segment_rss,
             audio_rss,
-            stitch_rss,
+            stitched.peak_rss_bytes,
         ]
         .into_iter()
         .max()
@@ -228,6 +227,7 @@ async fn run_stages(
         prepare_s,
         finish_s: wall_s - collected_at,
         fixed_overhead_s: prepare_s + (wall_s - collected_at),
+        qc_s: stitched.check_seconds,
     })
 }
 

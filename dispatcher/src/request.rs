@@ -261,6 +261,10 @@ pub struct JobReport {
     /// per-file overhead).
     #[serde(default)]
     pub fixed_overhead_s: f64,
+    /// Of `finish_s`, the seconds the QC gate took checking the stitched outputs (summed over
+    /// outputs): the one part of the fixed overhead that grows with the output's length.
+    #[serde(default)]
+    pub qc_s: f64,
 }
 
 /// One delivered output.

@@ -91,20 +91,29 @@ fn expectation(
     }
 }
 
-/// Publishes the stitch tasks and waits until every output is stitched; returns the largest
-/// peak RSS of the stitch children. A frame count other than the segments' fails the job.
+/// What the stitches of a job's outputs cost, for its report.
+#[derive(Debug, Default)]
+pub(crate) struct Stitched {
+    /// The largest peak RSS of the stitch children.
+    pub(crate) peak_rss_bytes: u64,
+    /// Seconds the QC gate took, summed over outputs.
+    pub(crate) check_seconds: f64,
+}
+
+/// Publishes the stitch tasks and waits until every output is stitched; returns what they
+/// cost. A frame count other than the segments' fails the job.
 pub(crate) async fn stitch_all(
     ctx: &DispatchContext,
     req: &JobRequest,
     tasks: &[StitchTask],
     events: &mut dyn Consumer,
-) -> Result<u64, FarmError> {
+) -> Result<Stitched, FarmError> {
     for task in tasks {
         crate::patience::publish_patiently(&*ctx.queue, &ctx.stitch_queue, &encode_message(task))
             .await?;
     }
     let mut done = vec![false; tasks.len()];
-    let mut peak_rss = 0;
+    let mut stitched = Stitched::default();
     let mut silence = Silence::new(ctx.task_deadline);
     while done.iter().any(|d| !d) {
         let (event, delivery) = tokio::select! {
@@ -138,6 +147,7 @@ pub(crate) async fn stitch_all(
             SegmentOutcome::Done {
                 frames,
                 peak_rss_bytes,
+                check_seconds,
                 ..
             } => {
                 let expected = tasks[index].expected_frames;
@@ -149,7 +159,8 @@ pub(crate) async fn stitch_all(
                     ));
                 }
                 done[index] = true;
-                peak_rss = peak_rss.max(peak_rss_bytes);
+                stitched.peak_rss_bytes = stitched.peak_rss_bytes.max(peak_rss_bytes);
+                stitched.check_seconds += check_seconds;
             }
             // A copy of a stitch that already has its result failed: the result stands.
             SegmentOutcome::Failed { .. } if done[index] => {}
@@ -160,7 +171,7 @@ pub(crate) async fn stitch_all(
             } => return Err(task_failed(event.task, code, class, &message)),
         }
     }
-    Ok(peak_rss)
+    Ok(stitched)
 }
 
 /// PSNR/SSIM of one stitched output against the source (fetched from the work area into

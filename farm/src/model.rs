@@ -137,6 +137,10 @@ pub enum SegmentOutcome {
         /// range: the dispatcher sums them against the job's `source_corrupt` limit.
         #[serde(default)]
         decode_errors: u64,
+        /// Seconds of the child's media work that the QC gate took (stitches; 0 for
+        /// segments): the dispatcher reports them as the job's `qc_s`.
+        #[serde(default)]
+        check_seconds: f64,
     },
     /// Failed for good (input error or delivery limit reached).
     Failed {

@@ -55,6 +55,10 @@ pub struct OutputCheck {
     /// after the parts disagreed with the plan).
     #[serde(default)]
     pub video_parts: u32,
+    /// Wall seconds the gate took, opening to verdict: the part of a job's end that the
+    /// report names `qc_s`, so where an output's time goes can be read, not guessed.
+    #[serde(default)]
+    pub seconds: f64,
 }
 
 struct AudioTrack {
@@ -77,6 +81,7 @@ pub fn verify_output(
     expect: &OutputExpectation,
     threads: usize,
 ) -> Result<OutputCheck, MediaError> {
+    let started = std::time::Instant::now();
     let fail = |reason: String| MediaError::QcFailed {
         what: expect.label.clone(),
         reason,
@@ -163,6 +168,7 @@ pub fn verify_output(
             })
             .collect(),
         video_parts: video_parts as u32,
+        seconds: started.elapsed().as_secs_f64(),
     };
     judge(&check, expect).map_err(fail)?;
     Ok(check)
@@ -276,6 +282,7 @@ mod tests {
             video_end_seconds: 3.96,
             audio: vec![(0.0, 4.0)],
             video_parts: 1,
+            seconds: 0.5,
         }
     }
 

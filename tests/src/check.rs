@@ -200,6 +200,13 @@ pub fn measure_transcode(src: &Path, job: Job, min_segments: u32) -> (Comparison
             report.prepare_s, report.finish_s, report.wall_s
         ));
     }
+    // The QC gate checked the output, after the last segment.
+    if !(report.qc_s > 0.0 && report.qc_s < report.finish_s) {
+        p.push(format!(
+            "report qc_s {} not within finish_s {}",
+            report.qc_s, report.finish_s
+        ));
+    }
     check_audio(&s, &o, tol, &mut p);
     check_metadata(&s.video_info, &o.video_info, &mut p);
     let db = psnr(&job.output, src);

@@ -26,6 +26,9 @@ pub struct Report {
     /// Seconds after the last segment (stitch, QC decode, delivery).
     #[serde(default)]
     pub finish_s: f64,
+    /// Of `finish_s`, the QC gate's seconds.
+    #[serde(default)]
+    pub qc_s: f64,
     /// Peak resident memory of any child process, bytes.
     pub peak_child_rss_bytes: u64,
     /// Present with `--quality`.

@@ -84,6 +84,8 @@ pub(crate) struct Done {
     pub(crate) peak_rss_bytes: u64,
     /// Decoder errors in the source range (segments; 0 for stitches).
     pub(crate) decode_errors: u64,
+    /// Seconds the QC gate took (stitches; 0 for segments).
+    pub(crate) check_seconds: f64,
 }
 
 impl SegmentRunner {
@@ -197,6 +199,7 @@ impl SegmentRunner {
                         overhead_seconds: overhead,
                         peak_rss_bytes: done.peak_rss_bytes,
                         decode_errors: done.decode_errors,
+                        check_seconds: done.check_seconds,
                     },
                 );
                 // Ack only once the event is published: a lost event would stall the job.
@@ -387,6 +390,7 @@ impl SegmentRunner {
             media_seconds: result.media_seconds,
             peak_rss_bytes: stats.peak_rss_bytes,
             decode_errors: result.decode_errors,
+            check_seconds: 0.0,
         })
     }
 }

@@ -136,6 +136,7 @@ impl SegmentRunner {
             media_seconds,
             peak_rss_bytes: stats.peak_rss_bytes,
             decode_errors: 0,
+            check_seconds: stitched.check.as_ref().map_or(0.0, |c| c.seconds),
         })
     }
 }

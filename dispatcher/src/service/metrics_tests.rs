@@ -149,6 +149,7 @@ fn done_jobs_and_webhooks_are_counted() {
         warnings: Vec::new(),
         prepare_s: 0.2,
         finish_s: 0.3,
+        qc_s: 0.2,
         fixed_overhead_s: 0.5,
     };
     m.job_done(&report);
