@@ -44,9 +44,8 @@ pub struct WorkerConfig {
     pub slots: usize,
     /// Threads for each segment's decoder and encoder.
     pub threads_per_slot: usize,
-    /// When set, a job of fewer segments than the process's slots gets the idle cores too,
-    /// and a job's last round of segments twice its share (the one-process farm; see
-    /// [`cores`]); `None`: always `threads_per_slot`.
+    /// When set, a job of fewer segments than the process's slots gets the idle cores too
+    /// (the one-process farm); `None`: always `threads_per_slot`.
     pub lend_idle_cores: Option<cores::CoreShare>,
     /// Local staging directory (NVMe on GPU nodes).
     pub staging_dir: PathBuf,

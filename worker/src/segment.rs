@@ -329,9 +329,7 @@ impl SegmentRunner {
             source_bit_depth: e.source_bit_depth,
             outputs: outputs.clone(),
             threads: match self.config.lend_idle_cores {
-                Some(share) => {
-                    share.threads(self.config.threads_per_slot, task.segments, task.segment)
-                }
+                Some(share) => share.threads(self.config.threads_per_slot, task.segments),
                 None => self.config.threads_per_slot,
             },
             hardware,
