@@ -48,7 +48,7 @@ pub async fn run(args: &ProbeArgs) -> anyhow::Result<()> {
             .map(|n| n.get())
             .unwrap_or(1)
     });
-    // The plan of `tessera transcode`: its audio step holds one worker first.
+    // The plan of `tessera transcode`: its audio step takes one worker's child too.
     let transcoded: Vec<usize> = (probe.info.audio.iter())
         .filter(|a| !a.stream_copies())
         .map(|a| a.index)

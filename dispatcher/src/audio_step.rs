@@ -1,8 +1,22 @@
 //! The audio step of a job: every audio track transcoded once, for the whole file, in a
 //! child beside the segment encodes, then stored in the work area.
 //!
-//! Why apart from prepare.rs: prepare starts it, the stitch step waits for it; it holds its
-//! own task handle, which must kill the child when the job ends early.
+//! Why apart from prepare.rs: prepare starts it, the collect stage may let it begin, the
+//! stitch step waits for it; it holds its own task handle, which must kill the child when the
+//! job ends early.
+//!
+//! When it begins: at once, except in the one-process farm (whose workers and dispatcher share
+//! one warm child per worker) for a job of one round of segments (no more segments than
+//! children, a short input): there it waits until a segment has finished
+//! ([`AudioTask::segments_left`]) and runs on the child that segment freed. Why: begun at once
+//! it made one worker's segment wait for it, and which worker that was depended on which asked
+//! for a child first, a race the planner could not see: in about one run in ten the segment
+//! the planner had not shortened for it waited, and the two ended 100-150 ms apart. Begun
+//! after a segment, it runs on the child of the segment the planner made shorter for it
+//! (`plan_segments_busy`), which ends first. A longer job begins it at once: its workers take
+//! the segments as they come free, which evens out a worker's late start, while an audio step
+//! left for the end ran past the last segment when the segments ended close together (0.6 s
+//! on the 60 s 1080p benchmark).
 
 use std::path::Path;
 
@@ -10,6 +24,7 @@ use tessera_farm::model::keys;
 use tessera_farm::sandbox::{ChildStats, MediaOp};
 use tessera_farm::FarmError;
 use tessera_media::{AudioRequest, AudioResult, ProbeInfo};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::patience::patiently;
@@ -24,23 +39,47 @@ pub(crate) type AudioOutcome = Result<Option<(AudioResult, ChildStats)>, FarmErr
 
 /// The audio step running beside the encodes. Dropping it (the job was cancelled or failed)
 /// aborts it, which kills its child: no audio transcode outlives its job.
-pub(crate) struct AudioTask(JoinHandle<AudioOutcome>);
+pub(crate) struct AudioTask {
+    task: JoinHandle<AudioOutcome>,
+    /// Held while the step waits for a free child (see the module doc); sent by `begin`.
+    waiting: Option<oneshot::Sender<()>>,
+    /// The step begins once fewer segments than this are left (a child is free of segment
+    /// work). 0: it began at once.
+    children: usize,
+}
 
 impl AudioTask {
     /// Stops the audio step now.
     pub(crate) fn abort(&self) {
-        self.0.abort();
+        self.task.abort();
     }
 
-    /// Waits for the audio step's result.
+    /// Tells a waiting audio step how many segments are still to finish: it begins once that
+    /// leaves a child free of segment work. Called by the collect stage at its start and after
+    /// every segment.
+    pub(crate) fn segments_left(&mut self, left: usize) {
+        if left < self.children {
+            self.begin();
+        }
+    }
+
+    /// Lets a waiting audio step begin (nothing if it has).
+    fn begin(&mut self) {
+        if let Some(go) = self.waiting.take() {
+            let _ = go.send(());
+        }
+    }
+
+    /// Waits for the audio step's result (letting it begin first, if it still waited).
     pub(crate) async fn finish(&mut self) -> Result<AudioOutcome, tokio::task::JoinError> {
-        (&mut self.0).await
+        self.begin();
+        (&mut self.task).await
     }
 }
 
 impl Drop for AudioTask {
     fn drop(&mut self) {
-        self.0.abort();
+        self.task.abort();
     }
 }
 
@@ -102,11 +141,13 @@ fn audio_tracks(req: &JobRequest, info: &ProbeInfo) -> (Vec<usize>, Vec<usize>, 
     )
 }
 
-/// Starts the audio step of `req` (nothing to do without audio tracks).
+/// Starts the audio step of `req` (nothing to do without audio tracks), planned in `segments`
+/// segments; in the one-process farm, a job of one round of segments waits for a segment's
+/// child (see the module doc).
 pub(crate) fn spawn_audio(
     ctx: &DispatchContext,
     req: &JobRequest,
-    fingerprint: u64,
+    (fingerprint, segments): (u64, usize),
     info: &ProbeInfo,
     bias_seconds: f64,
     staging: &Path,
@@ -122,10 +163,26 @@ pub(crate) fn spawn_audio(
         bitrate_per_channel,
         output: staging.join("audio-encoded.nut"),
     };
-    AudioTask(tokio::spawn(async move {
+    let children = ctx
+        .sandbox
+        .shared_children()
+        .filter(|&c| segments <= c)
+        .unwrap_or(0);
+    let (waiting, go) = if children > 0 {
+        let (tx, rx) = oneshot::channel();
+        (Some(tx), Some(rx))
+    } else {
+        (None, None)
+    };
+    let task = tokio::spawn(async move {
         if request.tracks.is_empty() {
             return Ok(None);
         }
+        if let Some(go) = go {
+            // A dropped sender is a dropped AudioTask, whose drop aborts this task.
+            let _ = go.await;
+        }
+        tracing::info!(job = %job, tracks = request.tracks.len(), "audio step began");
         let (result, stats): (AudioResult, _) = ctx
             .sandbox
             .run(&MediaOp::Audio(request.clone()), ctx.limits, &mut |_| {})
@@ -134,7 +191,12 @@ pub(crate) fn spawn_audio(
         patiently("store audio", || ctx.store.put_file(&key, &request.output)).await?;
         let _ = tokio::fs::remove_file(&request.output).await;
         Ok(Some((result, stats)))
-    }))
+    });
+    AudioTask {
+        task,
+        waiting,
+        children,
+    }
 }
 
 #[cfg(test)]
@@ -186,6 +248,54 @@ mod tests {
             title: None,
             subtitles: Vec::new(),
         }
+    }
+
+    /// An audio task whose step only waits for its go and then reports no audio.
+    fn waiting_task(children: usize) -> AudioTask {
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let _ = rx.await;
+            Ok(None)
+        });
+        AudioTask {
+            task,
+            waiting: Some(tx),
+            children,
+        }
+    }
+
+    /// Whether the task's step ran to its end within a moment.
+    async fn ran(audio: &AudioTask) -> bool {
+        for _ in 0..50 {
+            if audio.task.is_finished() {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn a_waiting_audio_step_begins_once_a_segment_frees_a_child() {
+        let mut audio = waiting_task(2);
+        // Two segments on two children: none free.
+        audio.segments_left(2);
+        assert!(!ran(&audio).await, "began while every child had a segment");
+        audio.segments_left(1);
+        assert!(ran(&audio).await, "did not begin on the freed child");
+        assert!(matches!(audio.finish().await, Ok(Ok(None))));
+    }
+
+    #[tokio::test]
+    async fn finishing_begins_an_audio_step_that_still_waits() {
+        // Nothing said a child is free: the stitch step's wait begins it, never waits forever.
+        let mut audio = waiting_task(2);
+        assert!(!ran(&audio).await);
+        let done = tokio::time::timeout(std::time::Duration::from_secs(5), audio.finish()).await;
+        assert!(
+            matches!(done, Ok(Ok(Ok(None)))),
+            "finish waited for a go nobody gave"
+        );
     }
 
     #[test]

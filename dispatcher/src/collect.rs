@@ -54,6 +54,7 @@ pub(crate) async fn collect(
             c.frames += frames;
         }
     }
+    prepared.audio.segments_left(remaining);
     let view = PlanView {
         plans: &prepared.plans,
         info: &prepared.info,
@@ -109,6 +110,7 @@ pub(crate) async fn collect(
                     .await;
                     done[i] = true;
                     remaining -= 1;
+                    prepared.audio.segments_left(remaining);
                     c.frames += frames;
                     c.overheads.push(overhead_seconds);
                     c.peak_segment_rss = c.peak_segment_rss.max(peak_rss_bytes);

@@ -90,8 +90,8 @@ pub(crate) async fn prepare(
             &mut |_| {},
         )
         .await?;
-    // In the one-process farm the audio step holds a worker's child before that worker's
-    // segment: a short input's last segment is planned that much shorter.
+    // In the one-process farm the audio step takes the first child a segment frees (see
+    // audio_step.rs): a short input's last segment is planned that much shorter.
     let busy_last = if ctx.sandbox.reuses_children() {
         audio_step_frames_of(req, &probe.info)
     } else {
@@ -136,7 +136,7 @@ pub(crate) async fn prepare(
     let audio = spawn_audio(
         ctx,
         req,
-        fingerprint,
+        (fingerprint, plans.len()),
         &probe.info,
         video.time_base.seconds(bias),
         staging,

@@ -154,7 +154,17 @@ impl Sandbox {
     /// Whether [`Sandbox::run`] reuses warm children ([`Sandbox::reusing_children`]): workers
     /// then run their software encodes through it instead of their own warm slots.
     pub fn reuses_children(&self) -> bool {
-        self.ready.as_ref().is_some_and(|r| r.reuses())
+        self.shared_children().is_some()
+    }
+
+    /// How many warm children [`Sandbox::run`] shares among its operations (the one-process
+    /// farm's workers and its dispatcher), when it reuses them: the dispatcher then starts a
+    /// short job's audio step only once a segment has freed a child.
+    pub fn shared_children(&self) -> Option<usize> {
+        self.ready
+            .as_ref()
+            .filter(|r| r.reuses())
+            .map(|r| r.target())
     }
 
     fn with_ready(self, count: usize, limits: Limits, mode: spare::Use) -> Self {

@@ -26,10 +26,10 @@ pub fn plan_segments(
     plan_segments_busy(packets, tb, target_seconds, parallelism, 0.0)
 }
 
-/// [`plan_segments`] when one worker has other work first: `busy_last` is that work in
-/// frames of this video (the one-process farm's audio step, which holds one worker's child
-/// before its segment). A short input's last segment is then that much shorter, so the
-/// workers still finish together; longer inputs are cut as without it.
+/// [`plan_segments`] when one worker has other work too: `busy_last` is that work in frames
+/// of this video (the one-process farm's audio step, which takes the first child a segment
+/// frees). A short input's last segment is then that much shorter, so its worker ends it
+/// first and the workers still finish together; longer inputs are cut as without it.
 pub fn plan_segments_busy(
     packets: &[PacketEntry],
     tb: Rational,

@@ -19,9 +19,9 @@ pub(super) const LEAD_IN_WEIGHT: f64 = 0.11;
 
 /// Start timestamps of at most `parts` segments covering every shown frame, chosen so that
 /// the largest (frames + weighted lead-in) is as small as it can be. `busy_last` is work, in
-/// frames of this video, that the worker of the last segment does before it (in the
-/// one-process farm the job's audio step holds one worker's child first): the last segment
-/// is that much shorter, so every worker still finishes at the same time. Pure.
+/// frames of this video, that the worker of the last segment does besides it (in the
+/// one-process farm the job's audio step takes the first child a segment frees): the last
+/// segment is that much shorter, so every worker still finishes at the same time. Pure.
 pub(super) fn balanced_starts(
     frames: &ShownFrames,
     decode: &DecodeStarts,

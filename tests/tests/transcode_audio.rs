@@ -56,3 +56,72 @@ fn two_audio_tracks_with_languages_to_mkv() {
         );
     }
 }
+
+/// Positions, in `log` (tessera's stderr at `--log info`), of the audio step's start and of
+/// every "segment encoded" line.
+fn audio_and_segments(log: &str) -> (usize, Vec<usize>) {
+    let lines: Vec<&str> = log.lines().collect();
+    let began = lines
+        .iter()
+        .position(|l| l.contains("audio step began"))
+        .unwrap_or_else(|| panic!("no audio step in the log:\n{log}"));
+    let segments = (lines.iter().enumerate())
+        .filter(|(_, l)| l.contains("segment encoded"))
+        .map(|(i, _)| i)
+        .collect();
+    (began, segments)
+}
+
+/// The one-process farm shares one media child per worker with the dispatcher. A job of one
+/// round of segments (one per worker) runs its audio step on the child the first segment to
+/// end freed, never before a segment (which would make that segment's worker wait); a job
+/// of more segments than workers begins it at once. The audio is whole either way.
+#[test]
+fn the_audio_step_of_a_one_round_job_waits_for_a_free_child() {
+    let src = fixture(Fixture::ClosedGopH264);
+    let dir = tempfile::tempdir().unwrap();
+    let s = |p: &std::path::Path| p.display().to_string();
+    let src_audio = tessera_tests::Summary::of(&src).audio[0].duration();
+    for (segment_seconds, one_round) in [("10", true), ("0.5", false)] {
+        let out = dir.path().join(format!("out-{segment_seconds}.mp4"));
+        let args = [
+            "--log",
+            "tessera_dispatcher=info,tessera_worker=info",
+            "transcode",
+            &s(&src),
+            "-o",
+            &s(&out),
+            "--workers",
+            "2",
+            "--segment-seconds",
+            segment_seconds,
+        ];
+        let run = tessera_tests::run::run_tessera(args);
+        run.assert_success();
+        let (began, segments) = audio_and_segments(&run.stderr);
+        if one_round {
+            assert_eq!(segments.len(), 2, "one segment per worker:\n{}", run.stderr);
+            assert!(
+                segments[0] < began,
+                "the audio step began before any segment ended:\n{}",
+                run.stderr
+            );
+        } else {
+            assert!(
+                segments.len() > 2,
+                "more segments than workers:\n{}",
+                run.stderr
+            );
+            assert!(
+                began < segments[0],
+                "the audio step waited though the job has more rounds:\n{}",
+                run.stderr
+            );
+        }
+        let out_audio = tessera_tests::Summary::of(&out).audio[0].duration();
+        assert!(
+            (out_audio - src_audio).abs() <= 0.05,
+            "{segment_seconds} s segments: output audio {out_audio:.3} s, source {src_audio:.3} s"
+        );
+    }
+}

@@ -117,6 +117,11 @@ impl Ready {
         self.mode == Use::Reuse
     }
 
+    /// How many children the set keeps (at most this many run at once when it reuses them).
+    pub(crate) fn target(&self) -> usize {
+        self.target.max(1)
+    }
+
     /// Idle children (ready or starting) now, for tests and logs.
     pub(crate) fn idle_count(&self) -> usize {
         self.idle().len()
