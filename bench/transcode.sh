@@ -70,10 +70,20 @@ for ((i = 1; i <= BENCH_RUNS; i++)); do
     "$TESSERA" transcode "$IN" -o "$t_out" --workers 2 --codec h264 --preset veryfast --crf 23 \
     --report "$t_rep" --progress none)
   read -r t_s t_kib <<<"$timing"
-  worker_bytes=$(python3 -c 'import json,sys; v=json.load(open(sys.argv[1])).get("peak_segment_rss_bytes"); print("" if v is None else int(v))' "$t_rep")
-  overhead_s=$(python3 -c 'import json,sys; v=json.load(open(sys.argv[1])).get("fixed_overhead_s"); print("" if v is None else v)' "$t_rep")
-  qc_s=$(python3 -c 'import json,sys; v=json.load(open(sys.argv[1])).get("qc_s"); print("" if v is None else v)' "$t_rep")
-  child_kib=$(python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1])).get("peak_child_rss_bytes") or 0) // 1024)' "$t_rep")
+  # From the report: the segment child's peak RSS, the fixed overhead, the QC gate's seconds
+  # and the largest child's peak RSS in KiB ("-" where a field is missing).
+  report=$(python3 - "$t_rep" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+get = lambda k, conv=str: "-" if r.get(k) is None else conv(r[k])
+print(get("peak_segment_rss_bytes", int), get("fixed_overhead_s"), get("qc_s"),
+      int(r.get("peak_child_rss_bytes") or 0) // 1024)
+PY
+)
+  read -r worker_bytes overhead_s qc_s child_kib <<<"$report"
+  [[ $worker_bytes == - ]] && worker_bytes=""
+  [[ $overhead_s == - ]] && overhead_s=""
+  [[ $qc_s == - ]] && qc_s=""
   ((child_kib > t_kib)) && t_kib=$child_kib
 
   ((i % 2 == 1)) && run_ffmpeg

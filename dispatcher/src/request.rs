@@ -262,7 +262,8 @@ pub struct JobReport {
     #[serde(default)]
     pub fixed_overhead_s: f64,
     /// Of `finish_s`, the seconds the QC gate took checking the stitched outputs (summed over
-    /// outputs): the one part of the fixed overhead that grows with the output's length.
+    /// outputs): the largest part of the fixed overhead on a long output (its decode grows
+    /// with the output's length), reported so where a job's end goes can be read.
     #[serde(default)]
     pub qc_s: f64,
 }
