@@ -4,7 +4,7 @@
 //! `tessera_tests::check` (which compares every audio track's codec,
 //! language, A/V offset and duration with the source's).
 
-use tessera_tests::{fixture, streams_of, transcode_and_check, Fixture};
+use tessera_tests::{fixture, streams_of, transcode_and_check, Fixture, Job};
 
 #[test]
 fn no_audio() {
@@ -79,25 +79,11 @@ fn audio_and_segments(log: &str) -> (usize, Vec<usize>) {
 #[test]
 fn the_audio_step_of_a_one_round_job_waits_for_a_free_child() {
     let src = fixture(Fixture::ClosedGopH264);
-    let dir = tempfile::tempdir().unwrap();
-    let s = |p: &std::path::Path| p.display().to_string();
     let src_audio = tessera_tests::Summary::of(&src).audio[0].duration();
-    for (segment_seconds, one_round) in [("10", true), ("0.5", false)] {
-        let out = dir.path().join(format!("out-{segment_seconds}.mp4"));
-        let args = [
-            "--log",
-            "tessera_dispatcher=info,tessera_worker=info",
-            "transcode",
-            &s(&src),
-            "-o",
-            &s(&out),
-            "--workers",
-            "2",
-            "--segment-seconds",
-            segment_seconds,
-        ];
-        let run = tessera_tests::run::run_tessera(args);
-        run.assert_success();
+    for (segment_seconds, one_round) in [(10, true), (1, false)] {
+        let job = Job::new(&src, &format!("out-{segment_seconds}.mp4"));
+        let log = ["--log", "tessera_dispatcher=info,tessera_worker=info"];
+        let run = job.run_ok(segment_seconds, &log);
         let (began, segments) = audio_and_segments(&run.stderr);
         if one_round {
             assert_eq!(segments.len(), 2, "one segment per worker:\n{}", run.stderr);
@@ -118,7 +104,7 @@ fn the_audio_step_of_a_one_round_job_waits_for_a_free_child() {
                 run.stderr
             );
         }
-        let out_audio = tessera_tests::Summary::of(&out).audio[0].duration();
+        let out_audio = tessera_tests::Summary::of(&job.output).audio[0].duration();
         assert!(
             (out_audio - src_audio).abs() <= 0.05,
             "{segment_seconds} s segments: output audio {out_audio:.3} s, source {src_audio:.3} s"
