@@ -94,7 +94,12 @@ fn plans_from_starts(
         let in_range = &frames.index[lo..hi];
         let min_idx = in_range.iter().copied().min().unwrap_or(0);
         let max_idx = in_range.iter().copied().max().unwrap_or(0);
-        let first_packet = starts_of_decoding.before(min_idx);
+        // Each frame's own start: a leading picture of an open GOP needs the GOP before.
+        let first_packet = in_range
+            .iter()
+            .map(|&i| starts_of_decoding.before(i))
+            .min()
+            .unwrap_or(0);
         let starts_on_keyframe = packets[first_packet].pts == start && first_packet == min_idx;
         plans.push(SegmentPlan {
             index: i as u32,
@@ -183,8 +188,16 @@ fn nearest(sorted: &[i64], want: i64, lo: i64, hi: i64) -> Option<i64> {
 
 /// Where decoding may start for a frame at a given decode index: the last clean keyframe at or
 /// before it, or a later recovery point whose picture is whole again before it.
+///
+/// A frame decoded after a keyframe but shown before it is a leading picture of an open GOP
+/// (MPEG-1/2 B-frames after an open GOP's I-frame, H.264 B-frames after a non-IDR I-frame,
+/// HEVC RASL pictures): it refers to the GOP before, so its decoding starts at the keyframe
+/// before that one. Starting at its own keyframe, the decoder drops it and the segment
+/// comes out short. (A closed GOP's leading pictures would decode from their keyframe; the
+/// earlier start costs one GOP of lead-in and is right for both.)
 struct DecodeStarts {
-    /// For each decode index, the last clean keyframe at or before it (0 when none).
+    /// For each decode index, the last clean keyframe at or before it (0 when none), or the
+    /// one before that when the packet is a leading picture of it.
     last_key: Vec<usize>,
     /// Recovery points as (first decode index that is correct, the point's index), sorted,
     /// with the running maximum of the point's index.
@@ -193,15 +206,20 @@ struct DecodeStarts {
 
 impl DecodeStarts {
     fn of(packets: &[PacketEntry]) -> Self {
-        let mut last = 0;
+        let (mut last, mut before_last) = (0, 0);
         let last_key = packets
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                if p.key {
+                if p.key && i > 0 {
+                    before_last = last;
                     last = i;
                 }
-                last
+                if p.pts < packets[last].pts {
+                    before_last
+                } else {
+                    last
+                }
             })
             .collect();
         // One frame of margin past the count the bitstream gives.

@@ -69,6 +69,20 @@ fn check_partition(packets: &[PacketEntry], plans: &[SegmentPlan]) {
         assert!(idx >= seg.first_packet && idx <= seg.last_packet);
         let fp = &packets[seg.first_packet];
         assert!(fp.key || fp.recovery.is_some() || seg.first_packet == 0);
+        // A leading picture of an open GOP (shown before the keyframe it is decoded after)
+        // refers to the GOP before: decoding must start before that keyframe.
+        if let Some(key) = packets[..=idx].iter().rposition(|q| q.key) {
+            if p.pts < packets[key].pts && packets[..key].iter().any(|q| q.key) {
+                assert!(
+                    seg.first_packet < key,
+                    "frame pts {} leads keyframe pts {} but segment {} decodes from packet {}",
+                    p.pts,
+                    packets[key].pts,
+                    seg.index,
+                    seg.first_packet
+                );
+            }
+        }
     }
     let shown = packets.iter().filter(|p| !p.discard).count() as u64;
     assert_eq!(plans.iter().map(|s| s.frames).sum::<u64>(), shown);
