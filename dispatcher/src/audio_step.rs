@@ -240,6 +240,7 @@ mod tests {
                     start_seconds: Some(0.0),
                     duration_seconds: seconds,
                     trimmed: true,
+                    discontinuous: false,
                 })
                 .collect(),
             size_bytes: 0,

@@ -354,6 +354,7 @@ pub(crate) fn segment_task(
                 video.frame_rate
             },
             sample_aspect_ratio: video.sample_aspect_ratio,
+            source_size: Some((video.width, video.height)),
             color: video.color.clone(),
             source_bit_depth: video.bit_depth,
             expected_frames: plan.frames,

@@ -38,6 +38,11 @@ pub struct SegmentEncode {
     pub frame_rate: Rational,
     /// Source sample aspect ratio.
     pub sample_aspect_ratio: Rational,
+    /// The source's size as the probe saw it (its first frames): every segment scales to the
+    /// output size made from it, so a source whose size changes mid-stream still gives one
+    /// size. `None` from an older dispatcher: the chunk's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_size: Option<(u32, u32)>,
     /// Source colour tags.
     pub color: ColorInfo,
     /// Source bits per component.

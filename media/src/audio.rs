@@ -91,6 +91,9 @@ struct Transcoder {
     fifo: Vec<Vec<f32>>,
     /// Pts (in samples, biased) of the first sample in `fifo`.
     next_pts: Option<i64>,
+    /// Where the container presents the track's first sample (input time base): the first
+    /// packet not discarded, plus the samples its side data says to skip.
+    first_presented: Option<i64>,
 }
 
 /// Transcodes (or copies) the requested tracks of `req.input` into `req.output`. Errors name
@@ -184,6 +187,13 @@ fn audio_tracks(req: &AudioRequest) -> Result<AudioResult, MediaError> {
                 t.result.packets += 1;
             }
             Mode::Encode(tr) => {
+                if tr.first_presented.is_none() && !ffi::packet_is_discard(&packet) {
+                    let skip = crate::probe::skip_samples(&packet).rescale(
+                        ff::Rational::new(1, tr.decoder.rate().max(1) as i32),
+                        t.in_tb,
+                    );
+                    tr.first_presented = packet.pts().map(|p| p + skip);
+                }
                 // A corrupt audio packet costs a few ms of sound, not the job.
                 if tr.decoder.send_packet(&packet).is_ok() {
                     pump(
@@ -263,6 +273,7 @@ fn open_transcoder(
         frame_size,
         fifo: vec![Vec::new(); layout.channels().max(1) as usize],
         next_pts: None,
+        first_presented: None,
     })
 }
 
@@ -282,7 +293,15 @@ fn pump(
     let mut decoded = ff::frame::Audio::empty();
     while t.decoder.receive_frame(&mut decoded).is_ok() {
         if t.next_pts.is_none() {
-            let ts = decoded.timestamp().unwrap_or(0);
+            // The first sound is where the container presents it. A decoder with a delay
+            // (WMA, Vorbis: the first packets only prime it) stamps its first frame a packet
+            // or two later; laying the samples from there would move the track away from
+            // the video by that delay.
+            let decoded_ts = decoded.timestamp();
+            let ts = match (t.first_presented, decoded_ts) {
+                (Some(p), Some(d)) => p.min(d),
+                (p, d) => d.or(p).unwrap_or(0),
+            };
             let samples = ts.rescale(in_tb, ff::Rational::new(1, t.rate as i32));
             t.next_pts = Some(samples + bias);
         }

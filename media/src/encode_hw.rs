@@ -107,7 +107,9 @@ pub(crate) fn encode_hw(
     let upload_format = ff::format::Pixel::from_str(plan.gpu_format)
         .map_err(|e| MediaError::encode("hwupload", e))?;
     let mut uploader = Uploader::new(device.clone(), upload_format, dev);
-    let (sw, sh) = (decoder.width(), decoder.height());
+    let (sw, sh) = req
+        .source_size
+        .unwrap_or((decoder.width(), decoder.height()));
     let stream_rate = Some(stream.avg_frame_rate())
         .filter(|r| r.numerator() > 0 && r.denominator() > 0)
         .or(Some(stream.rate()));

@@ -52,7 +52,9 @@ pub(crate) fn encode_sw(
     let chunk_tb = stream.time_base();
     let mut decoder = open_video_decoder(&stream, chunk, req.threads)?;
 
-    let (sw, sh) = (decoder.width(), decoder.height());
+    let (sw, sh) = req
+        .source_size
+        .unwrap_or((decoder.width(), decoder.height()));
     let mut renditions = req
         .outputs
         .iter()

@@ -77,10 +77,27 @@ pub(crate) fn pixel_depth(format: ff::format::Pixel) -> u8 {
     u8::try_from(depth).unwrap_or(8)
 }
 
-/// The decoder's sample aspect ratio as coded in the stream.
-pub(crate) fn codecpar_sar(stream: &ff::format::stream::Stream) -> ff::Rational {
-    // SAFETY: the stream and its codecpar live as long as the input context `stream` borrows.
-    unsafe { (*(*stream.as_ptr()).codecpar).sample_aspect_ratio.into() }
+/// The sample aspect ratio FFmpeg's own tools give a stream (`av_guess_sample_aspect_ratio`
+/// without a frame): the container's when it states one, else the codec's.
+///
+/// Why not the codec's alone: some bitstreams imply an aspect the container overrides. An
+/// H.263 picture header without an extended PAR means 12:11 to the decoder, while a 3GP
+/// `pasp` box (and every player) says square pixels.
+pub(crate) fn guessed_sar(
+    ictx: &ff::format::context::Input,
+    stream: &ff::format::stream::Stream,
+) -> ff::Rational {
+    // SAFETY: both pointers come from live ffmpeg-next wrappers that `ictx` owns for the
+    // duration of the call; with a null frame the function only reads the stream's and its
+    // codecpar's `sample_aspect_ratio` fields and writes nothing.
+    unsafe {
+        ffi::av_guess_sample_aspect_ratio(
+            ictx.as_ptr() as *mut ffi::AVFormatContext,
+            stream.as_ptr() as *mut ffi::AVStream,
+            std::ptr::null_mut(),
+        )
+        .into()
+    }
 }
 
 /// The pixel format a stream's codec parameters declare (`None` when unknown).

@@ -42,6 +42,7 @@ fn request(codec: VideoCodec, hardware: Option<HardwareEncode>) -> EncodeRequest
         bias: 0,
         frame_rate: Rational::new(25, 1),
         sample_aspect_ratio: Rational::new(1, 1),
+        source_size: None,
         color: ColorInfo::default(),
         source_bit_depth: 8,
         outputs: vec![RenditionOutput {

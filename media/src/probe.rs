@@ -76,6 +76,8 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
     // Per audio track: (first shown pts, end of last shown packet), in the track's time base.
     let mut audio_span: Vec<Option<(i64, i64)>> = vec![None; audio.len()];
     let mut audio_skip_until: Vec<Option<i64>> = vec![None; audio.len()];
+    // Per audio track: the pts of the last packet seen.
+    let mut audio_last: Vec<Option<i64>> = vec![None; audio.len()];
     // Whether the container stores presentation times at all (see `reorder`).
     let (mut pts_missing, mut pts_differ) = (false, false);
     // Video packets with neither pts nor dts (a raw elementary stream has no timing at all).
@@ -140,6 +142,12 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
                 continue;
             }
             let end = pts + packet.duration().max(0);
+            // A packet that starts before the previous one: recordings joined, timestamps
+            // that overlap or start over. A stream copy would write them backwards.
+            if audio_last[pos].is_some_and(|last| pts < last) {
+                audio[pos].discontinuous = true;
+            }
+            audio_last[pos] = Some(pts);
             let span = audio_span[pos].get_or_insert((pts, end));
             span.0 = span.0.min(pts);
             span.1 = span.1.max(end);
@@ -261,7 +269,7 @@ fn recovery_in_packets(packets: &mut [PacketEntry], references: &[bool], depth: 
 
 /// The number of samples a packet's skip-samples side data tells the decoder to drop at its
 /// start (0 when none).
-fn skip_samples(packet: &ff::Packet) -> i64 {
+pub(crate) fn skip_samples(packet: &ff::Packet) -> i64 {
     packet
         .side_data()
         .find(|sd| sd.kind() == ff::codec::packet::side_data::Type::SkipSamples)

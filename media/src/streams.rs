@@ -48,7 +48,7 @@ pub(crate) fn describe_video(
         .find(|sd| sd.kind() == ff::codec::packet::side_data::Type::DisplayMatrix)
         .map(|sd| sd.data().to_vec());
     let rotation = display_matrix.as_deref().map(rotation_of).unwrap_or(0.0);
-    let sar = ffi::codecpar_sar(&stream);
+    let sar = ffi::guessed_sar(ictx, &stream);
     let info = VideoInfo {
         index: stream.index(),
         codec: stream.parameters().id().name().to_string(),
@@ -106,6 +106,7 @@ pub(crate) fn describe_audio(ictx: &ff::format::context::Input, path: &Path) -> 
                 start_seconds: None,
                 duration_seconds: 0.0,
                 trimmed: false,
+                discontinuous: false,
             })
         })
         .collect()

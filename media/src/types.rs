@@ -118,14 +118,24 @@ pub struct AudioInfo {
     /// Whether the container trims this track (edit-list discard): a stream copy would not
     /// reproduce the trim exactly, so such a track is re-encoded.
     pub trimmed: bool,
+    /// Whether a packet starts before the one ahead of it (recordings joined byte for byte,
+    /// timestamps that overlap or start over): a stream copy would write time backwards, so
+    /// such a track is re-encoded, its samples laid end to end.
+    #[serde(default)]
+    pub discontinuous: bool,
 }
 
 impl AudioInfo {
     /// Whether the track goes into the output by stream copy: AAC the container does not trim,
-    /// with its rate and channels stated (an MPEG-TS demuxer may leave them unset; then the
-    /// decoder reads them from the ADTS headers and the track is re-encoded).
+    /// whose timestamps only rise, with its rate and channels stated (an MPEG-TS demuxer may
+    /// leave them unset; then the decoder reads them from the ADTS headers and the track is
+    /// re-encoded).
     pub fn stream_copies(&self) -> bool {
-        self.codec == "aac" && !self.trimmed && self.sample_rate > 0 && self.channels > 0
+        self.codec == "aac"
+            && !self.trimmed
+            && !self.discontinuous
+            && self.sample_rate > 0
+            && self.channels > 0
     }
 }
 
@@ -389,6 +399,11 @@ pub struct EncodeRequest {
     pub frame_rate: Rational,
     /// The source's sample aspect ratio.
     pub sample_aspect_ratio: Rational,
+    /// The source's size as the probe saw it (its first frames), from which every segment's
+    /// output size is made, whatever size the chunk's own frames have: a source whose size
+    /// changes mid-stream still gives segments of one size that stitch. `None`: the chunk's.
+    #[serde(default)]
+    pub source_size: Option<(u32, u32)>,
     /// Colour tags to carry to the output.
     pub color: ColorInfo,
     /// Source bits per component (picks 10-bit output for HEVC/AV1).

@@ -92,6 +92,7 @@ mod tests {
             bias: 0,
             frame_rate: Rational { num: 25, den: 1 },
             sample_aspect_ratio: Rational { num: 1, den: 1 },
+            source_size: None,
             color: ColorInfo::default(),
             source_bit_depth: 8,
             expected_frames: frames,

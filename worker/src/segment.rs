@@ -325,6 +325,7 @@ impl SegmentRunner {
             bias: e.bias,
             frame_rate: e.frame_rate,
             sample_aspect_ratio: e.sample_aspect_ratio,
+            source_size: e.source_size,
             color: e.color.clone(),
             source_bit_depth: e.source_bit_depth,
             outputs: outputs.clone(),
