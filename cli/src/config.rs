@@ -132,6 +132,7 @@ pub struct FileTranscode {
     child_memory_mib: Option<u64>,
     gpu: Option<GpuChoice>,
     max_decode_error_share: Option<f64>,
+    package_subtitles: Option<crate::package_args::SubtitlesArg>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -253,7 +254,7 @@ impl TranscodeConfig {
             })?,
             None => Container::Mp4,
         };
-        let package = args.package.resolve()?;
+        let package = args.package.resolve(file.package_subtitles)?;
         let segment_seconds = args
             .segment_seconds
             .or(file.segment_seconds)
@@ -365,6 +366,33 @@ mod tests {
             (c.rendition.codec, c.rendition.preset.as_str()),
             (VideoCodec::H264, "medium")
         );
+    }
+
+    #[test]
+    fn package_subtitles_layer_like_the_rest() {
+        use tessera_package::SubtitleFormat;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.toml");
+        std::fs::write(&file, "[transcode]\npackage_subtitles = \"none\"\n").unwrap();
+        let pkg = dir.path().join("pkg").display().to_string();
+        let subtitles = |extra: &[&str], file: Option<&Path>| {
+            let c = TranscodeConfig::resolve(args(extra), file).unwrap();
+            c.package.unwrap().0.subtitles
+        };
+        assert_eq!(subtitles(&["--hls", &pkg], None), SubtitleFormat::Webvtt);
+        assert_eq!(
+            subtitles(&["--hls", &pkg], Some(&file)),
+            SubtitleFormat::None
+        );
+        assert_eq!(
+            subtitles(
+                &["--hls", &pkg, "--package-subtitles", "webvtt"],
+                Some(&file)
+            ),
+            SubtitleFormat::Webvtt
+        );
+        std::fs::write(&file, "[transcode]\npackage_subtitles = \"srt\"\n").unwrap();
+        assert!(TranscodeConfig::resolve(args(&["--hls", &pkg]), Some(&file)).is_err());
     }
 
     #[test]

@@ -7,7 +7,28 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use tessera_package::{Ladder, PackageFormat, PackageSpec, SegmentType};
+use serde::Deserialize;
+use tessera_package::{Ladder, PackageFormat, PackageSpec, SegmentType, SubtitleFormat};
+
+/// `--package-subtitles`: the package spec's `subtitles` on the command line and in the
+/// `[transcode]` table (`package_subtitles`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SubtitlesArg {
+    /// Every text subtitle track of the source as a WebVTT rendition.
+    Webvtt,
+    /// No subtitle renditions; each text track left out is named in a warning.
+    None,
+}
+
+impl From<SubtitlesArg> for SubtitleFormat {
+    fn from(a: SubtitlesArg) -> Self {
+        match a {
+            SubtitlesArg::Webvtt => SubtitleFormat::Webvtt,
+            SubtitlesArg::None => SubtitleFormat::None,
+        }
+    }
+}
 
 /// The package flags (flattened into `tessera transcode`).
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -28,6 +49,10 @@ pub struct PackageArgs {
     /// HLS segments as MPEG-TS instead of fMP4 (HLS version 3 players).
     #[arg(long)]
     pub ts: bool,
+    /// The source's text subtitle tracks in the package: WebVTT renditions, or none (each
+    /// track left out named in a warning) [default: webvtt].
+    #[arg(long, value_name = "WHAT", env = "TESSERA_PACKAGE_SUBTITLES")]
+    pub package_subtitles: Option<SubtitlesArg>,
     /// The package spec as the API takes it (`format` is set by --hls/--dash/--cmaf, and
     /// the flags above override its fields), e.g. an explicit ladder.
     #[arg(long, value_name = "FILE")]
@@ -36,7 +61,14 @@ pub struct PackageArgs {
 
 impl PackageArgs {
     /// The package asked for, with its folder; `None` without a package flag.
-    pub fn resolve(&self) -> anyhow::Result<Option<(PackageSpec, PathBuf)>> {
+    /// `file_subtitles` is the config file's `package_subtitles`: below the flag (or its
+    /// `TESSERA_PACKAGE_SUBTITLES`) and below a `subtitles` field of `--package-spec`.
+    /// Without a package, `--package-subtitles` is a setting with nothing to apply to (so
+    /// the environment variable may stay set for plain transcodes).
+    pub fn resolve(
+        &self,
+        file_subtitles: Option<SubtitlesArg>,
+    ) -> anyhow::Result<Option<(PackageSpec, PathBuf)>> {
         let (format, dir) = match (&self.hls, &self.dash, &self.cmaf) {
             (Some(d), None, None) => (PackageFormat::Hls, d),
             (None, Some(d), None) => (PackageFormat::Dash, d),
@@ -51,6 +83,7 @@ impl PackageArgs {
             }
             _ => bail!("give one of --hls, --dash, --cmaf"),
         };
+        let mut spec_names_subtitles = false;
         let mut spec = match &self.package_spec {
             Some(file) => {
                 let text = std::fs::read_to_string(file)
@@ -60,6 +93,7 @@ impl PackageArgs {
                 // The flag names the format; a spec file may leave it out.
                 if let Some(obj) = value.as_object_mut() {
                     obj.insert("format".into(), serde_json::to_value(format)?);
+                    spec_names_subtitles = obj.contains_key("subtitles");
                 }
                 serde_json::from_value::<PackageSpec>(value)
                     .with_context(|| format!("package spec {}", file.display()))?
@@ -71,6 +105,10 @@ impl PackageArgs {
         }
         if self.ts {
             spec.segment_type = SegmentType::Ts;
+        }
+        let file_subtitles = file_subtitles.filter(|_| !spec_names_subtitles);
+        if let Some(s) = self.package_subtitles.or(file_subtitles) {
+            spec.subtitles = s.into();
         }
         spec.check().map_err(|e| anyhow::anyhow!("package: {e}"))?;
         if dir.exists() && std::fs::read_dir(dir).map_or(true, |mut d| d.next().is_some()) {
@@ -105,7 +143,7 @@ mod tests {
             package_seconds: Some(4.0),
             ..Default::default()
         };
-        let (spec, d) = a.resolve().unwrap().unwrap();
+        let (spec, d) = a.resolve(None).unwrap().unwrap();
         assert_eq!(
             (spec.format, spec.segment_seconds, d),
             (PackageFormat::Cmaf, 4.0, out.clone())
@@ -116,7 +154,7 @@ mod tests {
             ..Default::default()
         };
         assert!(ts
-            .resolve()
+            .resolve(None)
             .unwrap_err()
             .to_string()
             .contains("segment_type \"ts\""));
@@ -131,7 +169,7 @@ mod tests {
             package_spec: Some(file.clone()),
             ..Default::default()
         };
-        let (spec, _) = s.resolve().unwrap().unwrap();
+        let (spec, _) = s.resolve(None).unwrap().unwrap();
         assert_eq!(
             (spec.format, spec.segment_seconds),
             (PackageFormat::Hls, 2.0)
@@ -144,7 +182,7 @@ mod tests {
             ..Default::default()
         };
         assert!(full
-            .resolve()
+            .resolve(None)
             .unwrap_err()
             .to_string()
             .contains("not empty"));
@@ -152,8 +190,43 @@ mod tests {
             ts: true,
             ..Default::default()
         }
-        .resolve()
+        .resolve(None)
         .is_err());
-        assert!(PackageArgs::default().resolve().unwrap().is_none());
+        assert!(PackageArgs::default().resolve(None).unwrap().is_none());
+    }
+
+    #[test]
+    fn subtitles_layer_file_then_spec_then_flag() {
+        let dir = tempfile::tempdir().unwrap();
+        let hls = |flag: Option<SubtitlesArg>, spec: Option<PathBuf>| PackageArgs {
+            hls: Some(dir.path().join("pkg")),
+            package_subtitles: flag,
+            package_spec: spec,
+            ..Default::default()
+        };
+        let subtitles = |a: PackageArgs, file: Option<SubtitlesArg>| {
+            a.resolve(file).unwrap().unwrap().0.subtitles
+        };
+        let (off, on) = (Some(SubtitlesArg::None), Some(SubtitlesArg::Webvtt));
+        assert_eq!(subtitles(hls(None, None), None), SubtitleFormat::Webvtt);
+        assert_eq!(subtitles(hls(None, None), off), SubtitleFormat::None);
+        assert_eq!(subtitles(hls(on, None), off), SubtitleFormat::Webvtt);
+        assert_eq!(subtitles(hls(off, None), None), SubtitleFormat::None);
+        let spec = dir.path().join("spec.json");
+        std::fs::write(&spec, r#"{"subtitles": "webvtt"}"#).unwrap();
+        assert_eq!(
+            subtitles(hls(None, Some(spec.clone())), off),
+            SubtitleFormat::Webvtt
+        );
+        assert_eq!(
+            subtitles(hls(off, Some(spec.clone())), None),
+            SubtitleFormat::None
+        );
+        // A setting with no package to apply to is not an error.
+        let plain = PackageArgs {
+            package_subtitles: off,
+            ..Default::default()
+        };
+        assert!(plain.resolve(off).unwrap().is_none());
     }
 }

@@ -161,6 +161,9 @@ async fn run_stages(
         packaging::build(ctx, req, &prepared, &tasks, staging),
     )
     .await?;
+    if let Some(built) = &package {
+        warnings.extend(built.warnings.iter().cloned());
+    }
     // The point of no return: from here a cancel cannot leave some outputs delivered and
     // others not; a job cancelled before it is refused delivery.
     if cancel.is_cancelled() {

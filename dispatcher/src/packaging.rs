@@ -32,6 +32,8 @@ pub(crate) struct Built {
     manifests: Vec<String>,
     /// Bytes of all files.
     pub bytes: u64,
+    /// What the package left out of the source, in words, for the job's warnings.
+    pub warnings: Vec<String>,
 }
 
 fn failed(package: &PackageJob, why: impl std::fmt::Display) -> FarmError {
@@ -105,13 +107,21 @@ pub(crate) async fn build(
         }
         _ => Vec::new(),
     };
-    // Text tracks as WebVTT renditions, when asked for.
-    let texts = match spec.subtitles {
-        Some(_) => prepared.info.subtitles.clone(),
-        None => Vec::new(),
-    };
-    // Cue times count from the first frame shown (its source time).
+    // Text tracks as WebVTT renditions unless turned off; those left out are named.
+    let (texts, warnings) = subtitles::carried(spec.subtitles, &prepared.info.subtitles);
     let video_info = &prepared.info.video;
+    // The source's nominal and average frame rates, for the variants' stated rate.
+    let as_pair = |r: tessera_media::Rational| {
+        (
+            u32::try_from(r.num).unwrap_or(0),
+            u32::try_from(r.den).unwrap_or(0),
+        )
+    };
+    let source_rate = (
+        as_pair(video_info.frame_rate),
+        as_pair(video_info.avg_frame_rate),
+    );
+    // Cue times count from the first frame shown (its source time).
     let first_frame = prepared
         .plans
         .first()
@@ -137,6 +147,13 @@ pub(crate) async fn build(
             .iter()
             .map(|(id, w)| assemble::track(id, w, &read))
             .collect::<Result<Vec<_>, String>>()?;
+        // The source's nominal frame rate when it has a constant one, not the rung's
+        // measured average (30.003 for a 30/1 source).
+        for t in &mut tracks {
+            if let TrackKind::Video { frame_rate, .. } = &mut t.kind {
+                *frame_rate = assemble::frame_rate(source_rate.0, source_rate.1, *frame_rate);
+            }
+        }
         let video = written.iter().zip(&tracks).find(|(_, t)| t.kind.is_video());
         let mut media_text = Vec::new();
         if let Some(((_, w), video)) = video.map(|(w, t)| (w, t.clone())) {
@@ -212,6 +229,7 @@ pub(crate) async fn build(
         media,
         manifests,
         bytes,
+        warnings,
     }))
 }
 

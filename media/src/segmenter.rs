@@ -55,7 +55,10 @@ pub struct SegmentedTrack {
     pub config: Vec<u8>,
     /// Video width and height (0 for audio).
     pub size: (u32, u32),
-    /// Video frame rate (num, den); (0, 1) for audio.
+    /// Video frame rate (num, den) as measured: the rendition's average (frames over its
+    /// duration, which may miss part of a frame: 30.003 for a 30/1 source); (0, 1) for
+    /// audio. A package states the source's nominal rate instead when the source has a
+    /// constant one (`tessera_package::assemble::frame_rate`).
     pub frame_rate: (u32, u32),
     /// Audio channels and sample rate (0 for video).
     pub audio: (u32, u32),

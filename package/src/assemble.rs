@@ -110,6 +110,36 @@ pub fn track(
     })
 }
 
+/// How far (relative) a source's average frame rate may be from its nominal one for the
+/// source to count as constant-rate: a container's average over a few seconds is off by a
+/// frame's share (1/180 for 6 s at 30 fps) where it is computed from the time stamps' span.
+const CONSTANT_RATE_TOLERANCE: f64 = 0.01;
+
+/// The frame rate a package states for a video rendition (HLS FRAME-RATE, DASH frameRate):
+/// the source's nominal rate `nominal` (its `r_frame_rate`) when the source is constant-rate,
+/// that is when its average `average` (or, unknown, the rendition's `measured` average) is
+/// within 1 % of it; else the rendition's `measured` average. Rates are (num, den); a zero
+/// numerator or denominator is unknown.
+///
+/// Why not the measured average alone: a stitched rendition's average is frames over its
+/// duration as the muxer counts it, which misses or adds part of a frame (30.003 for a
+/// 30/1 source), and players and ladder tools compare the stated rate with the nominal one.
+pub fn frame_rate(nominal: (u32, u32), average: (u32, u32), measured: (u32, u32)) -> (u32, u32) {
+    let rate =
+        |(num, den): (u32, u32)| (num > 0 && den > 0).then(|| f64::from(num) / f64::from(den));
+    let Some(nominal_fps) = rate(nominal) else {
+        return measured;
+    };
+    let Some(average_fps) = rate(average).or(rate(measured)) else {
+        return nominal;
+    };
+    if (average_fps - nominal_fps).abs() <= CONSTANT_RATE_TOLERANCE * nominal_fps {
+        nominal
+    } else {
+        measured
+    }
+}
+
 /// Writes the manifests of `pkg` under `root`; returns their root-relative paths in the
 /// order they must be published: media playlists first, the master playlist and the MPD
 /// last, so a player never finds a manifest naming a file not yet there.
@@ -163,4 +193,34 @@ pub fn check(pkg: &Package, root: &Path) -> Vec<String> {
         problems.extend(validate::validate_mpd(mpd, &read));
     }
     problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_constant_rate_source_states_its_nominal_rate() {
+        // The case: 30/1 source, the stitched rung measured at ~30.003.
+        let measured = (5400, 17_998);
+        assert_eq!(frame_rate((30, 1), (30, 1), measured), (30, 1));
+        let ntsc = (30_000, 1001);
+        assert_eq!(frame_rate(ntsc, ntsc, (2_997_300, 100_000)), ntsc);
+        // A container average off by a frame over a short clip is still constant-rate.
+        assert_eq!(frame_rate((25, 1), (2475, 100), (2475, 100)), (25, 1));
+        // Average unknown: the measured one decides.
+        assert_eq!(frame_rate((24, 1), (0, 0), (2399, 100)), (24, 1));
+        // Nothing but the nominal rate known.
+        assert_eq!(frame_rate((50, 1), (0, 0), (0, 1)), (50, 1));
+    }
+
+    #[test]
+    fn a_variable_rate_source_states_the_measured_average() {
+        // Frames 1/30 and 2/30 s apart: nominal 30, average ~22.5.
+        assert_eq!(frame_rate((30, 1), (45, 2), (2251, 100)), (2251, 100));
+        // A time-base-like nominal rate (Matroska VFR) is not a frame rate.
+        assert_eq!(frame_rate((1000, 1), (0, 0), (2400, 101)), (2400, 101));
+        // No nominal rate: the measured average.
+        assert_eq!(frame_rate((0, 0), (25, 1), (2501, 100)), (2501, 100));
+    }
 }

@@ -20,4 +20,4 @@ pub mod validate;
 pub mod vtt;
 
 pub use model::{MediaSegment, Package, Track, TrackKind};
-pub use spec::{Ladder, PackageFormat, PackageSpec, Rung, SegmentType};
+pub use spec::{Ladder, PackageFormat, PackageSpec, Rung, SegmentType, SubtitleFormat};

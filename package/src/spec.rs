@@ -109,12 +109,35 @@ fn audio_bitrate() -> u64 {
     128_000
 }
 
-/// The subtitle format of a package.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// What a package does with the source's text subtitle tracks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SubtitleFormat {
-    /// WebVTT renditions (EXT-X-MEDIA TYPE=SUBTITLES; a text/vtt AdaptationSet in DASH).
+    /// WebVTT renditions (EXT-X-MEDIA TYPE=SUBTITLES; a text/vtt AdaptationSet in DASH): the
+    /// default, as a file output keeps its text tracks.
+    #[default]
     Webvtt,
+    /// None: the text tracks are left out of the package, each named in a warning.
+    None,
+}
+
+impl SubtitleFormat {
+    /// Whether the package carries the source's text tracks.
+    pub fn carries(self) -> bool {
+        self == SubtitleFormat::Webvtt
+    }
+}
+
+/// `subtitles` as written: absent is the default (WebVTT); `null` is `"none"`.
+///
+/// Why `null` is "none": before WebVTT became the default the field was optional and a
+/// stored spec without subtitles reads `"subtitles": null` (a dispatcher's job database
+/// keeps its jobs' specs so): such a job resumes as it was asked for.
+fn subtitles_or_null<'de, D>(d: D) -> Result<SubtitleFormat, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    Ok(Option::<SubtitleFormat>::deserialize(d)?.unwrap_or(SubtitleFormat::None))
 }
 
 /// A package output as the user writes it (`{"package": {...}, "destination": ...}`).
@@ -136,9 +159,9 @@ pub struct PackageSpec {
     #[serde(default)]
     pub audio: Vec<AudioRung>,
     /// Text subtitle tracks of the source as WebVTT renditions (EXT-X-MEDIA TYPE=SUBTITLES,
-    /// a text/vtt AdaptationSet); absent: left out of the package.
-    #[serde(default)]
-    pub subtitles: Option<SubtitleFormat>,
+    /// a text/vtt AdaptationSet), the default; `"none"` leaves them out with a warning.
+    #[serde(default, deserialize_with = "subtitles_or_null")]
+    pub subtitles: SubtitleFormat,
     /// Poster, thumbnails every N seconds, sprite sheets with a WebVTT thumbnails track.
     #[serde(default)]
     pub thumbnails: Option<crate::thumbnails::ThumbnailSpec>,
@@ -160,7 +183,7 @@ impl PackageSpec {
             segment_seconds: segment_seconds(),
             ladder: Ladder::default(),
             audio: Vec::new(),
-            subtitles: None,
+            subtitles: SubtitleFormat::Webvtt,
             thumbnails: None,
         }
     }
@@ -271,11 +294,29 @@ mod tests {
         assert_eq!(s.ladder, Ladder::Auto(AutoWord::Auto));
         assert_eq!(s.segment_type, SegmentType::Fmp4);
         assert_eq!(s.audio_bitrate(), 128_000);
+        assert_eq!(s.subtitles, SubtitleFormat::Webvtt);
+        assert_eq!(s, PackageSpec::new(PackageFormat::Cmaf));
         assert!(s.format.has_hls() && s.format.has_dash());
         let s = parse(serde_json::json!({"format": "hls", "ladder": "auto", "segment_type": "ts"}))
             .unwrap();
         assert_eq!(s.segment_type, SegmentType::Ts);
         assert!(parse(serde_json::json!({"format": "hls", "ladder": "automatic"})).is_err());
+    }
+
+    #[test]
+    fn subtitles_are_webvtt_unless_turned_off() {
+        let with = |v: serde_json::Value| {
+            parse(serde_json::json!({"format": "hls", "subtitles": v}))
+                .unwrap()
+                .subtitles
+        };
+        assert_eq!(with("webvtt".into()), SubtitleFormat::Webvtt);
+        assert_eq!(with("none".into()), SubtitleFormat::None);
+        // A spec stored when the field was optional and absent.
+        assert_eq!(with(serde_json::Value::Null), SubtitleFormat::None);
+        assert!(SubtitleFormat::default().carries() && !SubtitleFormat::None.carries());
+        let stored = serde_json::to_value(PackageSpec::new(PackageFormat::Dash)).unwrap();
+        assert_eq!(stored["subtitles"], "webvtt");
     }
 
     #[test]

@@ -7,7 +7,10 @@
 
 use std::path::Path;
 
+use tessera_media::subtitles::SubtitleTrack;
+
 use crate::model::{MediaSegment, Track, TrackKind};
+use crate::spec::SubtitleFormat;
 use crate::vtt::{self, Cue};
 
 /// A text track to publish: its language and its cues in seconds from the first frame.
@@ -19,8 +22,35 @@ pub struct TextTrack {
     pub cues: Vec<Cue>,
 }
 
-/// Milliseconds: the timescale of subtitle tracks.
-const TIMESCALE: u32 = 1000;
+/// The source's text tracks a package carries under `format`, and a warning naming each one
+/// it leaves out ("stream 2: subtitle subrip (eng): ...", as the probe names the streams no
+/// output keeps).
+///
+/// Why a warning: a file output keeps every text track, so a package without them must say
+/// so, or the loss goes unnoticed until a viewer misses the captions.
+pub fn carried(
+    format: SubtitleFormat,
+    tracks: &[SubtitleTrack],
+) -> (Vec<SubtitleTrack>, Vec<String>) {
+    if format.carries() {
+        return (tracks.to_vec(), Vec::new());
+    }
+    let warnings = tracks
+        .iter()
+        .map(|t| {
+            let lang = t
+                .language
+                .as_deref()
+                .map(|l| format!(" ({l})"))
+                .unwrap_or_default();
+            format!(
+                "stream {}: subtitle {}{lang}: left out of the package (subtitles \"none\")",
+                t.source_index, t.codec
+            )
+        })
+        .collect();
+    (Vec::new(), warnings)
+}
 
 /// Writes the WebVTT files of `text` under `root/<id>/` and returns its track: HLS
 /// segments (`seg-NNNNN.vtt`, one per segment of `video`, when `hls`) and the whole file
@@ -47,18 +77,19 @@ pub fn write_track(
     let mut segments = Vec::new();
     if hls {
         let mpegts = (media_start.max(0.0) * 90_000.0).round() as u64;
-        for (i, (body, w)) in vtt::segment_files(&text.cues, &boundaries, mpegts)
+        // Times in the video's own ticks, so every EXTINF is the video segment's to the
+        // digit (milliseconds would round 1/30 s frames off it).
+        for (i, (body, v)) in vtt::segment_files(&text.cues, &boundaries, mpegts)
             .into_iter()
-            .zip(boundaries.windows(2))
+            .zip(&video.segments)
             .enumerate()
         {
             let rel = format!("{id}/seg-{i:05}.vtt");
             std::fs::write(root.join(&rel), &body)?;
-            let ms = |s: f64| (s * f64::from(TIMESCALE)).round() as u64;
             segments.push(MediaSegment {
                 uri: rel,
-                start: ms(w[0]),
-                duration: ms(w[1]) - ms(w[0]),
+                start: v.start.saturating_sub(first),
+                duration: v.duration,
                 bytes: body.len() as u64,
                 key_frame_bytes: None,
             });
@@ -83,7 +114,7 @@ pub fn write_track(
             segments.push(MediaSegment {
                 uri: rel.clone(),
                 start: 0,
-                duration: (video.seconds() * f64::from(TIMESCALE)).round() as u64,
+                duration: video.segments.iter().map(|s| s.duration).sum(),
                 bytes: body.len() as u64,
                 key_frame_bytes: None,
             });
@@ -99,7 +130,7 @@ pub fn write_track(
         codec: "wvtt".into(),
         init: None,
         playlist: format!("{id}/playlist.m3u8"),
-        timescale: TIMESCALE,
+        timescale: video.timescale,
         segments,
     })
 }
@@ -196,6 +227,59 @@ mod tests {
                 file: Some("s0/subtitles.vtt".into())
             }
         );
+    }
+
+    #[test]
+    fn hls_segments_take_the_video_durations_to_the_tick() {
+        // 30 fps in a 1/15360 timescale: the first segment 11 ticks short of 2 s.
+        let mut v = video();
+        v.timescale = 15_360;
+        for (s, (start, duration)) in
+            v.segments
+                .iter_mut()
+                .zip([(512, 30_709), (31_221, 30_720), (61_941, 15_360)])
+        {
+            (s.start, s.duration) = (start, duration);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let text = TextTrack {
+            language: "eng".into(),
+            cues: Vec::new(),
+        };
+        let t = write_track("s0", &text, &v, 0.0, (true, false), dir.path()).unwrap();
+        let extinf = |t: &Track| -> Vec<String> {
+            crate::hls::media_playlist(t, false)
+                .lines()
+                .filter(|l| l.starts_with("#EXTINF:"))
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(extinf(&t), extinf(&v));
+        assert_eq!(t.segments[1].start, 30_709);
+    }
+
+    #[test]
+    fn tracks_left_out_are_named() {
+        let track = |index: usize, language: Option<&str>| SubtitleTrack {
+            source_index: index,
+            codec: "subrip".into(),
+            language: language.map(str::to_string),
+            header: String::new(),
+            cues: Vec::new(),
+        };
+        let tracks = [track(2, Some("eng")), track(3, None)];
+        let (kept, warnings) = carried(SubtitleFormat::Webvtt, &tracks);
+        assert_eq!((kept.as_slice(), warnings.len()), (&tracks[..], 0));
+        let (kept, warnings) = carried(SubtitleFormat::None, &tracks);
+        assert!(kept.is_empty());
+        assert_eq!(
+            warnings,
+            [
+                "stream 2: subtitle subrip (eng): left out of the package (subtitles \"none\")",
+                "stream 3: subtitle subrip: left out of the package (subtitles \"none\")",
+            ]
+        );
+        assert_eq!(carried(SubtitleFormat::None, &[]), (Vec::new(), Vec::new()));
     }
 
     #[test]
