@@ -248,6 +248,7 @@ mod tests {
             chapters: Vec::new(),
             title: None,
             subtitles: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 

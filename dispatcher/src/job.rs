@@ -108,6 +108,7 @@ async fn run_stages(
     let collected_at = started.elapsed().as_secs_f64();
     let mut warnings: Vec<String> = (prepared.info.ignored.iter())
         .map(|s| format!("{s}: left out of the outputs"))
+        .chain(prepared.info.warnings.iter().cloned())
         .collect();
     match judge_decode_errors(
         &req.input,

@@ -91,6 +91,7 @@ fn probe(packets: Vec<PacketEntry>) -> Probe {
             chapters: Vec::new(),
             title: None,
             subtitles: Vec::new(),
+            warnings: Vec::new(),
         },
         dts_rule: DtsRule::of(&packets.iter().map(|p| p.pts).collect::<Vec<_>>()),
         packets,

@@ -76,8 +76,10 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
     // Per audio track: (first shown pts, end of last shown packet), in the track's time base.
     let mut audio_span: Vec<Option<(i64, i64)>> = vec![None; audio.len()];
     let mut audio_skip_until: Vec<Option<i64>> = vec![None; audio.len()];
-    // Per audio track: the pts of the last packet seen.
+    // Per audio track: the pts of the last packet seen, and the current run of rising
+    // timestamps (start, end, the length of the runs before it).
     let mut audio_last: Vec<Option<i64>> = vec![None; audio.len()];
+    let mut audio_runs: Vec<Option<(i64, i64, i64)>> = vec![None; audio.len()];
     // Whether the container stores presentation times at all (see `reorder`).
     let (mut pts_missing, mut pts_differ) = (false, false);
     // Video packets with neither pts nor dts (a raw elementary stream has no timing at all).
@@ -149,11 +151,21 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
             }
             audio_last[pos] = Some(pts);
             let span = audio_span[pos].get_or_insert((pts, end));
-            span.0 = span.0.min(pts);
+            // A jump back of a second or more starts a run of its own: the runs play one
+            // after the other (see `rejoin_runs`), so their lengths add up.
+            let jump = audio[pos].time_base.ticks(1.0);
+            let run = audio_runs[pos].get_or_insert((pts, end, 0));
+            if pts < run.1 - jump {
+                *run = (pts, end, run.2 + run.1 - run.0);
+            }
+            run.1 = run.1.max(end);
+            if run.2 == 0 {
+                span.0 = span.0.min(pts);
+            }
             span.1 = span.1.max(end);
         }
     }
-    let derived_pts = if reorder::needs_derived_pts(pts_missing, pts_differ, video_delay) {
+    let mut derived_pts = if reorder::needs_derived_pts(pts_missing, pts_differ, video_delay) {
         let ranks = reorder::display_ranks(path, video_index, packets.len())?;
         let dts: Vec<i64> = packets.iter().map(|p| p.dts).collect();
         let derived = reorder::derive_pts(&dts, &ranks);
@@ -167,6 +179,27 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
     } else {
         None
     };
+    // Recordings joined byte for byte: each run of timestamps follows the one before.
+    let mut warnings = Vec::new();
+    let mut pts_now: Vec<i64> = packets.iter().map(|p| p.pts).collect();
+    let jumps = crate::timestamps::rejoin_runs(&mut pts_now, vtb.ticks(1.0));
+    if !jumps.is_empty() {
+        for &(i, back) in &jumps {
+            warnings.push(format!(
+                "video timestamps jump back by {:.3} s at packet {i} (recordings joined?): \
+                 the parts are kept in the order of the file, one after the other",
+                vtb.seconds(back)
+            ));
+        }
+        for (p, &pts) in packets.iter_mut().zip(&pts_now) {
+            p.pts = pts;
+        }
+        let hidden = derived_pts.take().map(|d| d.hidden).unwrap_or_default();
+        derived_pts = Some(reorder::DerivedPts {
+            pts: pts_now,
+            hidden,
+        });
+    }
     // Demuxers' dts are missing (Matroska), guessed (NUT) or absent (AVI) too often to copy:
     // every intermediate uses dts derived from the pts by one rule.
     let pts_in_decode_order: Vec<i64> = packets.iter().map(|p| p.pts).collect();
@@ -198,12 +231,22 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
     let video_end = vtb.seconds(shown.iter().map(|p| p.pts).max().unwrap_or(0));
 
     let mut start_seconds = video_start;
-    for ((info, span), skip) in audio.iter_mut().zip(&audio_span).zip(&audio_skip_until) {
+    for (i, ((info, span), skip)) in audio
+        .iter_mut()
+        .zip(&audio_span)
+        .zip(&audio_skip_until)
+        .enumerate()
+    {
         if let Some((first, end)) = span {
             let first = &(*first).max(skip.unwrap_or(i64::MIN));
             let s = info.time_base.seconds(*first);
             info.start_seconds = Some(s);
             info.duration_seconds = info.time_base.seconds(end - first);
+            if let Some((run_start, run_end, before)) = audio_runs[i] {
+                if before > 0 {
+                    info.duration_seconds = info.time_base.seconds(before + run_end - run_start);
+                }
+            }
             start_seconds = start_seconds.min(s);
         }
     }
@@ -235,6 +278,7 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
             chapters,
             title,
             subtitles: subtitles.finish(),
+            warnings,
         },
         packets,
         dts_rule,

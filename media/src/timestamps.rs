@@ -131,62 +131,108 @@ pub fn decode_timestamps_with(pts: &[Option<i64>], depth: u32, step: i64) -> Vec
     known.iter().map(|&p| Some(deriver.next(p))).collect()
 }
 
+/// Where a stream's timestamps start over: recordings joined byte for byte (two MPEG-TS
+/// captures appended), each starting at the muxer's default time. Rewrites `pts` (decode
+/// order) so that each later run follows the one before by one frame interval, and returns
+/// the decode index where each run begins with how far (ticks) its timestamps went back.
+///
+/// Why: sorted by presentation time the two runs would interleave (frames of the second
+/// recording shown between those of the first); kept in the order they were recorded, each
+/// with its own spacing, the output plays them one after the other, as the file does. A
+/// pts is taken as a jump back when it lies more than `threshold` ticks before the largest
+/// pts so far (B-frame reordering moves pts back by a few frames, never by a second).
+pub fn rejoin_runs(pts: &mut [i64], threshold: i64) -> Vec<(usize, i64)> {
+    // The runs: a new one begins where a pts lies far before the largest of the current run.
+    let mut jumps = Vec::new();
+    let mut run_max: Option<i64> = None;
+    for (i, &p) in pts.iter().enumerate() {
+        match run_max {
+            Some(m) if p < m - threshold => {
+                jumps.push((i, m - p));
+                run_max = Some(p);
+            }
+            Some(m) => run_max = Some(m.max(p)),
+            None => run_max = Some(p),
+        }
+    }
+    // Each later run moves so its earliest frame follows the run before by that run's last
+    // frame interval.
+    let mut starts: Vec<usize> = jumps.iter().map(|&(i, _)| i).collect();
+    starts.push(pts.len());
+    let mut prev: Option<(i64, i64)> = None; // (largest pts, last interval) of the run before
+    let mut a = 0;
+    for &b in &starts {
+        let run = &mut pts[a..b];
+        let (Some(&lo), Some(&hi)) = (run.iter().min(), run.iter().max()) else {
+            continue;
+        };
+        let offset = prev.map_or(0, |(max, step)| max + step - lo);
+        for p in run.iter_mut() {
+            *p += offset;
+        }
+        let below = run.iter().filter(|&&p| p < hi + offset).max().copied();
+        let step = below.map_or(1, |s| (hi + offset - s).max(1));
+        prev = Some((hi + offset, step));
+        a = b;
+    }
+    jumps
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
 
     #[test]
-    fn dts_from_pts_with_b_pyramid() {
-        // decode order I0 P4 B2 b1 b3 P8 B6 b5 b7 (durations of 1)
-        let pts = [0, 4, 2, 1, 3, 8, 6, 5, 7].map(Some);
-        let dts: Vec<i64> = decode_timestamps(&pts).into_iter().flatten().collect();
-        assert_eq!(dts, vec![-2, -1, 0, 1, 2, 3, 4, 5, 6]);
-        let no_reorder = [10, 20, 30].map(Some);
-        assert_eq!(decode_timestamps(&no_reorder), no_reorder.to_vec());
-        assert_eq!(decode_timestamps(&[Some(1), None]), vec![Some(1), None]);
+    fn joined_recordings_play_one_after_the_other() {
+        // Two runs with B-frame reordering, the second starting over at 0.
+        let mut pts = vec![0, 3, 1, 2, 6, 4, 5, 0, 3, 1, 2];
+        let jumps = rejoin_runs(&mut pts, 4);
+        assert_eq!(jumps, vec![(7, 6)]);
+        assert_eq!(pts, vec![0, 3, 1, 2, 6, 4, 5, 7, 10, 8, 9]);
+        // A run whose first packet is not its first frame still follows as a whole.
+        let mut lead = vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 2, 0, 1];
+        assert_eq!(rejoin_runs(&mut lead, 5), vec![(10, 7)]);
+        assert_eq!(&lead[10..], &[12, 10, 11]);
+        // Reordering alone is never a jump.
+        let mut plain = vec![0, 30, 10, 20, 60, 40, 50];
+        assert!(rejoin_runs(&mut plain, 45).is_empty());
+        assert_eq!(plain, vec![0, 30, 10, 20, 60, 40, 50]);
     }
 
-    #[test]
-    fn matroska_b_frames_in_40ms_ticks() {
-        // What the Matroska demuxer hands over for x264 -bf 3 at 25 fps (pts only, ms).
-        let pts = [23, 103, 63, 183, 143, 343, 263, 223];
-        let rule = DtsRule::of(&pts);
-        assert_eq!(rule.depth, 2);
-        assert_eq!(rule.step, 40);
-        let mut d = rule.deriver();
-        let dts: Vec<i64> = pts.iter().map(|&p| d.next(p)).collect();
-        assert_eq!(dts, vec![-57, -17, 23, 63, 103, 143, 183, 223]);
-    }
-
-    #[test]
-    fn segments_joined_with_the_deepest_reorder_keep_dts_rising() {
-        // Segment A has no reordering, segment B reorders by two: alone, B's first dts would
-        // fall on A's last one.
-        let a = [0, 1, 2, 3].map(Some);
-        let b = [4, 7, 6, 5].map(Some);
-        let alone: Vec<i64> = [decode_timestamps(&a), decode_timestamps(&b)]
-            .concat()
-            .into_iter()
-            .flatten()
-            .collect();
-        assert!(alone.windows(2).any(|w| w[1] <= w[0]), "{alone:?}");
-        let depth = [&a[..], &b[..]]
-            .iter()
-            .map(|s| DtsRule::of(&s.iter().flatten().copied().collect::<Vec<_>>()).depth)
-            .max()
-            .unwrap();
-        let joined: Vec<i64> = [
-            decode_timestamps_with(&a, depth, 1),
-            decode_timestamps_with(&b, depth, 1),
-        ]
-        .concat()
-        .into_iter()
-        .flatten()
-        .collect();
-        assert_eq!(joined, vec![-2, -1, 0, 1, 2, 3, 4, 5]);
-        let pts: Vec<i64> = [a, b].concat().into_iter().flatten().collect();
-        assert!(joined.iter().zip(&pts).all(|(d, p)| d <= p));
+    proptest! {
+        #[test]
+        fn rejoined_runs_never_overlap(
+            runs in proptest::collection::vec((proptest::bool::ANY, 1usize..50), 1..5),
+        ) {
+            // Each run: frames 10 ticks apart, reordered in pairs, starting either after the
+            // run before or at 0 again when the run before ends at 300 or later (a jump back of
+            // at least 200 ticks).
+            let (mut pts, mut starts) = (Vec::new(), Vec::new());
+            let mut end = 0i64;
+            for &(over, n) in &runs {
+                let start = if over && end >= 200 + 100 { 0 } else { end + 10 };
+                let mut run: Vec<i64> = (0..n as i64).map(|k| start + 10 * k).collect();
+                for pair in run.chunks_mut(2) {
+                    pair.reverse();
+                }
+                end = *run.iter().max().unwrap();
+                starts.push(pts.len());
+                pts.extend(run);
+            }
+            let before = pts.clone();
+            rejoin_runs(&mut pts, 100);
+            let mut sorted = pts.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            prop_assert_eq!(sorted.len(), pts.len(), "two frames at one time: {:?}", pts);
+            for (k, &a) in starts.iter().enumerate() {
+                let b = starts.get(k + 1).copied().unwrap_or(pts.len());
+                for i in a..b {
+                    prop_assert_eq!(pts[i] - pts[a], before[i] - before[a]);
+                }
+            }
+        }
     }
 
     /// Builds a decode order from a presentation order by moving random frames ahead.

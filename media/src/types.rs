@@ -186,6 +186,10 @@ pub struct ProbeInfo {
     /// Text subtitle tracks with their cues, kept in the output.
     #[serde(default)]
     pub subtitles: Vec<crate::subtitles::SubtitleTrack>,
+    /// What the user should know about how the input was read (timestamps that jumped back,
+    /// ...), carried into the job's warnings.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// One chapter of the source: where it starts and ends (seconds, the source's timeline) and

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use crate::job::{Job, Report};
 use crate::probe::{
-    format_start, frame_count, probe_stream_frames, psnr, stream_info, Frame, StreamInfo,
+    first_presented, format_start, frame_count, probe_stream_frames, psnr, stream_info, Frame,
+    StreamInfo,
 };
 use crate::run::Run;
 
@@ -24,12 +25,20 @@ pub struct AudioTrack {
     pub info: StreamInfo,
     /// Decoded frames.
     pub frames: Vec<Frame>,
+    /// When the container presents the first sample ([`first_presented`]), if known.
+    pub presented: Option<f64>,
 }
 
 impl AudioTrack {
-    /// Timestamp of the first decoded audio frame (s).
+    /// When the first sample is presented (s): the container's word ([`first_presented`]) or
+    /// the first decoded frame, whichever is earlier (a decoder's delay does not move the
+    /// track; priming a container trims is not presented).
     pub fn first_ts(&self) -> f64 {
-        self.frames.first().map_or(f64::NAN, |f| f.ts)
+        let decoded = self.frames.first().map_or(f64::NAN, |f| f.ts);
+        match self.presented {
+            Some(p) if p < decoded => p,
+            _ => decoded,
+        }
     }
 
     /// Decoded duration: end of the last frame minus start of the first.
@@ -39,7 +48,7 @@ impl AudioTrack {
         };
         let rate = self.info.sample_rate.unwrap_or(48_000) as f64;
         let last_len = last.duration.unwrap_or(last.samples as f64 / rate);
-        last.ts + last_len - first.ts
+        last.ts + last_len - self.first_ts().min(first.ts)
     }
 }
 
@@ -76,13 +85,24 @@ impl Summary {
             .map(|(i, info)| AudioTrack {
                 info: info.clone(),
                 frames: probe_stream_frames(path, &format!("a:{i}")),
+                presented: first_presented(
+                    path,
+                    &format!("a:{i}"),
+                    info.sample_rate.unwrap_or(48_000),
+                ),
             })
             .collect();
+        let mut audio: Vec<AudioTrack> = audio;
+        for a in &mut audio {
+            played_in_order(&mut a.frames);
+        }
+        let mut video = probe_stream_frames(path, "v:0");
+        played_in_order(&mut video);
         Summary {
             path: path.to_path_buf(),
             start: format_start(path),
             frame_count: frame_count(path),
-            video: probe_stream_frames(path, "v:0"),
+            video,
             video_info,
             audio,
         }
@@ -95,9 +115,14 @@ impl Summary {
     pub fn presentation_start(&self) -> f64 {
         self.video
             .first()
-            .into_iter()
-            .chain(self.audio.iter().filter_map(|a| a.frames.first()))
             .map(|f| f.ts)
+            .into_iter()
+            .chain(
+                self.audio
+                    .iter()
+                    .map(AudioTrack::first_ts)
+                    .filter(|t| !t.is_nan()),
+            )
             .fold(f64::INFINITY, f64::min)
     }
 
@@ -121,6 +146,31 @@ impl Summary {
     /// First audio timestamp minus first video timestamp for track `i`.
     pub fn av_offset(&self, i: usize) -> f64 {
         self.audio[i].first_ts() - self.video.first().map_or(f64::NAN, |f| f.ts)
+    }
+}
+
+/// Frames as they play: where timestamps jump back by half a second or more (recordings
+/// joined byte for byte, each starting over), the rest follows the frame before by that
+/// frame's duration (else the interval before it), as tessera is to lay the parts out.
+pub fn played_in_order(frames: &mut [Frame]) {
+    const JUMP_S: f64 = 0.5;
+    for i in 1..frames.len() {
+        let (prev, here) = (frames[i - 1], frames[i].ts);
+        if here < prev.ts - JUMP_S {
+            let interval = i
+                .checked_sub(2)
+                .map(|j| prev.ts - frames[j].ts)
+                .filter(|d| *d > 0.0);
+            let step = prev
+                .duration
+                .filter(|d| *d > 0.0)
+                .or(interval)
+                .unwrap_or(0.0);
+            let shift = prev.ts + step - here;
+            for f in &mut frames[i..] {
+                f.ts += shift;
+            }
+        }
     }
 }
 
@@ -328,6 +378,16 @@ fn check_audio(s: &Summary, o: &Summary, tol: f64, p: &mut Vec<String>) {
                 "audio {i}: A/V offset {oo:.4} s, source {so:.4} s (tol {tol:.4})"
             ));
         }
+        if sa.info.channels != oa.info.channels {
+            p.push(format!(
+                "audio {i}: {:?} channels, source {:?}",
+                oa.info.channels, sa.info.channels
+            ));
+        } else if let (Some(sl), Some(ol)) = (&sa.info.channel_layout, &oa.info.channel_layout) {
+            if speakers(sl) != speakers(ol) {
+                p.push(format!("audio {i}: channel layout {ol}, source {sl}"));
+            }
+        }
         let (sd, od) = (sa.duration(), oa.duration());
         if (sd - od).abs() > AUDIO_DURATION_TOLERANCE_S {
             p.push(format!("audio {i}: duration {od:.4} s, source {sd:.4} s"));
@@ -335,7 +395,29 @@ fn check_audio(s: &Summary, o: &Summary, tol: f64, p: &mut Vec<String>) {
     }
 }
 
+/// A channel layout's name without the side/back distinction of its surround pair: AAC's
+/// channel configurations have one 5.1 (and one 7.1), so a 5.1(side) source is rightly coded
+/// as AAC's 5.1, which is what FFmpeg's own AAC encoder does.
+fn speakers(layout: &str) -> &str {
+    layout
+        .strip_suffix("(side)")
+        .or_else(|| layout.strip_suffix("(back)"))
+        .unwrap_or(layout)
+}
+
+/// Display aspects (width / height on screen) may differ by this share: the output's size is
+/// rounded to even numbers, and a sample aspect is a ratio of small integers.
+pub const DISPLAY_ASPECT_TOLERANCE: f64 = 0.01;
+
 fn check_metadata(s: &StreamInfo, o: &StreamInfo, p: &mut Vec<String>) {
+    if let (Some(sd), Some(od)) = (s.display_aspect(), o.display_aspect()) {
+        if (od / sd - 1.0).abs() > DISPLAY_ASPECT_TOLERANCE {
+            p.push(format!(
+                "display aspect {od:.4} (sample aspect {:?}), source {sd:.4} (sample aspect {:?})",
+                o.sample_aspect, s.sample_aspect
+            ));
+        }
+    }
     let even = |v: Option<u64>| v.map(|v| v - v % 2);
     if o.width != even(s.width) || o.height != even(s.height) {
         p.push(format!(

@@ -86,8 +86,9 @@ const S: &str = "320x240";
 
 /// How to make one fixture: the file extension and ffmpeg steps, each a
 /// whitespace-separated argument string (no argument contains a space).
-/// In a step `{prev}` is the previous step's output; the step's own output
-/// path is appended. Shared with the generated matrix ([`crate::matrix`]).
+/// In a step `{prev}` is the previous step's output and `{stepN}` (also inside an
+/// argument) step N's; the step's own output path is appended. A step `cat A B ...` joins
+/// files byte for byte instead of running ffmpeg. Shared with the generated matrix ([`crate::matrix`]).
 pub(crate) struct Recipe {
     pub(crate) ext: &'static str,
     pub(crate) steps: Vec<String>,
@@ -233,26 +234,59 @@ pub(crate) fn build_recipe(stem: &str, recipe: &Recipe) -> PathBuf {
         .tempdir_in(&dir)
         .expect("fixture build dir");
     let mut prev: Option<PathBuf> = None;
+    let mut made: Vec<PathBuf> = Vec::new();
     for (i, step) in recipe.steps.iter().enumerate() {
         let out = work.path().join(format!("step{i}.{}", recipe.ext));
-        let mut full: Vec<String> = ["-hide_banner", "-nostdin", "-v", "error", "-y"]
-            .map(String::from)
-            .to_vec();
+        let mut args: Vec<String> = Vec::new();
         for a in step.split_whitespace() {
             match (a, &prev) {
-                ("{prev}", Some(p)) => full.push(p.to_string_lossy().into_owned()),
+                ("{prev}", Some(p)) => args.push(p.to_string_lossy().into_owned()),
                 ("{prev}", None) => panic!("{stem}: first step uses {{prev}}"),
-                _ => full.push(a.to_owned()),
+                _ => args.push(step_refs(stem, a, &made)),
             }
         }
-        full.push(out.to_string_lossy().into_owned());
-        run_ffmpeg_tool("ffmpeg", &full);
+        if args.first().is_some_and(|a| a == "cat") {
+            // Files joined byte for byte (recordings appended to one another).
+            let mut bytes = Vec::new();
+            for f in &args[1..] {
+                bytes.extend(fs::read(f).unwrap_or_else(|e| panic!("{stem}: read {f}: {e}")));
+            }
+            fs::write(&out, bytes)
+                .unwrap_or_else(|e| panic!("{stem}: write {}: {e}", out.display()));
+        } else {
+            let mut full: Vec<String> = ["-hide_banner", "-nostdin", "-v", "error", "-y"]
+                .map(String::from)
+                .to_vec();
+            full.extend(args);
+            full.push(out.to_string_lossy().into_owned());
+            run_ffmpeg_tool("ffmpeg", &full);
+        }
+        made.push(out.clone());
         prev = Some(out);
     }
     let made = prev.expect("recipe has at least one step");
     fs::rename(&made, &path)
         .unwrap_or_else(|e| panic!("cannot move {} to {}: {e}", made.display(), path.display()));
     path
+}
+
+/// `arg` with every `{stepN}` replaced by the output of step N (which must be made already).
+fn step_refs(stem: &str, arg: &str, made: &[PathBuf]) -> String {
+    let mut out = arg.to_owned();
+    while let Some(at) = out.find("{step") {
+        let end = out[at..]
+            .find('}')
+            .map(|e| at + e)
+            .unwrap_or_else(|| panic!("{stem}: unclosed step reference in {arg}"));
+        let n: usize = out[at + 5..end]
+            .parse()
+            .unwrap_or_else(|e| panic!("{stem}: bad step reference in {arg}: {e}"));
+        let path = made
+            .get(n)
+            .unwrap_or_else(|| panic!("{stem}: {arg} refers to step {n}, not made yet"));
+        out.replace_range(at..=end, &path.to_string_lossy());
+    }
+    out
 }
 
 /// Writes a copy of `src` into `dir` as `name`, cut to `len` bytes.

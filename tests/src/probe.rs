@@ -50,6 +50,41 @@ pub fn frame_count(path: &Path) -> u64 {
         .unwrap_or_else(|| panic!("no nb_read_frames for {}: {v}", path.display())) as u64
 }
 
+/// When the stream `selector` (e.g. `a:0`) presents its first sample by the container's word:
+/// the first packet not flagged discard (an edit list's trim), plus the samples its side data
+/// says to skip, at `sample_rate`. `None` when no packet has a timestamp.
+///
+/// Why not the first decoded frame: a decoder with a delay (WMA, Vorbis) stamps its first
+/// output a packet or two later, so frames would measure the decoder, not the file.
+pub fn first_presented(path: &Path, selector: &str, sample_rate: u64) -> Option<f64> {
+    let v = ffprobe_json(
+        path,
+        &[
+            "-select_streams",
+            selector,
+            "-read_intervals",
+            "%+#64",
+            "-show_entries",
+            "packet=pts_time,dts_time,flags:packet_side_data",
+        ],
+    );
+    let packets = v["packets"].as_array().cloned().unwrap_or_default();
+    packets
+        .iter()
+        .filter(|p| !p["flags"].as_str().unwrap_or("").contains('D'))
+        .find_map(|p| {
+            let ts = num(&p["pts_time"]).or_else(|| num(&p["dts_time"]))?;
+            let skip = p["side_data_list"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|d| d["side_data_type"] == "Skip Samples")
+                .find_map(|d| num(&d["skip_samples"]))
+                .unwrap_or(0.0);
+            Some(ts + skip / sample_rate.max(1) as f64)
+        })
+}
+
 /// One decoded frame: its timestamp and duration in seconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Frame {
@@ -218,6 +253,28 @@ pub struct StreamInfo {
     pub sample_rate: Option<u64>,
     /// Audio channel count.
     pub channels: Option<u64>,
+    /// Audio channel layout as ffprobe names it (`stereo`, `5.1(side)`), if known.
+    pub channel_layout: Option<String>,
+    /// Sample aspect ratio as ffprobe reports it: FFmpeg's `av_guess_sample_aspect_ratio`
+    /// (the container's, else the codec's), `(num, den)`; `None` when unknown (0:1).
+    pub sample_aspect: Option<(u64, u64)>,
+}
+
+impl StreamInfo {
+    /// Width over height as shown on screen (coded size times the sample aspect, square
+    /// pixels when the aspect is unknown).
+    pub fn display_aspect(&self) -> Option<f64> {
+        let (w, h) = (self.width? as f64, self.height? as f64);
+        let (n, d) = self.sample_aspect.unwrap_or((1, 1));
+        (h > 0.0 && d > 0).then(|| w * n as f64 / (h * d as f64))
+    }
+}
+
+/// `"16:11"` as `(16, 11)`; `None` for `0:1`, `N/A` and the like.
+fn ratio(v: &Value) -> Option<(u64, u64)> {
+    let (n, d) = v.as_str()?.split_once(':')?;
+    let (n, d): (u64, u64) = (n.parse().ok()?, d.parse().ok()?);
+    (n > 0 && d > 0).then_some((n, d))
 }
 
 /// All streams of a file with the metadata in [`StreamInfo`].
@@ -247,6 +304,8 @@ pub fn stream_info(path: &Path) -> Vec<StreamInfo> {
                 color_range: string(&s["color_range"]),
                 sample_rate: num(&s["sample_rate"]).map(|r| r as u64),
                 channels: num(&s["channels"]).map(|c| c as u64),
+                channel_layout: string(&s["channel_layout"]).filter(|l| l != "unknown"),
+                sample_aspect: ratio(&s["sample_aspect_ratio"]),
             }
         })
         .collect()
@@ -298,6 +357,10 @@ pub fn psnr_graph(output: &Path, source: &Path, graph: &str) -> f64 {
             "-i".as_ref(),
             output.as_os_str(),
             "-noautorotate".as_ref(),
+            // A source whose size changes mid-stream: the graph is not rebuilt (which would
+            // restart `N` and pair the wrong frames); `scale` takes each frame as it comes.
+            "-reinit_filter".as_ref(),
+            "0".as_ref(),
             "-i".as_ref(),
             source.as_os_str(),
             "-lavfi".as_ref(),

@@ -8,8 +8,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 
 use tessera_tests::matrix::{
-    bad_inputs, check, markdown_report, matrix, sample, summary_line, Audio, Container, Row,
-    Timing, Video, TABLE_HEADER,
+    bad_inputs, check, check_field, field_cases, markdown_report, matrix, sample, summary_line,
+    Audio, Container, FieldClass, Row, Timing, Video, TABLE_HEADER,
 };
 use tessera_tests::Job;
 
@@ -22,14 +22,17 @@ const SAMPLE_SIZE: usize = 12;
 /// row as it finishes.
 fn run_rows(cases: &[tessera_tests::matrix::Case]) -> Vec<Row> {
     println!("{TABLE_HEADER}");
-    cases
-        .iter()
-        .map(|c| {
-            let row = check(c);
-            println!("{}", row.markdown());
-            row
-        })
-        .collect()
+    cases.iter().map(|c| printed(check(c))).collect()
+}
+
+/// [`run_rows`] for recordings from the field.
+fn run_field_rows(cases: &[tessera_tests::matrix::FieldCase]) -> Vec<Row> {
+    cases.iter().map(|c| printed(check_field(c))).collect()
+}
+
+fn printed(row: Row) -> Row {
+    println!("{}", row.markdown());
+    row
 }
 
 /// The generator keeps only valid pairs, stays in size and covers every
@@ -95,14 +98,34 @@ const KNOWN_OPEN_BAD: &[&str] = &[];
 #[test]
 fn ci_sample_passes() {
     let rows = run_rows(&sample(SAMPLE_SEED, SAMPLE_SIZE));
-    println!("{}", summary_line(&rows));
+    assert_rows_pass(&rows);
+}
+
+/// Every class of recording from the field, once (the regression guard of issue 27: each
+/// class keeps a case in CI): broadcast MPEG-2 with open GOPs, program streams, ASF, 3GP,
+/// DV, fragmented MP4, variable rate in Matroska and WebM, wrapping, jumping and size-changing
+/// MPEG-TS, pixel aspects in the bitstream, surround audio.
+#[test]
+fn field_sample_passes() {
+    let cases = field_cases();
+    for &class in FieldClass::ALL {
+        assert!(cases.iter().any(|c| c.class == class), "no {class:?} case");
+    }
+    println!("{TABLE_HEADER}");
+    let rows = run_field_rows(&cases);
+    assert_rows_pass(&rows);
+}
+
+/// Fails unless every row passed (or is a known open case, which must still fail).
+fn assert_rows_pass(rows: &[Row]) {
+    println!("{}", summary_line(rows));
     for r in rows
         .iter()
-        .filter(|r| KNOWN_OPEN.contains(&r.case.name().as_str()))
+        .filter(|r| KNOWN_OPEN.contains(&r.name.as_str()))
     {
         println!(
             "known open: {} {}",
-            r.case.name(),
+            r.name,
             if r.passed {
                 "now PASSES: remove it from KNOWN_OPEN"
             } else {
@@ -112,8 +135,8 @@ fn ci_sample_passes() {
     }
     let failed: Vec<String> = rows
         .iter()
-        .filter(|r| !r.passed && !KNOWN_OPEN.contains(&r.case.name().as_str()))
-        .map(|r| format!("{}: {}", r.case.name(), r.problems.join("; ")))
+        .filter(|r| !r.passed && !KNOWN_OPEN.contains(&r.name.as_str()))
+        .map(|r| format!("{}: {}", r.name, r.problems.join("; ")))
         .collect();
     assert!(
         failed.is_empty(),
@@ -173,11 +196,14 @@ fn full_matrix() {
         return;
     }
     let filter = std::env::var("TESSERA_MATRIX_FILTER").unwrap_or_default();
-    let cases: Vec<_> = matrix()
+    let wanted = |name: String| filter.split(',').any(|f| name.contains(f));
+    let cases: Vec<_> = matrix().into_iter().filter(|c| wanted(c.name())).collect();
+    let field: Vec<_> = field_cases()
         .into_iter()
-        .filter(|c| filter.split(',').any(|f| c.name().contains(f)))
+        .filter(|c| wanted(c.name()))
         .collect();
-    let rows = run_rows(&cases);
+    let mut rows = run_rows(&cases);
+    rows.extend(run_field_rows(&field));
     println!("{}", summary_line(&rows));
     if let Some(path) = std::env::var_os("TESSERA_MATRIX_REPORT").filter(|p| !p.is_empty()) {
         let path = PathBuf::from(path);
