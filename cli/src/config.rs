@@ -93,6 +93,10 @@ pub struct TranscodeArgs {
     /// Keep only the first audio track.
     #[arg(long)]
     pub first_audio_only: bool,
+    /// Mix every audio track of more than two channels down to stereo (5.1 stays 5.1
+    /// without it) [default: false].
+    #[arg(long, env = "TESSERA_STEREO_DOWNMIX")]
+    pub stereo_downmix: Option<bool>,
     /// Measure PSNR and SSIM of the output against the input.
     #[arg(long)]
     pub quality: bool,
@@ -133,6 +137,7 @@ pub struct FileTranscode {
     gpu: Option<GpuChoice>,
     max_decode_error_share: Option<f64>,
     package_subtitles: Option<crate::package_args::SubtitlesArg>,
+    stereo_downmix: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -170,6 +175,8 @@ pub struct TranscodeConfig {
     pub progress: ProgressMode,
     /// Keep only the first audio track.
     pub first_audio_only: bool,
+    /// Mix tracks of more than two channels down to stereo.
+    pub stereo_downmix: bool,
     /// Measure quality.
     pub quality: bool,
     /// Report file.
@@ -313,6 +320,7 @@ impl TranscodeConfig {
                 .or(file.progress)
                 .unwrap_or(ProgressMode::Auto),
             first_audio_only: args.first_audio_only,
+            stereo_downmix: args.stereo_downmix.or(file.stereo_downmix).unwrap_or(false),
             quality: args.quality,
             report: args.report,
             segment_timeout: args

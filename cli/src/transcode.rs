@@ -240,6 +240,7 @@ async fn run_farm(
             tessera_farm::model::Hardware::Cpu
         },
         first_audio_only: cfg.first_audio_only,
+        stereo_downmix: cfg.stereo_downmix,
         measure_quality: cfg.quality,
         resume: None,
         package: cfg.package.as_ref().map(|(spec, dir)| PackageJob {

@@ -132,6 +132,7 @@ fn audio_tracks(req: &JobRequest, info: &ProbeInfo) -> (Vec<usize>, Vec<usize>, 
         .audio
         .iter()
         .filter(|a| a.stream_copies() && package_rate.is_none())
+        .filter(|a| !(req.stereo_downmix && a.channels > 2))
         .map(|a| a.index)
         .collect();
     (
@@ -162,6 +163,7 @@ pub(crate) fn spawn_audio(
         copy_tracks,
         bitrate_per_channel,
         output: staging.join("audio-encoded.nut"),
+        stereo_downmix: req.stereo_downmix,
     };
     let children = ctx
         .sandbox

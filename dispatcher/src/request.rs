@@ -39,6 +39,10 @@ pub struct JobRequest {
     pub priority: u8,
     /// Keep only the first audio track.
     pub first_audio_only: bool,
+    /// Mix every audio track of more than two channels down to stereo; without it a track
+    /// keeps its channels (5.1 stays 5.1).
+    #[serde(default)]
+    pub stereo_downmix: bool,
     /// Also measure PSNR/SSIM of the output against the source.
     pub measure_quality: bool,
     /// What an earlier run of this job already did (a dispatcher restart), if anything.

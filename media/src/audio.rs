@@ -36,6 +36,9 @@ pub struct AudioRequest {
     pub bitrate_per_channel: u64,
     /// The NUT file to write, one stream per kept track.
     pub output: PathBuf,
+    /// Mix tracks of more than two channels down to stereo (else 5.1 is coded as AAC 5.1).
+    #[serde(default)]
+    pub stereo_downmix: bool,
 }
 
 /// What became of one track.
@@ -126,7 +129,7 @@ fn audio_tracks(req: &AudioRequest) -> Result<AudioResult, MediaError> {
             ffi::adapt_codec_tag(&mut ost, known);
             (Mode::Copy, in_tb, "aac".to_string(), 0)
         } else {
-            let t = open_transcoder(&stream, input, req.bitrate_per_channel)?;
+            let t = open_transcoder(&stream, input, req)?;
             let tb = ff::Rational::new(1, t.rate as i32);
             let padding = ffi::encoder_initial_padding(&t.encoder);
             let mut ost = octx
@@ -234,15 +237,11 @@ fn audio_tracks(req: &AudioRequest) -> Result<AudioResult, MediaError> {
 fn open_transcoder(
     stream: &ff::format::stream::Stream,
     input: &Path,
-    bitrate_per_channel: u64,
+    req: &AudioRequest,
 ) -> Result<Transcoder, MediaError> {
+    let bitrate_per_channel = req.bitrate_per_channel;
     let decoder = open_audio_decoder(stream, input)?;
-    let channels = decoder.channels().max(1);
-    let layout = match channels {
-        1 => ff::ChannelLayout::MONO,
-        6 => ff::ChannelLayout::_5POINT1_BACK,
-        _ => ff::ChannelLayout::STEREO,
-    };
+    let layout = output_layout(decoder.channels(), req.stereo_downmix);
     let rate = if AAC_RATES.contains(&decoder.rate()) {
         decoder.rate()
     } else {
@@ -275,6 +274,17 @@ fn open_transcoder(
         next_pts: None,
         first_presented: None,
     })
+}
+
+/// The AAC layout a track of `channels` channels is coded in: mono and 5.1 as they are (AAC
+/// has one 5.1, which a 5.1(side) source maps to, as FFmpeg's encoder does), everything else,
+/// or anything over two channels with `stereo_downmix`, as stereo.
+fn output_layout(channels: u16, stereo_downmix: bool) -> ff::ChannelLayout {
+    match channels.max(1) {
+        1 => ff::ChannelLayout::MONO,
+        6 if !stereo_downmix => ff::ChannelLayout::_5POINT1_BACK,
+        _ => ff::ChannelLayout::STEREO,
+    }
 }
 
 /// Moves decoded frames through the resampler into full encoder frames, and encoded packets to
@@ -426,4 +436,22 @@ fn write_packets(
         *packets += 1;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn surround_stays_surround_unless_mixed_down() {
+        assert_eq!(output_layout(1, false), ff::ChannelLayout::MONO);
+        assert_eq!(output_layout(2, false), ff::ChannelLayout::STEREO);
+        assert_eq!(output_layout(6, false), ff::ChannelLayout::_5POINT1_BACK);
+        assert_eq!(output_layout(6, true), ff::ChannelLayout::STEREO);
+        // Mono is never "mixed down" to two channels.
+        assert_eq!(output_layout(1, true), ff::ChannelLayout::MONO);
+        // Layouts AAC has no configuration for here go to stereo either way.
+        assert_eq!(output_layout(4, false), ff::ChannelLayout::STEREO);
+        assert_eq!(output_layout(0, false), ff::ChannelLayout::MONO);
+    }
 }

@@ -59,6 +59,8 @@ pub enum Fixture {
     MoovAtEnd,
     /// An audio-only AAC `.m4a`, 3 s.
     AudioOnlyM4a,
+    /// H.264 MP4 with one 5.1 AAC track, 3 s (AAC that would be stream-copied as it is).
+    SurroundAac,
     /// 1280x720 H.264 + AAC, 12 s, a keyframe every second: segments slow enough to
     /// interrupt (worker kill and drain tests).
     Hd720Long,
@@ -68,7 +70,7 @@ pub enum Fixture {
     StreamingSource,
 }
 
-const KINDS: usize = 18;
+const KINDS: usize = 19;
 
 /// lavfi test-pattern video input: `testsrc2` of `size` at `rate` fps.
 fn video(size: &str, rate: u32, secs: u32) -> String {
@@ -120,6 +122,7 @@ impl Fixture {
         Fixture::TwoAudioLanguages,
         Fixture::MoovAtEnd,
         Fixture::AudioOnlyM4a,
+        Fixture::SurroundAac,
         Fixture::Hd720Long,
         Fixture::StreamingSource,
     ];
@@ -173,6 +176,7 @@ impl Fixture {
                 "-metadata:s:a:0 language=eng -metadata:s:a:1 language=fra"]),
             Fixture::MoovAtEnd => one("mp4", &[&v3, &a3, X264, AAC]),
             Fixture::AudioOnlyM4a => one("m4a", &[&a3, AAC]),
+            Fixture::SurroundAac => one("mp4", &[&v3, &a3, X264, AAC, "-ac 6"]),
             Fixture::Hd720Long => one("mp4", &[&video("1280x720", 30, 12), &audio(440, 12), X264, AAC,
                 "-x264-params keyint=30:min-keyint=30:scenecut=0"]),
             Fixture::StreamingSource => one("mp4", &[&video("640x360", 25, 13), &audio(440, 13),

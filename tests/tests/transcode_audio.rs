@@ -57,6 +57,48 @@ fn two_audio_tracks_with_languages_to_mkv() {
     }
 }
 
+/// 5.1 stays 5.1 (the AAC source is copied as it is); `--stereo-downmix`, its env variable
+/// and its config-file key mix it down to stereo, re-encoding even a track that would have
+/// been copied, and keep it in sync and whole.
+#[test]
+fn surround_is_kept_unless_mixed_down_to_stereo() {
+    let src = fixture(Fixture::SurroundAac);
+    let channels = |p: &std::path::Path| -> Vec<Option<u64>> {
+        streams_of(p, "audio")
+            .into_iter()
+            .map(|s| s.channels)
+            .collect()
+    };
+    assert_eq!(channels(&src), vec![Some(6)], "fixture channels");
+    let kept = transcode_and_check(&src, "out.mp4", 1, &[]);
+    assert_eq!(channels(&kept.out.path), vec![Some(6)], "5.1 kept");
+    let job = Job::new(&src, "out.mp4");
+    job.run_ok(1, &["--stereo-downmix", "true"]);
+    // Every invariant but the channel count, which is the point.
+    let (mixed, problems) = tessera_tests::check::measure_transcode(&src, job, 2);
+    let others: Vec<&String> = problems
+        .iter()
+        .filter(|p| !p.starts_with("audio 0: Some(2) channels, source Some(6)"))
+        .collect();
+    assert!(others.is_empty(), "mixed down: {others:?}");
+    assert_eq!(
+        channels(&mixed.out.path),
+        vec![Some(2)],
+        "mixed down by flag"
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("tessera.toml");
+    std::fs::write(&config, "[transcode]\nstereo_downmix = true\n").expect("write config");
+    let job = Job::new(&src, "out.mp4");
+    let config_arg = config.to_string_lossy().into_owned();
+    job.run_ok(1, &["--config", &config_arg]);
+    assert_eq!(
+        channels(&job.output),
+        vec![Some(2)],
+        "mixed down by the config file"
+    );
+}
+
 /// Positions, in `log` (tessera's stderr at `--log info`), of the audio step's start and of
 /// every "segment encoded" line.
 fn audio_and_segments(log: &str) -> (usize, Vec<usize>) {
