@@ -179,145 +179,67 @@ impl FieldClass {
     }
 
     /// How to make the clip (see [`Recipe`]).
+    #[rustfmt::skip] // a recipe per arm reads better than rustfmt's columns
     pub(crate) fn recipe(self, seed: u64) -> Recipe {
         let d = self.seconds(seed);
-        let src = |size: &str, rate: &str, secs: u32| {
-            format!("-f lavfi -i testsrc2=size={size}:rate={rate}:duration={secs}")
-        };
-        let sine = |rate: u32, secs: u32| {
-            format!("-f lavfi -i sine=frequency=440:sample_rate={rate}:duration={secs}")
+        // One ffmpeg step: a test pattern of `size` at `rate`, a tone at `hz`, then `args`.
+        let clip = |ext: &'static str, (size, rate): (&str, &str), hz: u32, args: String| Recipe {
+            ext,
+            steps: vec![format!(
+                "-f lavfi -i testsrc2=size={size}:rate={rate}:duration={d} \
+                 -f lavfi -i sine=frequency=440:sample_rate={hz}:duration={d} {args}"
+            )],
         };
         let x264 = "-c:v libx264 -preset veryfast -pix_fmt yuv420p";
-        // Every 7th frame 11 ms late, in a 1 ms time base.
-        let vfr = "-vf settb=1/1000,setpts=PTS+if(eq(mod(N\\,7)\\,3)\\,11\\,0) \
-                   -fps_mode passthrough -enc_time_base:v 1:1000";
-        let one = |ext: &'static str, parts: Vec<String>| Recipe {
-            ext,
-            steps: vec![parts.join(" ")],
-        };
+        // Every n-th frame moved by a few ms, in a 1 ms time base (seeded: 3rd to 9th frame,
+        // 5 to 15 ms, later or earlier).
+        let h = hash(seed, &["vfr", self.token()]);
+        let (every, by) = (3 + h % 7, 5 + (h >> 8) % 11);
+        let sign = if (h >> 16) % 2 == 0 { "+" } else { "-" };
+        let vfr = format!(
+            "-vf settb=1/1000,setpts=PTS{sign}if(eq(mod(N\\,{every})\\,1)\\,{by}\\,0) \
+             -fps_mode passthrough -enc_time_base:v 1:1000"
+        );
+        let (sd, sd_ntsc, cif, nhd) = (
+            ("720x576", "25"),
+            ("720x480", "30000/1001"),
+            ("352x288", "25"),
+            ("640x360", "25"),
+        );
         match self {
-            FieldClass::Mpeg2TsOpen => one(
-                "ts",
-                vec![
-                    src("720x576", "25", d),
-                    sine(48_000, d),
-                    "-vf setfield=tff -c:v mpeg2video -flags +ildct+ilme -top 1 -g 12 -bf 2 \
-                     -b:v 4M -c:a mp2 -b:a 192k"
-                        .into(),
-                ],
-            ),
-            FieldClass::Mpeg2Ts422Closed => one(
-                "ts",
-                vec![
-                    src("720x576", "25", d),
-                    sine(48_000, d),
-                    "-c:v mpeg2video -pix_fmt yuv422p -flags +cgop -sc_threshold 1000000000 -g 15 -bf 2 -b:v 8M \
-                     -c:a ac3 -ac 6 -b:a 384k"
-                        .into(),
-                ],
-            ),
-            FieldClass::Mpeg2PsNtsc => one(
-                "mpg",
-                vec![
-                    src("720x480", "30000/1001", d),
-                    sine(48_000, d),
-                    "-c:v mpeg2video -aspect 16:9 -g 15 -bf 2 -b:v 5M -c:a ac3 -b:a 192k -f dvd"
-                        .into(),
-                ],
-            ),
-            FieldClass::Mpeg1Ps => one(
-                "mpg",
-                vec![
-                    src("352x288", "25", d),
-                    sine(44_100, d),
-                    "-c:v mpeg1video -g 12 -bf 2 -b:v 1500k -c:a mp2 -b:a 128k -f vob".into(),
-                ],
-            ),
-            FieldClass::AsfWmv2 => one(
-                "asf",
-                vec![
-                    src("640x360", "25", d),
-                    sine(44_100, d),
-                    "-c:v wmv2 -b:v 2M -c:a wmav2 -b:a 128k".into(),
-                ],
-            ),
-            FieldClass::Phone3gp => one(
-                "3gp",
-                vec![
-                    src("352x288", "15", d),
-                    sine(16_000, d),
-                    "-c:v h263 -b:v 384k -c:a aac -ac 1 -b:a 32k".into(),
-                ],
-            ),
-            FieldClass::DvPal => one(
-                "dv",
-                vec![
-                    src("720x576", "25", d),
-                    sine(48_000, d),
-                    "-c:v dvvideo -pix_fmt yuv420p -aspect 16:9 -c:a pcm_s16le -ac 2 -f dv".into(),
-                ],
-            ),
-            FieldClass::FragmentedMp4 => one(
-                "mp4",
-                vec![
-                    src("640x360", "30", d),
-                    sine(48_000, d),
-                    format!(
-                        "{x264} -g 60 -c:a aac -b:a 96k \
-                         -movflags +frag_keyframe+empty_moov+default_base_moof"
-                    ),
-                ],
-            ),
-            FieldClass::VfrMatroska => one(
-                "mkv",
-                vec![
-                    src("640x360", "30", d),
-                    sine(48_000, d),
-                    format!("{vfr} {x264} -c:a aac -b:a 96k"),
-                ],
-            ),
-            FieldClass::VfrWebm => one(
-                "webm",
-                vec![
-                    src("640x360", "30", d),
-                    sine(48_000, d),
-                    format!(
-                        "{vfr} -c:v libvpx-vp9 -deadline realtime -cpu-used 8 -b:v 600k \
-                         -c:a libopus -b:a 64k"
-                    ),
-                ],
-            ),
+            FieldClass::Mpeg2TsOpen => clip("ts", sd, 48_000, "-vf setfield=tff -c:v mpeg2video \
+                -flags +ildct+ilme -top 1 -g 12 -bf 2 -b:v 4M -c:a mp2 -b:a 192k".into()),
+            FieldClass::Mpeg2Ts422Closed => clip("ts", sd, 48_000, "-c:v mpeg2video \
+                -pix_fmt yuv422p -flags +cgop -sc_threshold 1000000000 -g 15 -bf 2 -b:v 8M \
+                -c:a ac3 -ac 6 -b:a 384k".into()),
+            FieldClass::Mpeg2PsNtsc => clip("mpg", sd_ntsc, 48_000, "-c:v mpeg2video \
+                -aspect 16:9 -g 15 -bf 2 -b:v 5M -c:a ac3 -b:a 192k -f dvd".into()),
+            FieldClass::Mpeg1Ps => clip("mpg", cif, 44_100, "-c:v mpeg1video -g 12 -bf 2 \
+                -b:v 1500k -c:a mp2 -b:a 128k -f vob".into()),
+            FieldClass::AsfWmv2 => clip("asf", nhd, 44_100,
+                "-c:v wmv2 -b:v 2M -c:a wmav2 -b:a 128k".into()),
+            FieldClass::Phone3gp => clip("3gp", ("352x288", "15"), 16_000,
+                "-c:v h263 -b:v 384k -c:a aac -ac 1 -b:a 32k".into()),
+            FieldClass::DvPal => clip("dv", sd, 48_000, "-c:v dvvideo -pix_fmt yuv420p \
+                -aspect 16:9 -c:a pcm_s16le -ac 2 -f dv".into()),
+            FieldClass::FragmentedMp4 => clip("mp4", ("640x360", "30"), 48_000, format!(
+                "{x264} -g 60 -c:a aac -b:a 96k \
+                 -movflags +frag_keyframe+empty_moov+default_base_moof")),
+            FieldClass::VfrMatroska => clip("mkv", ("640x360", "30"), 48_000,
+                format!("{vfr} {x264} -c:a aac -b:a 96k")),
+            FieldClass::VfrWebm => clip("webm", ("640x360", "30"), 48_000, format!(
+                "{vfr} -c:v libvpx-vp9 -deadline realtime -cpu-used 8 -b:v 600k \
+                 -c:a libopus -b:a 64k")),
             // 2^33 ticks of 90 kHz are 95443.72 s; the muxer starts 1.4 s after the offset.
-            FieldClass::TsWrap => one(
-                "ts",
-                vec![
-                    src("640x360", "25", d),
-                    sine(48_000, d),
-                    format!(
-                        "{x264} -c:a aac -b:a 96k -output_ts_offset {}",
-                        95_443.72 - 1.4 - f64::from(d) / 2.0
-                    ),
-                ],
-            ),
+            FieldClass::TsWrap => clip("ts", nhd, 48_000, format!(
+                "{x264} -c:a aac -b:a 96k -output_ts_offset {}",
+                95_443.72 - 1.4 - f64::from(d) / 2.0)),
             FieldClass::ResolutionChange => joined(d, ("640x360", "1280x720"), true),
             FieldClass::TsJumpBack => joined(d, ("640x360", "640x360"), false),
-            FieldClass::Mpeg4PixelAspect => one(
-                "avi",
-                vec![
-                    src("720x576", "25", d),
-                    sine(48_000, d),
-                    "-vf setsar=64/45 -c:v mpeg4 -q:v 4 -bf 2 -g 25 -c:a libmp3lame -b:a 128k"
-                        .into(),
-                ],
-            ),
-            FieldClass::Surround => one(
-                "mkv",
-                vec![
-                    src("640x360", "25", d),
-                    sine(48_000, d),
-                    format!("{x264} -c:a eac3 -ac 6 -b:a 384k"),
-                ],
-            ),
+            FieldClass::Mpeg4PixelAspect => clip("avi", sd, 48_000, "-vf setsar=64/45 \
+                -c:v mpeg4 -q:v 4 -bf 2 -g 25 -c:a libmp3lame -b:a 128k".into()),
+            FieldClass::Surround => clip("mkv", nhd, 48_000,
+                format!("{x264} -c:a eac3 -ac 6 -b:a 384k")),
         }
     }
 }
