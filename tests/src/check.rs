@@ -224,9 +224,6 @@ pub fn measure_transcode(src: &Path, job: Job, min_segments: u32) -> (Comparison
     let o = Summary::of(&job.output);
     let report = job.report();
     let mut p: Vec<String> = Vec::new();
-    let tol = s.min_frame_interval() + 1e-3;
-
-    check_video(&s, &o, tol, &mut p);
     if report.frames != s.frame_count {
         p.push(format!(
             "report frames {} != source frames {}",
@@ -257,12 +254,7 @@ pub fn measure_transcode(src: &Path, job: Job, min_segments: u32) -> (Comparison
             report.qc_s, report.finish_s
         ));
     }
-    check_audio(&s, &o, tol, &mut p);
-    check_metadata(&s.video_info, &o.video_info, &mut p);
-    let db = psnr(&job.output, src);
-    if db.is_nan() || db < MIN_PSNR_DB {
-        p.push(format!("PSNR {db:.2} dB < {MIN_PSNR_DB} dB"));
-    }
+    let db = compare_media(&s, &o, &mut p);
     let entries = job.out_dir_entries();
     let name = job
         .output
@@ -285,6 +277,21 @@ pub fn measure_transcode(src: &Path, job: Job, min_segments: u32) -> (Comparison
         psnr: db,
     };
     (c, p)
+}
+
+/// The invariants of an output `o` against its source `s` that need no report: every frame
+/// once with its time, the audio tracks (offset, duration, channels, language), size,
+/// aspect, rotation and colour, and PSNR. Adds what is violated to `p`; returns the PSNR.
+pub fn compare_media(s: &Summary, o: &Summary, p: &mut Vec<String>) -> f64 {
+    let tol = s.min_frame_interval() + 1e-3;
+    check_video(s, o, tol, p);
+    check_audio(s, o, tol, p);
+    check_metadata(&s.video_info, &o.video_info, p);
+    let db = psnr(&o.path, &s.path);
+    if db.is_nan() || db < MIN_PSNR_DB {
+        p.push(format!("PSNR {db:.2} dB < {MIN_PSNR_DB} dB"));
+    }
+    db
 }
 
 fn check_video(s: &Summary, o: &Summary, tol: f64, p: &mut Vec<String>) {
