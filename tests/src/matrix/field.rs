@@ -195,7 +195,7 @@ impl FieldClass {
         // 5 to 15 ms, later or earlier).
         let h = hash(seed, &["vfr", self.token()]);
         let (every, by) = (3 + h % 7, 5 + (h >> 8) % 11);
-        let sign = if (h >> 16) % 2 == 0 { "+" } else { "-" };
+        let sign = if (h >> 16).is_multiple_of(2) { "+" } else { "-" };
         let vfr = format!(
             "-vf settb=1/1000,setpts=PTS{sign}if(eq(mod(N\\,{every})\\,1)\\,{by}\\,0) \
              -fps_mode passthrough -enc_time_base:v 1:1000"
