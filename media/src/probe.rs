@@ -183,7 +183,23 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
     let mut warnings = Vec::new();
     let mut pts_now: Vec<i64> = packets.iter().map(|p| p.pts).collect();
     let jumps = crate::timestamps::rejoin_runs(&mut pts_now, vtb.ticks(1.0));
-    if !jumps.is_empty() {
+    // Frames that share a time (a coarse time base): a tick apart, every one kept, in the
+    // order the decoder shows them (which only a decode pass can tell; only such files pay).
+    let separated = if crate::timestamps::has_equal_pts(&pts_now) {
+        let ranks = reorder::display_ranks(path, video_index, packets.len())?;
+        crate::timestamps::separate_equal_pts(&mut pts_now, |i| {
+            ranks.get(i).copied().flatten().unwrap_or(usize::MAX)
+        })
+    } else {
+        0
+    };
+    if separated > 0 {
+        tracing::info!(
+            separated,
+            "frames sharing a presentation time moved a tick apart"
+        );
+    }
+    if !jumps.is_empty() || separated > 0 {
         for &(i, back) in &jumps {
             warnings.push(format!(
                 "video timestamps jump back by {:.3} s at packet {i} (recordings joined?): \

@@ -178,10 +178,92 @@ pub fn rejoin_runs(pts: &mut [i64], threshold: i64) -> Vec<(usize, i64)> {
     jumps
 }
 
+/// Whether two of `pts` are equal (see [`separate_equal_pts`]).
+pub fn has_equal_pts(pts: &[i64]) -> bool {
+    let mut sorted = pts.to_vec();
+    sorted.sort_unstable();
+    sorted.windows(2).any(|w| w[0] == w[1])
+}
+
+/// Moves frames that share a presentation time apart: in presentation order, ties in the
+/// order `tie` gives (the decoder's display order; decode order when it is equal), each pts
+/// becomes at least one tick after the one before. Returns how many moved.
+///
+/// Why: a container with a coarse time base (Matroska's 1 ms) can give two frames one
+/// timestamp (a variable-rate capture that moved a frame onto its neighbour). Every frame is
+/// kept, but no muxer takes two packets with one decode time, and the range gate and the
+/// plan must agree on each frame's time; a tick apart, both hold and the frame plays where
+/// the source shows it, within a tick.
+pub fn separate_equal_pts(pts: &mut [i64], tie: impl Fn(usize) -> usize) -> usize {
+    let mut order: Vec<usize> = (0..pts.len()).collect();
+    order.sort_by_key(|&i| (pts[i], tie(i), i));
+    let (mut moved, mut prev) = (0, None::<i64>);
+    for i in order {
+        if let Some(p) = prev.filter(|&p| pts[i] <= p) {
+            pts[i] = p + 1;
+            moved += 1;
+        }
+        prev = Some(pts[i]);
+    }
+    moved
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn frames_at_one_time_move_a_tick_apart() {
+        // Decode order I P B B with the two B-frames at one time, then one that collides
+        // with the moved one.
+        let mut pts = vec![0, 99, 33, 33, 34, 132];
+        assert!(has_equal_pts(&pts));
+        assert_eq!(separate_equal_pts(&mut pts, |_| 0), 2);
+        assert_eq!(pts, vec![0, 99, 33, 34, 35, 132]);
+        // The decoder shows the later-decoded one of the pair first: it keeps the time.
+        let mut shown = vec![0, 99, 33, 33, 132];
+        let display = [0, 3, 2, 1, 4];
+        separate_equal_pts(&mut shown, |i| display[i]);
+        assert_eq!(shown, vec![0, 99, 34, 33, 132]);
+        let mut fine = vec![0, 3, 1, 2];
+        assert!(!has_equal_pts(&fine));
+        assert_eq!(separate_equal_pts(&mut fine, |_| 0), 0);
+        assert_eq!(fine, vec![0, 3, 1, 2]);
+    }
+
+    proptest! {
+        #[test]
+        fn separated_pts_give_strictly_rising_dts(
+            raw in proptest::collection::vec(0i64..40, 1..120),
+        ) {
+            // Coarse times with many collisions, in any decode order.
+            let mut pts = raw.clone();
+            separate_equal_pts(&mut pts, |i| i % 3);
+            let mut sorted = pts.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            prop_assert_eq!(sorted.len(), pts.len());
+            // No frame moves earlier, and the order of distinct times is kept.
+            for (i, (&a, &b)) in raw.iter().zip(&pts).enumerate() {
+                prop_assert!(b >= a, "frame {} moved earlier", i);
+                for (&c, &d) in raw.iter().zip(&pts) {
+                    if a < c {
+                        prop_assert!(b < d);
+                    }
+                }
+            }
+            let rule = DtsRule::of(&pts);
+            let mut d = rule.deriver();
+            let dts: Vec<i64> = pts.iter().map(|&p| d.next(p)).collect();
+            for w in dts.windows(2) {
+                prop_assert!(w[0] < w[1], "dts not rising: {:?}", dts);
+            }
+            for (d, p) in dts.iter().zip(&pts) {
+                prop_assert!(d <= p);
+            }
+        }
+    }
 
     #[test]
     fn joined_recordings_play_one_after_the_other() {

@@ -38,11 +38,14 @@ pub enum FieldClass {
     DvPal,
     /// H.264 and AAC in fragmented MP4 (empty moov, a fragment per keyframe).
     FragmentedMp4,
-    /// H.264 with default x264 B-frames in Matroska, millisecond time base, every 7th frame
-    /// shifted by 11 ms: a variable-rate screen or phone capture.
+    /// H.264 with default x264 B-frames in Matroska, millisecond time base, every n-th frame
+    /// (seeded) moved by 5-15 ms: a variable-rate screen or phone capture.
     VfrMatroska,
     /// VP9 and Opus in WebM with the same timing.
     VfrWebm,
+    /// H.264 in Matroska with every n-th frame moved onto the one before: two frames at one
+    /// millisecond (a capture whose clock stalled).
+    SharedTimes,
     /// H.264 in MPEG-TS whose 33-bit timestamps wrap mid-file.
     TsWrap,
     /// H.264 in MPEG-TS whose size changes mid-stream: two recordings (640x360, then
@@ -71,6 +74,7 @@ impl FieldClass {
         FieldClass::FragmentedMp4,
         FieldClass::VfrMatroska,
         FieldClass::VfrWebm,
+        FieldClass::SharedTimes,
         FieldClass::TsWrap,
         FieldClass::ResolutionChange,
         FieldClass::TsJumpBack,
@@ -91,6 +95,7 @@ impl FieldClass {
             FieldClass::FragmentedMp4 => "fmp4-h264-aac",
             FieldClass::VfrMatroska => "mkv-h264-vfrms",
             FieldClass::VfrWebm => "webm-vp9-vfrms",
+            FieldClass::SharedTimes => "mkv-h264-sharedms",
             FieldClass::TsWrap => "ts-h264-wrap",
             FieldClass::ResolutionChange => "ts-h264-sizechange",
             FieldClass::TsJumpBack => "ts-h264-jumpback",
@@ -138,6 +143,12 @@ impl FieldClass {
                 "VFR, 1 ms time base",
             ),
             FieldClass::VfrWebm => l("WebM", "VP9", "Opus", "VFR, 1 ms time base"),
+            FieldClass::SharedTimes => l(
+                "Matroska",
+                "H.264, x264 default B-frames",
+                "AAC",
+                "two frames at one ms",
+            ),
             FieldClass::TsWrap => l("MPEG-TS", "H.264", "AAC", "pts wraps past 2^33"),
             FieldClass::ResolutionChange => l(
                 "MPEG-TS",
@@ -196,10 +207,11 @@ impl FieldClass {
         let h = hash(seed, &["vfr", self.token()]);
         let (every, by) = (3 + h % 7, 5 + (h >> 8) % 11);
         let sign = if (h >> 16).is_multiple_of(2) { "+" } else { "-" };
-        let vfr = format!(
+        let moved = |sign: &str, by: u64| format!(
             "-vf settb=1/1000,setpts=PTS{sign}if(eq(mod(N\\,{every})\\,1)\\,{by}\\,0) \
              -fps_mode passthrough -enc_time_base:v 1:1000"
         );
+        let vfr = moved(sign, by);
         let (sd, sd_ntsc, cif, nhd) = (
             ("720x576", "25"),
             ("720x480", "30000/1001"),
@@ -227,6 +239,9 @@ impl FieldClass {
                  -movflags +frag_keyframe+empty_moov+default_base_moof")),
             FieldClass::VfrMatroska => clip("mkv", ("640x360", "30"), 48_000,
                 format!("{vfr} {x264} -c:a aac -b:a 96k")),
+            // 33 ms back at 30 fps: onto the frame before, within the millisecond rounding.
+            FieldClass::SharedTimes => clip("mkv", ("640x360", "30"), 48_000,
+                format!("{} {x264} -c:a aac -b:a 96k", moved("-", 33))),
             FieldClass::VfrWebm => clip("webm", ("640x360", "30"), 48_000, format!(
                 "{vfr} -c:v libvpx-vp9 -deadline realtime -cpu-used 8 -b:v 600k \
                  -c:a libopus -b:a 64k")),
