@@ -88,6 +88,36 @@ fn a_two_mib_body_is_refused_with_413_and_no_job() {
     assert_served(&farm, "after the 2 MiB body");
 }
 
+/// A client that declares a body over the limit and waits for `100 Continue` (as curl does
+/// for large bodies) is answered 413 before it sends a byte of it, for every declared size
+/// over the limit and either path: never a 100 it would take as the answer.
+#[test]
+fn an_oversized_body_announced_with_expect_is_refused_before_100_continue() {
+    let farm = farm();
+    for (path, len) in [
+        ("/v1/jobs", 64 * 1024 + 1_u64),
+        ("/v1/jobs", 2 << 20),
+        ("/v1/uploads", 10 << 30),
+    ] {
+        let mut s = TcpStream::connect(addr(&farm)).expect("connect");
+        write!(
+            s,
+            "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\
+             Content-Type: application/json\r\nContent-Length: {len}\r\n\
+             Expect: 100-continue\r\n\r\n"
+        )
+        .expect("headers");
+        let (text, _) = read_until_closed(&mut s, Duration::from_secs(2));
+        let first = text.lines().next().unwrap_or("");
+        assert!(
+            first.starts_with("HTTP/1.1 413"),
+            "{path} with {len} bytes declared: first answer {first:?}"
+        );
+    }
+    assert!(farm.jobs().is_empty());
+    assert_served(&farm, "after the announced bodies");
+}
+
 #[test]
 fn slow_loris_clients_are_cut_off_and_others_are_served() {
     let farm = farm();
