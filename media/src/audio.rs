@@ -191,10 +191,12 @@ fn audio_tracks(req: &AudioRequest) -> Result<AudioResult, MediaError> {
             }
             Mode::Encode(tr) => {
                 if tr.first_presented.is_none() && !ffi::packet_is_discard(&packet) {
-                    let skip = crate::probe::skip_samples(&packet).rescale(
-                        ff::Rational::new(1, tr.decoder.rate().max(1) as i32),
-                        t.in_tb,
-                    );
+                    // Skip samples count at the decoder's rate (unknown: nothing to skip).
+                    let skip = match tr.decoder.rate() {
+                        0 => 0,
+                        r => crate::probe::skip_samples(&packet)
+                            .rescale(ff::Rational::new(1, r as i32), t.in_tb),
+                    };
                     tr.first_presented = packet.pts().map(|p| p + skip);
                 }
                 // A corrupt audio packet costs a few ms of sound, not the job.

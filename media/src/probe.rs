@@ -182,7 +182,8 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
     // Recordings joined byte for byte: each run of timestamps follows the one before.
     let mut warnings = Vec::new();
     let mut pts_now: Vec<i64> = packets.iter().map(|p| p.pts).collect();
-    let jumps = crate::timestamps::rejoin_runs(&mut pts_now, vtb.ticks(1.0));
+    let threshold = crate::timestamps::jump_threshold(&pts_now, vtb.ticks(1.0));
+    let jumps = crate::timestamps::rejoin_runs(&mut pts_now, threshold);
     // Frames that share a time (a coarse time base): a tick apart, every one kept, in the
     // order the decoder shows them (which only a decode pass can tell; only such files pay).
     let separated = if crate::timestamps::has_equal_pts(&pts_now) {

@@ -178,6 +178,25 @@ pub fn rejoin_runs(pts: &mut [i64], threshold: i64) -> Vec<(usize, i64)> {
     jumps
 }
 
+/// How far back a pts must lie to start a run of its own (see [`rejoin_runs`]): `at_least`
+/// (a second), or sixteen typical frame intervals when those are longer, so a slow source
+/// (a time-lapse at 1 fps with B-frames) never takes its reordering for a jump.
+pub fn jump_threshold(pts: &[i64], at_least: i64) -> i64 {
+    let mut sorted = pts.to_vec();
+    sorted.sort_unstable();
+    let mut steps: Vec<i64> = sorted
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .filter(|d| *d > 0)
+        .collect();
+    if steps.is_empty() {
+        return at_least;
+    }
+    let mid = steps.len() / 2;
+    let (_, median, _) = steps.select_nth_unstable(mid);
+    at_least.max(median.saturating_mul(16))
+}
+
 /// Whether two of `pts` are equal (see [`separate_equal_pts`]).
 pub fn has_equal_pts(pts: &[i64]) -> bool {
     let mut sorted = pts.to_vec();
@@ -279,6 +298,13 @@ mod tests {
         // Reordering alone is never a jump.
         let mut plain = vec![0, 30, 10, 20, 60, 40, 50];
         assert!(rejoin_runs(&mut plain, 45).is_empty());
+        // A time-lapse at 1 fps (ticks of 1/1000 s) reorders by 2 s: no jump at 1 s.
+        let slow: Vec<i64> = vec![0, 3000, 1000, 2000, 6000, 4000, 5000];
+        assert_eq!(jump_threshold(&slow, 1000), 16_000);
+        assert!(rejoin_runs(&mut slow.clone(), jump_threshold(&slow, 1000)).is_empty());
+        // At 25 fps in 1/90000 a second stays the threshold.
+        let fast: Vec<i64> = (0..100).map(|k| k * 3600).collect();
+        assert_eq!(jump_threshold(&fast, 90_000), 90_000);
         assert_eq!(plain, vec![0, 30, 10, 20, 60, 40, 50]);
     }
 
