@@ -54,6 +54,10 @@ pub struct SubmitArgs {
     /// Measure PSNR/SSIM of the output against the input.
     #[arg(long)]
     pub psnr: bool,
+    /// Mix every audio track of more than two channels down to stereo (5.1 stays 5.1
+    /// without it).
+    #[arg(long)]
+    pub stereo_downmix: bool,
     /// Follow the job until it ends; exit 0 when done, 1 when failed or cancelled.
     #[arg(long)]
     pub wait: bool,
@@ -194,6 +198,7 @@ pub fn job_body(args: &SubmitArgs, input: &str, output: &str) -> anyhow::Result<
         priority: None,
         callback_url: None,
         psnr: args.psnr,
+        stereo_downmix: args.stereo_downmix,
         hardware: Hardware::default(),
     };
     Ok(serde_json::to_value(job)?)

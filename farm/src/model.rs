@@ -306,6 +306,9 @@ pub struct ApiJob {
     /// Measure PSNR/SSIM of the output.
     #[serde(default)]
     pub psnr: bool,
+    /// Mix every audio track of more than two channels down to stereo (else 5.1 stays 5.1).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stereo_downmix: bool,
     /// "gpu" (NVENC only), "cpu" (software only) or "any" (default: GPU when GPU workers
     /// are consuming, else CPU).
     #[serde(default, skip_serializing_if = "is_any")]

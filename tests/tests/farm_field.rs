@@ -80,3 +80,31 @@ fn field_recordings_through_the_distributed_farm_are_frame_exact() {
         failed.join("\n  ")
     );
 }
+
+/// Through the API, 5.1 stays 5.1 unless the job asks `"stereo_downmix": true`.
+#[test]
+fn api_jobs_keep_surround_unless_they_ask_for_stereo() {
+    let farm = Farm::start("surround", 1);
+    let src = tessera_tests::fixture(tessera_tests::Fixture::SurroundAac);
+    farm.upload(&src, "input", "surround.mp4");
+    for (downmix, want) in [(false, 6), (true, 2)] {
+        let dest = format!("surround-{downmix}.mp4");
+        let id = farm.submit(
+            "s3://input/surround.mp4",
+            &format!("s3://output/{dest}"),
+            json!({"preset": "veryfast"}),
+            json!({"stereo_downmix": downmix}),
+        );
+        let job = farm.wait_job(&id, JOB_TIMEOUT);
+        assert_eq!(job["state"], "done", "{job}");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let local = dir.path().join(&dest);
+        farm.download("output", &dest, &local);
+        let channels: Vec<Option<u64>> = tessera_tests::streams_of(&local, "audio")
+            .into_iter()
+            .map(|s| s.channels)
+            .collect();
+        assert_eq!(channels, vec![Some(want)], "stereo_downmix {downmix}");
+        farm.assert_frame_exact(&src, &dest);
+    }
+}

@@ -74,6 +74,9 @@ pub struct JobPlan {
     pub segment_seconds: f64,
     /// Measure PSNR/SSIM.
     pub psnr: bool,
+    /// Mix tracks of more than two channels down to stereo.
+    #[serde(default)]
+    pub stereo_downmix: bool,
     /// Where to POST the job's final state (HMAC-signed).
     #[serde(default)]
     pub callback_url: Option<String>,

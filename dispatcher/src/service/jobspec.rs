@@ -177,6 +177,7 @@ pub fn validate(
         priority: job.priority.unwrap_or_else(default_priority),
         segment_seconds,
         psnr: job.psnr,
+        stereo_downmix: job.stereo_downmix,
         callback_url: job.callback_url.clone(),
         package,
     })

@@ -28,7 +28,9 @@ pub fn document() -> Value {
             "description": "gpu: NVENC workers only; cpu: software encoders only; any: the GPU queue while GPU workers consume it, else the CPU queue"},
         "callback_url": {"type": "string", "pattern": "^https?://", "maxLength": 2048,
             "description": "a public address, or one the farm's webhook_allow names"},
-        "psnr": {"type": "boolean"}}});
+        "psnr": {"type": "boolean"},
+        "stereo_downmix": {"type": "boolean", "default": false,
+            "description": "mix every audio track of more than two channels down to stereo; without it 5.1 stays 5.1"}}});
     let states = json!([
         "queued",
         "splitting",

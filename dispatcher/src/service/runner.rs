@@ -378,7 +378,7 @@ impl Runner {
             priority: plan.priority,
             hardware: plan.hardware,
             first_audio_only: false,
-            stereo_downmix: false,
+            stereo_downmix: plan.stereo_downmix,
             measure_quality: plan.psnr,
             resume: self.db.resume_state(id)?,
             package: plan.package.as_ref().map(|p| PackageJob {

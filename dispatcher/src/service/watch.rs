@@ -243,6 +243,7 @@ impl Watch {
             priority: None,
             callback_url: None,
             psnr: false,
+            stereo_downmix: false,
             hardware: Default::default(),
         };
         validate(&job, buckets, 10.0, &Default::default())

@@ -133,6 +133,7 @@ impl Ingest {
             priority: None,
             callback_url: None,
             psnr: false,
+            stereo_downmix: false,
             hardware: Default::default(),
         };
         let state = &self.state;
