@@ -12,15 +12,17 @@ use tessera_tests::matrix::{field_cases, FieldClass};
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// The six inputs of issue 27, made again from their description: open-GOP MPEG-2 in TS,
-/// MPEG-1 in PS, VFR H.264 in Matroska, a TS whose size changes, ASF, 3GP H.263.
-const ISSUE_27: [FieldClass; 6] = [
+/// The six inputs of issue 27, made again from their description (open-GOP MPEG-2 in TS,
+/// MPEG-1 in PS, VFR H.264 in Matroska, a TS whose size changes, ASF, 3GP H.263), and a TS
+/// whose pixel format changes, which the issue asks of both farms too.
+const ISSUE_27: [FieldClass; 7] = [
     FieldClass::Mpeg2TsOpen,
     FieldClass::Mpeg1Ps,
     FieldClass::VfrMatroska,
     FieldClass::ResolutionChange,
     FieldClass::AsfWmv2,
     FieldClass::Phone3gp,
+    FieldClass::PixelFormatChange,
 ];
 
 #[test]

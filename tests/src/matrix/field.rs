@@ -51,6 +51,9 @@ pub enum FieldClass {
     /// H.264 in MPEG-TS whose size changes mid-stream: two recordings (640x360, then
     /// 1280x720) joined byte for byte, timestamps continuous.
     ResolutionChange,
+    /// H.264 in MPEG-TS whose pixel format changes mid-stream: 4:2:0, then 4:2:2 (High
+    /// 4:2:2), joined byte for byte, timestamps continuous.
+    PixelFormatChange,
     /// Two MPEG-TS recordings joined byte for byte, the second one's timestamps starting
     /// over: they jump back.
     TsJumpBack,
@@ -77,6 +80,7 @@ impl FieldClass {
         FieldClass::SharedTimes,
         FieldClass::TsWrap,
         FieldClass::ResolutionChange,
+        FieldClass::PixelFormatChange,
         FieldClass::TsJumpBack,
         FieldClass::Mpeg4PixelAspect,
         FieldClass::Surround,
@@ -98,6 +102,7 @@ impl FieldClass {
             FieldClass::SharedTimes => "mkv-h264-sharedms",
             FieldClass::TsWrap => "ts-h264-wrap",
             FieldClass::ResolutionChange => "ts-h264-sizechange",
+            FieldClass::PixelFormatChange => "ts-h264-pixfmtchange",
             FieldClass::TsJumpBack => "ts-h264-jumpback",
             FieldClass::Mpeg4PixelAspect => "avi-mpeg4-par6445",
             FieldClass::Surround => "mkv-h264-eac3x6",
@@ -156,6 +161,12 @@ impl FieldClass {
                 "AAC",
                 "size change mid-stream",
             ),
+            FieldClass::PixelFormatChange => l(
+                "MPEG-TS",
+                "H.264 4:2:0 then 4:2:2",
+                "AAC",
+                "pixel format change mid-stream",
+            ),
             FieldClass::TsJumpBack => l(
                 "MPEG-TS",
                 "H.264, two recordings joined",
@@ -212,6 +223,7 @@ impl FieldClass {
              -fps_mode passthrough -enc_time_base:v 1:1000"
         );
         let vfr = moved(sign, by);
+        let nhd_420 = ("640x360", "yuv420p");
         let (sd, sd_ntsc, cif, nhd) = (
             ("720x576", "25"),
             ("720x480", "30000/1001"),
@@ -249,8 +261,9 @@ impl FieldClass {
             FieldClass::TsWrap => clip("ts", nhd, 48_000, format!(
                 "{x264} -c:a aac -b:a 96k -output_ts_offset {}",
                 95_443.72 - 1.4 - f64::from(d) / 2.0)),
-            FieldClass::ResolutionChange => joined(d, ("640x360", "1280x720"), true),
-            FieldClass::TsJumpBack => joined(d, ("640x360", "640x360"), false),
+            FieldClass::ResolutionChange => joined(d, [nhd_420, ("1280x720", "yuv420p")], true),
+            FieldClass::PixelFormatChange => joined(d, [nhd_420, ("640x360", "yuv422p")], true),
+            FieldClass::TsJumpBack => joined(d, [nhd_420, nhd_420], false),
             FieldClass::Mpeg4PixelAspect => clip("avi", sd, 48_000, "-vf setsar=64/45 \
                 -c:v mpeg4 -q:v 4 -bf 2 -g 25 -c:a libmp3lame -b:a 128k".into()),
             FieldClass::Surround => clip("mkv", nhd, 48_000,
@@ -260,16 +273,16 @@ impl FieldClass {
 }
 
 /// Two MPEG-TS recordings of `d` seconds in all (the first one about half), of the two
-/// sizes, joined byte for byte. Both carry an explicit offset (so the muxer shifts neither for
+/// (size, pixel format)s, joined byte for byte. Both carry an explicit offset (so the muxer shifts neither for
 /// its B-frame delay). `continuous`: the second one's timestamps follow the first one's;
 /// otherwise both start at the same time and the timestamps jump back at the join.
-fn joined(d: u32, (first, second): (&str, &str), continuous: bool) -> Recipe {
+fn joined(d: u32, [first, second]: [(&str, &str); 2], continuous: bool) -> Recipe {
     let half = d / 2;
-    let part = |size: &str, secs: u32, freq: u32, offset: u32| {
+    let part = |(size, pix): (&str, &str), secs: u32, freq: u32, offset: u32| {
         format!(
             "-f lavfi -i testsrc2=size={size}:rate=25:duration={secs} \
              -f lavfi -i sine=frequency={freq}:sample_rate=48000:duration={secs} \
-             -c:v libx264 -preset veryfast -pix_fmt yuv420p -c:a aac -b:a 96k -f mpegts \
+             -c:v libx264 -preset veryfast -pix_fmt {pix} -c:a aac -b:a 96k -f mpegts \
              -output_ts_offset {offset}"
         )
     };
