@@ -108,9 +108,18 @@ pub fn gstreamer_video_times(manifest: &Path) -> Result<Vec<f64>, String> {
             "sync=false",
             "silent=false",
         ],
-        std::time::Duration::from_secs(300),
+        std::time::Duration::from_secs(120),
     );
-    if !run.status.success() || run.stdout.contains("ERROR") {
+    // GStreamer 1.22's adaptive demuxers now and then hang in their teardown after the
+    // sink has had every buffer and the end of stream (seen once in CI: EOS at the sink,
+    // then no exit for 300 s). The frames are all there by then and are checked below;
+    // only the exit is missing, so a run killed after its sink's EOS counts as finished.
+    let sink_ended = run
+        .stdout
+        .lines()
+        .any(|l| l.contains("fakesink0") && l.contains("type: eos"));
+    let hung_after_eos = run.timed_out && sink_ended && !run.stdout.contains("ERROR");
+    if !hung_after_eos && (!run.status.success() || run.stdout.contains("ERROR")) {
         return Err(run.describe());
     }
     Ok(run
