@@ -7,7 +7,7 @@
 use anyhow::{bail, Context};
 use clap::ValueEnum;
 use serde::Deserialize;
-use tessera_media::VideoCodec;
+use tessera_model::encode::VideoCodec;
 
 /// Whether `tessera transcode` encodes on NVENC.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, Deserialize)]
@@ -25,7 +25,7 @@ pub enum GpuChoice {
     Decode,
 }
 
-/// HDR handling on the command line (see `tessera_media::hdr::HdrMode`).
+/// HDR handling on the command line (see `tessera_model::hdr::HdrMode`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HdrArg {
@@ -38,7 +38,7 @@ pub enum HdrArg {
     Tonemap,
 }
 
-impl From<HdrArg> for tessera_media::hdr::HdrMode {
+impl From<HdrArg> for tessera_model::hdr::HdrMode {
     fn from(a: HdrArg) -> Self {
         match a {
             HdrArg::Auto => Self::Auto,

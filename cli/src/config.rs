@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use serde::Deserialize;
-use tessera_media::settings::{default_crf, default_preset, resolve_preset};
-use tessera_media::{Container, RateControl, RenditionSpec, VideoCodec};
+use tessera_model::encode::{Container, RateControl, RenditionSpec, VideoCodec};
+use tessera_model::settings::{default_crf, default_preset, resolve_preset};
 
 use crate::args::{parse_bitrate, CodecArg, GpuChoice, HdrArg, ProgressMode};
 
@@ -423,7 +423,7 @@ mod tests {
     fn also_outputs_are_the_main_rendition_at_other_heights() {
         let main = RenditionSpec {
             name: "main".into(),
-            codec: tessera_media::VideoCodec::H264,
+            codec: tessera_model::encode::VideoCodec::H264,
             rate: RateControl::Crf(23.0),
             preset: "fast".into(),
             height: None,

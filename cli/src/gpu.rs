@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::json;
 use tessera_farm::sandbox::{Limits, MediaOp, Sandbox};
 use tessera_gpu::{BudgetConfig, SessionNeed, SessionScheduler};
-use tessera_media::NvdecReport;
+use tessera_model::capabilities::NvdecReport;
 
 /// `tessera gpu` flags.
 #[derive(Debug, Clone, clap::Args)]

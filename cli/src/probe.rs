@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use serde_json::json;
 use tessera_farm::sandbox::{Limits, MediaOp, Sandbox};
-use tessera_media::{plan_segments_busy, Probe, SegmentPlan};
+use tessera_model::plan::plan_segments_busy;
+use tessera_model::probe::{Probe, SegmentPlan};
 
 /// `tessera probe` flags.
 #[derive(Debug, Clone, clap::Args)]

@@ -13,7 +13,7 @@ use anyhow::{bail, Context};
 use clap::ValueEnum;
 use serde_json::{json, Value};
 use tessera_farm::model::{ApiJob, ApiOutput, Hardware};
-use tessera_media::VideoCodec;
+use tessera_model::encode::VideoCodec;
 use tokio_util::sync::CancellationToken;
 
 use crate::args::{parse_bitrate, CodecArg};

@@ -23,7 +23,8 @@ use std::path::Path;
 use tessera_farm::model::keys;
 use tessera_farm::sandbox::{ChildStats, MediaOp};
 use tessera_farm::FarmError;
-use tessera_media::{AudioRequest, AudioResult, ProbeInfo};
+use tessera_model::audio::{AudioRequest, AudioResult};
+use tessera_model::probe::ProbeInfo;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -204,7 +205,7 @@ pub(crate) fn spawn_audio(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tessera_media::{AudioInfo, ColorInfo, Rational, VideoInfo};
+    use tessera_model::probe::{AudioInfo, ColorInfo, Rational, VideoInfo};
 
     fn info(width: u32, height: u32, audio: &[(u16, f64)]) -> ProbeInfo {
         let tb = Rational { num: 1, den: 30 };

@@ -7,7 +7,7 @@
 use tessera_farm::model::{encode_message, SegmentOutcome, TaskRef};
 use tessera_farm::queue::Consumer;
 use tessera_farm::FarmError;
-use tessera_media::{ProbeInfo, SegmentPlan};
+use tessera_model::probe::{ProbeInfo, SegmentPlan};
 
 use crate::patience::recorded;
 use crate::prepare::{published, segment_task, OnQueue, Prepared};
@@ -211,8 +211,8 @@ pub(crate) fn judge_decode_errors(
     );
     if share > max_share {
         return Err(FarmError::Media {
-            code: tessera_farm::ErrorCode::SourceCorrupt,
-            class: tessera_farm::ErrorClass::Abort,
+            code: tessera_model::error_code::ErrorCode::SourceCorrupt,
+            class: tessera_model::error_code::ErrorClass::Abort,
             message: format!(
                 "{}: source is corrupt: {what}, more than the {:.2}% allowed",
                 input.display(),
@@ -230,7 +230,7 @@ pub(crate) fn judge_decode_errors(
 mod tests {
     use super::judge_decode_errors;
     use std::path::Path;
-    use tessera_farm::ErrorCode;
+    use tessera_model::error_code::ErrorCode;
 
     #[test]
     fn decode_errors_are_judged_against_the_share() {

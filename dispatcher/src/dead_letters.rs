@@ -18,7 +18,7 @@ use tessera_farm::model::{
     QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH, WIRE_VERSION,
 };
 use tessera_farm::queue::{dead_letter_queue, Delivery, Queue};
-use tessera_media::{ErrorClass, ErrorCode};
+use tessera_model::error_code::{ErrorClass, ErrorCode};
 use tokio_util::sync::CancellationToken;
 
 /// The queues whose dead letters end a job: both encode queues, the stitch queue, and the

@@ -242,9 +242,9 @@ async fn run_stages(
 fn falls_back_to_cpu(
     hardware: Hardware,
     on_gpu_queue: bool,
-    code: tessera_farm::ErrorCode,
+    code: tessera_model::error_code::ErrorCode,
 ) -> bool {
-    use tessera_farm::ErrorCode as C;
+    use tessera_model::error_code::ErrorCode as C;
     hardware == Hardware::Any
         && on_gpu_queue
         && matches!(
@@ -279,7 +279,7 @@ async fn mark_ended(store: &dyn Store, staging_dir: &Path, job: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tessera_farm::ErrorCode as C;
+    use tessera_model::error_code::ErrorCode as C;
 
     #[test]
     fn only_gpu_conditions_of_anywhere_jobs_on_the_gpu_queue_fall_back() {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use tessera_farm::model::keys;
 use tessera_farm::sandbox::MediaOp;
 use tessera_farm::FarmError;
-use tessera_media::{SpriteRequest, SpriteResult};
+use tessera_model::images::{SpriteRequest, SpriteResult};
 use tessera_package::thumbnails::{ThumbnailSpec, TILE_DIR};
 
 use crate::parallel;

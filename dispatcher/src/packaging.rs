@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use tessera_farm::model::{keys, StitchTask};
 use tessera_farm::sandbox::MediaOp;
 use tessera_farm::FarmError;
-use tessera_media::segmenter::{SegmentRequest, SegmentedTrack, StreamPick};
-use tessera_media::{ErrorClass, ErrorCode};
+use tessera_model::error_code::{ErrorClass, ErrorCode};
+use tessera_model::segmented::{SegmentRequest, SegmentedTrack, StreamPick};
 use tessera_package::assemble;
 use tessera_package::{subtitles, thumbnails, Package, SegmentType, TrackKind};
 
@@ -111,7 +111,7 @@ pub(crate) async fn build(
     let (texts, warnings) = subtitles::carried(spec.subtitles, &prepared.info.subtitles);
     let video_info = &prepared.info.video;
     // The source's nominal and average frame rates, for the variants' stated rate.
-    let as_pair = |r: tessera_media::Rational| {
+    let as_pair = |r: tessera_model::probe::Rational| {
         (
             u32::try_from(r.num).unwrap_or(0),
             u32::try_from(r.den).unwrap_or(0),

@@ -8,10 +8,10 @@
 use std::time::Duration;
 
 use tessera_farm::FarmError;
-use tessera_media::{
-    plan_package_segments, plan_segments_busy, timestamp_bias, Container, ErrorClass, ErrorCode,
-    PackagePlan, Probe, ProbeInfo,
-};
+use tessera_model::encode::Container;
+use tessera_model::error_code::{ErrorClass, ErrorCode};
+use tessera_model::plan::{plan_package_segments, plan_segments_busy, timestamp_bias, PackagePlan};
+use tessera_model::probe::{Probe, ProbeInfo};
 use tessera_package::ladder::{renditions, Source};
 
 use crate::request::{Destination, JobOutput, JobRequest};
@@ -139,7 +139,7 @@ pub(crate) fn with_rungs<'a>(
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct PlannedStill {
     pub pts: i64,
-    pub images: Vec<(tessera_media::StillImage, String)>,
+    pub images: Vec<(tessera_model::images::StillImage, String)>,
 }
 
 /// A package's thumbnails planned on the source: the frames the segment encodes take images
@@ -165,7 +165,7 @@ pub(crate) fn thumbnails(req: &JobRequest, probe: &Probe) -> Option<PlannedThumb
         .into_iter()
         .find(|r| r.num > 0 && r.den > 0)
         .map_or(0.0, |r| r.as_f64());
-    let (_, span) = tessera_media::frames_at_times(&probe.packets, video.time_base, &[]);
+    let (_, span) = tessera_model::plan::frames_at_times(&probe.packets, video.time_base, &[]);
     let picture = Picture {
         width: video.width,
         height: video.height,
@@ -174,7 +174,7 @@ pub(crate) fn thumbnails(req: &JobRequest, probe: &Probe) -> Option<PlannedThumb
     };
     let plan = plan(spec, picture);
     let times: Vec<f64> = plan.shots.iter().map(|s| s.time).collect();
-    let (pts, _) = tessera_media::frames_at_times(&probe.packets, video.time_base, &times);
+    let (pts, _) = tessera_model::plan::frames_at_times(&probe.packets, video.time_base, &times);
     let stills = plan
         .shots
         .iter()

@@ -8,7 +8,7 @@ use tessera_farm::model::{
 };
 use tessera_farm::sandbox::{Limits, MediaOp};
 use tessera_farm::FarmError;
-use tessera_media::{ChunkInfo, Probe, ProbeInfo, SegmentPlan};
+use tessera_model::probe::{ChunkInfo, Probe, ProbeInfo, SegmentPlan};
 use tokio::task::JoinHandle;
 
 use crate::audio_step::{audio_step_frames_of, spawn_audio, AudioTask};

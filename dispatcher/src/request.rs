@@ -14,7 +14,8 @@ use tessera_farm::queue::Queue;
 use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::Store;
 use tessera_farm::FarmError;
-use tessera_media::{Container, QualityReport, RenditionSpec};
+use tessera_model::encode::{Container, RenditionSpec};
+use tessera_model::stitch::QualityReport;
 
 use crate::PublishGate;
 

@@ -10,7 +10,9 @@ use tessera_farm::model::{
 use tessera_farm::queue::Consumer;
 use tessera_farm::sandbox::MediaOp;
 use tessera_farm::FarmError;
-use tessera_media::{AudioTrackResult, OutputExpectation, ProbeInfo, QualityReport, SegmentPlan};
+use tessera_model::audio::AudioTrackResult;
+use tessera_model::probe::{ProbeInfo, SegmentPlan};
+use tessera_model::stitch::{OutputExpectation, QualityReport};
 
 use crate::patience::patiently;
 use crate::request::{Destination, DispatchContext, JobRequest};

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tessera_farm::model::{decode_message, TaskEvent, TaskRef};
 use tessera_farm::queue::{Consumer, Delivery, Queue};
 use tessera_farm::FarmError;
-use tessera_media::{ErrorClass, ErrorCode};
+use tessera_model::error_code::{ErrorClass, ErrorCode};
 use tokio::time::Instant;
 
 /// How many times a job republishes tasks it heard nothing of before it fails `task_lost`.

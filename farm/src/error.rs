@@ -1,7 +1,7 @@
 //! Errors of the farm plumbing: queue, store, sandbox. Each has a stable code and a class.
 
-pub use tessera_media::{ErrorClass, ErrorCode};
-
+use tessera_model::error_code::ErrorClass;
+use tessera_model::error_code::ErrorCode;
 /// Every failure of the shared plumbing.
 ///
 /// Why: the worker and dispatcher decide retry vs abort from `class()`, and report `code()`

@@ -14,4 +14,4 @@ pub mod sandbox;
 pub mod signals;
 pub mod store;
 
-pub use error::{ErrorClass, ErrorCode, FarmError};
+pub use error::FarmError;

@@ -5,10 +5,10 @@
 //! upgrade; a message states its version and a reader refuses what it does not understand.
 
 use serde::{Deserialize, Serialize};
-use tessera_media::{
-    AudioTrackResult, ColorInfo, Container, ErrorClass, ErrorCode, Rational, RenditionSpec,
-    VideoCodec,
-};
+use tessera_model::audio::AudioTrackResult;
+use tessera_model::encode::{Container, RenditionSpec, VideoCodec};
+use tessera_model::error_code::{ErrorClass, ErrorCode};
+use tessera_model::probe::{ColorInfo, Rational};
 
 /// The wire version of the messages in this module.
 pub const WIRE_VERSION: u32 = 1;
@@ -119,7 +119,7 @@ pub struct StillTask {
     /// Source pts of the frame (unbiased, like `SegmentEncode::keyframes`).
     pub pts: i64,
     /// Each image and its key in the work area.
-    pub images: Vec<(tessera_media::StillImage, String)>,
+    pub images: Vec<(tessera_model::images::StillImage, String)>,
 }
 
 /// How a segment attempt ended.
@@ -235,17 +235,17 @@ pub struct StitchTask {
     pub expected_frames: u64,
     /// The source's chapters and title, kept in the output.
     #[serde(default)]
-    pub chapters: Vec<tessera_media::Chapter>,
+    pub chapters: Vec<tessera_model::probe::Chapter>,
     /// See `chapters`.
     #[serde(default)]
     pub title: Option<String>,
     /// The source's text subtitle tracks, kept in the output.
     #[serde(default)]
-    pub subtitles: Vec<tessera_media::subtitles::SubtitleTrack>,
+    pub subtitles: Vec<tessera_model::subtitles::SubtitleTrack>,
     /// The QC gate's expectations of the stitched file (decoded end to end before it is
     /// stored); `None` from an older dispatcher: only the frame count is checked.
     #[serde(default)]
-    pub expect: Option<tessera_media::OutputExpectation>,
+    pub expect: Option<tessera_model::stitch::OutputExpectation>,
 }
 
 /// One requested output of an [`ApiJob`].
@@ -270,7 +270,7 @@ pub struct ApiOutput {
     /// HDR sources: "auto" (default: keep in HEVC/AV1, tone-map for H.264), "keep" or
     /// "tonemap".
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hdr: Option<tessera_media::hdr::HdrMode>,
+    pub hdr: Option<tessera_model::hdr::HdrMode>,
     /// mp4 or mkv (default: from the destination's extension).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container: Option<Container>,

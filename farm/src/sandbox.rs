@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use tessera_media::{ErrorClass, ErrorCode};
+use tessera_model::error_code::{ErrorClass, ErrorCode};
 use tokio::io::AsyncWriteExt;
 
 use crate::FarmError;
@@ -118,7 +118,7 @@ pub struct Sandbox {
     /// Children started ahead for [`Sandbox::run`], shared by the clones of this sandbox.
     ready: Option<Arc<spare::Ready>>,
     /// What the child's FFmpeg can do, asked once and shared by the clones.
-    caps: Arc<tokio::sync::OnceCell<tessera_media::Capabilities>>,
+    caps: Arc<tokio::sync::OnceCell<tessera_model::capabilities::Capabilities>>,
 }
 
 impl Sandbox {

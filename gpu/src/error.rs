@@ -1,17 +1,7 @@
-//! The GPU crate's error type: a stable code and a retry/abort class for every failure.
+//! The GPU crate's error type: a stable code and a retry/abort class for every failure (the
+//! class is the catalog's own `ErrorClass`).
 
-/// Whether trying the same operation again can succeed.
-///
-/// Why: the worker decides between "try again later" and "give up on this path" (e.g. run
-/// CPU-only) from the class, not from message text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorClass {
-    /// A transient condition (a card busy or resetting): try again later.
-    Retry,
-    /// Trying again gives the same answer (no driver, a card that does not exist).
-    Abort,
-}
+use tessera_model::error_code::ErrorClass;
 
 /// Every way a GPU inventory or scheduling call can fail.
 ///

@@ -46,7 +46,7 @@ mod proptests;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{BudgetConfig, CardOverride};
 pub use decode::{ChromaFormat, Codec, DecodeFormat, Generation};
-pub use error::{ErrorClass, GpuError};
+pub use error::GpuError;
 pub use inventory::{CardInfo, EncoderSessions, Inventory, MemoryUsage, QueryFailure};
 pub use lease::SessionLease;
 pub use models::{CardClass, ModelSpec};

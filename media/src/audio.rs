@@ -4,70 +4,22 @@
 //! Why whole-file: per-segment audio drifts and clicks at boundaries (encoder priming and
 //! frame-size rounding per segment); audio is cheap enough to do in one pass beside the video.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ff::Rescale as _;
 use ffmpeg_next as ff;
-use serde::{Deserialize, Serialize};
 
 use crate::demux::{open_audio_decoder, open_input, read_packet};
 use crate::probe::rational;
-use crate::types::Rational;
 use crate::{ffi, nut, MediaError};
+use tessera_model::audio::AudioRequest;
+use tessera_model::audio::AudioResult;
+use tessera_model::audio::AudioTrackResult;
 
 /// Sample rates the AAC encoder accepts; anything else is resampled to 48 kHz.
 const AAC_RATES: [u32; 12] = [
     96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000,
 ];
-
-/// What to do with the input's audio.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AudioRequest {
-    /// The source file.
-    pub input: PathBuf,
-    /// Container stream indices of the tracks to keep, in output order.
-    pub tracks: Vec<usize>,
-    /// Seconds added to every timestamp (the job's bias), keeping intermediate times >= 0.
-    pub bias_seconds: f64,
-    /// Tracks (stream indices) that may be stream-copied when already AAC; the others are
-    /// re-encoded.
-    pub copy_tracks: Vec<usize>,
-    /// AAC bitrate per channel in bits/s.
-    pub bitrate_per_channel: u64,
-    /// The NUT file to write, one stream per kept track.
-    pub output: PathBuf,
-    /// Mix tracks of more than two channels down to stereo (else 5.1 is coded as AAC 5.1).
-    #[serde(default)]
-    pub stereo_downmix: bool,
-}
-
-/// What became of one track.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AudioTrackResult {
-    /// The source stream index.
-    pub source_index: usize,
-    /// Output codec name.
-    pub codec: String,
-    /// Whether it was stream-copied.
-    pub copied: bool,
-    /// ISO 639 language, kept from the source.
-    pub language: Option<String>,
-    /// Encoder priming samples the final muxer must skip (AAC: 1024), 0 when copied.
-    pub initial_padding: i32,
-    /// The bias in this track's time base (what readers subtract).
-    pub bias: i64,
-    /// This track's time base in the intermediate file.
-    pub time_base: Rational,
-    /// Packets written.
-    pub packets: u64,
-}
-
-/// The result of the audio step.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AudioResult {
-    /// Per kept track, in output order.
-    pub tracks: Vec<AudioTrackResult>,
-}
 
 enum Mode {
     Copy,

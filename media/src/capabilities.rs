@@ -4,32 +4,9 @@
 //! the CLI ask it once through the sandbox and decide from this value (which encoders a
 //! worker can run, whether a job may ask for NVENC), so they start without loading FFmpeg.
 
-use serde::{Deserialize, Serialize};
-
-use crate::{HwCapabilities, ImageFormat, VideoCodec};
-
-/// Every question the parent processes ask of the linked FFmpeg build.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Capabilities {
-    /// The GPU path: CUDA hwaccel, scale_cuda and the NVENC encoders built in.
-    pub hw: HwCapabilities,
-    /// The video codecs whose software encoder (libx264, libx265, libsvtav1) is built in.
-    pub software_encoders: Vec<VideoCodec>,
-    /// The still-image formats whose encoder is built in.
-    pub image_encoders: Vec<ImageFormat>,
-}
-
-impl Capabilities {
-    /// Whether the software encoder of `codec` is built in.
-    pub fn software_encoder(&self, codec: VideoCodec) -> bool {
-        self.software_encoders.contains(&codec)
-    }
-
-    /// Whether still images of `format` can be written.
-    pub fn image_encoder(&self, format: ImageFormat) -> bool {
-        self.image_encoders.contains(&format)
-    }
-}
+use tessera_model::capabilities::Capabilities;
+use tessera_model::encode::VideoCodec;
+use tessera_model::images::ImageFormat;
 
 /// Asks the linked FFmpeg build; cheap, touches no GPU. Runs in the media child.
 pub fn capabilities() -> Capabilities {

@@ -7,8 +7,8 @@
 use std::path::Path;
 
 use crate::probe::{MAX_DURATION_SECONDS, MAX_FRAME_RATE};
-use crate::types::AudioInfo;
 use crate::MediaError;
+use tessera_model::probe::AudioInfo;
 
 /// How far the packets reach, in seconds from zero or from the earliest packet, whichever is
 /// more: muxers state a duration either way (Matroska counts from zero, so a file whose
@@ -115,7 +115,7 @@ pub(crate) fn checked_duration(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ErrorCode;
+    use tessera_model::error_code::ErrorCode;
 
     fn check(header: f64, measured: bool, span: f64) -> Result<f64, MediaError> {
         check_from(header, measured, span, 0.0)

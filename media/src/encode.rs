@@ -6,8 +6,8 @@
 //! the same result (types.rs).
 
 use crate::range::check_request;
-use crate::types::{EncodeRequest, EncodeResult};
 use crate::{encode_hw, encode_sw, MediaError};
+use tessera_model::encode::{EncodeRequest, EncodeResult};
 
 /// Encodes the frames of `[start_pts, end_pts)` from the chunk; `progress` gets the running
 /// count of frames encoded. On an NVIDIA card when the request names one

@@ -21,14 +21,15 @@ use upload::Uploader;
 
 use crate::demux::{open_input, open_video_decoder_with};
 use crate::ffi::cuda::{self, AvFailure, LogCapture};
-use crate::hw::{
-    choose_decode_path, classify_gpu_failure, gpu_error, gpu_unavailable, hw_capabilities,
-    DecodePath, GpuFailure, GpuStage,
-};
 use crate::nvenc::{nvenc_encoder_name, nvenc_settings};
 use crate::range::{decode_all, RangeGate};
-use crate::types::{EncodeRequest, EncodeResult, HardwareEncode};
 use crate::{ffi, MediaError};
+use crate::{
+    hw::choose_decode_path, hw::classify_gpu_failure, hw::gpu_error, hw::gpu_unavailable,
+    hw::hw_capabilities, hw::GpuFailure, hw::GpuStage,
+};
+use tessera_model::capabilities::DecodePath;
+use tessera_model::encode::{EncodeRequest, EncodeResult, HardwareEncode};
 
 /// Maps a failed call while frames flow: GPU conditions get their codes, the rest `other`.
 pub(super) fn running(dev: u32, e: ff::Error, what: &str, other: &str) -> MediaError {
@@ -186,17 +187,18 @@ pub(crate) fn encode_hw(
 /// What a software-encoded rendition needs of the GPU side: the frames' format on the card
 /// (p010 for a 10-bit output, else nv12) and the encoder's name.
 fn software_settings(
-    spec: &crate::types::RenditionSpec,
+    spec: &tessera_model::encode::RenditionSpec,
     source_bit_depth: u8,
 ) -> Result<crate::nvenc::NvencSettings, MediaError> {
-    let encoder = crate::settings::encoder_name(spec.codec);
+    let encoder = tessera_model::settings::encoder_name(spec.codec);
     if ff::encoder::find_by_name(encoder).is_none() {
         return Err(MediaError::encode(
             encoder,
             "encoder not in this FFmpeg build",
         ));
     }
-    let ten_bit = crate::settings::output_pix_fmt(spec.codec, source_bit_depth).contains("10");
+    let ten_bit =
+        tessera_model::settings::output_pix_fmt(spec.codec, source_bit_depth).contains("10");
     Ok(crate::nvenc::NvencSettings {
         encoder,
         options: Vec::new(),

@@ -12,11 +12,11 @@ use ffmpeg_next as ff;
 
 use crate::demux::{open_input, open_video_decoder};
 use crate::range::{decode_all, RangeGate};
-use crate::settings::{encoder_name, encoder_options, output_pix_fmt, output_size};
 use crate::stills::StillMaker;
 use crate::tonemap::Tonemapper;
-use crate::types::{EncodeRequest, EncodeResult, RenditionOutput, RenditionResult};
 use crate::{ffi, nut, MediaError};
+use tessera_model::encode::{EncodeRequest, EncodeResult, RenditionOutput, RenditionResult};
+use tessera_model::settings::{encoder_name, encoder_options, output_pix_fmt, output_size};
 
 struct Rendition {
     name: String,
@@ -26,7 +26,7 @@ struct Rendition {
     format: ff::format::Pixel,
     scaler: Option<(ff::software::scaling::Context, ff::format::Pixel, u32, u32)>,
     /// HDR to SDR: the source's colour and the graph (built on the first frame).
-    tonemap: Option<(crate::ColorInfo, Option<Tonemapper>)>,
+    tonemap: Option<(tessera_model::probe::ColorInfo, Option<Tonemapper>)>,
     encoder: ff::encoder::Video,
     octx: ff::format::context::Output,
     enc_tb: ff::Rational,
@@ -181,7 +181,7 @@ fn open_rendition(
     let codec = ff::encoder::find_by_name(name)
         .ok_or_else(|| MediaError::encode(name, "encoder not in this FFmpeg build"))?;
     let (width, height) = output_size(src_w, src_h, spec.height);
-    let tonemap = crate::hdr::tonemaps(spec.hdr, spec.codec, &req.color);
+    let tonemap = tessera_model::settings::hdr::tonemaps(spec.hdr, spec.codec, &req.color);
     let pix_fmt = if tonemap {
         "yuv420p"
     } else {
@@ -216,9 +216,9 @@ fn open_rendition(
     enc.set_flags(ff::codec::Flags::GLOBAL_HEADER | ff::codec::Flags::CLOSED_GOP);
     // Full-range sources stay full range (the scaler is told so, see `scale`), tagged "pc".
     let color = if tonemap {
-        crate::hdr::sdr_color()
+        tessera_model::settings::hdr::sdr_color()
     } else if crate::settings::is_full_range_format(src_format) {
-        crate::ColorInfo {
+        tessera_model::probe::ColorInfo {
             range: Some("pc".into()),
             ..req.color.clone()
         }
@@ -231,8 +231,8 @@ fn open_rendition(
         // HDR kept: the encoder writes the source's static metadata (SEI / metadata OBUs).
         let hdr = color.hdr.as_ref().filter(|_| !tonemap);
         let extra = match (k.as_str(), hdr) {
-            ("x265-params", Some(h)) => crate::hdr::x265_params(h),
-            ("svtav1-params", Some(h)) => crate::hdr::svtav1_params(h),
+            ("x265-params", Some(h)) => tessera_model::settings::hdr::x265_params(h),
+            ("svtav1-params", Some(h)) => tessera_model::settings::hdr::svtav1_params(h),
             _ => None,
         };
         if let Some(extra) = extra {

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::error_code::{ErrorClass, ErrorCode};
+use tessera_model::error_code::{ErrorClass, ErrorCode};
 
 /// Every way a media operation can fail.
 ///

@@ -203,7 +203,10 @@ pub(crate) fn stream_extradata(stream: &ff::format::stream::Stream) -> Vec<u8> {
 }
 
 /// Sets colour tags (by FFmpeg name) on an encoder context before it is opened.
-pub(crate) fn set_encoder_color(enc: &mut ff::encoder::video::Video, color: &crate::ColorInfo) {
+pub(crate) fn set_encoder_color(
+    enc: &mut ff::encoder::video::Video,
+    color: &tessera_model::probe::ColorInfo,
+) {
     fn lookup(
         name: &Option<String>,
         f: unsafe extern "C" fn(*const libc::c_char) -> libc::c_int,
@@ -293,8 +296,8 @@ struct AVContentLightMetadata {
 pub(crate) fn hdr_metadata(
     stream: Option<&ff::format::stream::Stream>,
     frame: Option<&ff::frame::Video>,
-) -> crate::hdr::HdrMetadata {
-    use crate::hdr::{HdrMetadata, MasteringDisplay};
+) -> tessera_model::hdr::HdrMetadata {
+    use tessera_model::hdr::{HdrMetadata, MasteringDisplay};
     let q = |r: ffi::AVRational, scale: f64| -> u32 {
         if r.den == 0 {
             0

@@ -7,43 +7,13 @@
 //! "no session free" (back off, requeue), "driver fault" (mark the card unhealthy) and "this
 //! host cannot do it" (run on the CPU); it needs those answers without FFmpeg types.
 
-use serde::{Deserialize, Serialize};
-
 pub(crate) use crate::gpu_failure::{
     classify_gpu_failure, gpu_error, gpu_unavailable, GpuFailure, GpuStage,
 };
 use crate::{ffi, MediaError};
-
-/// What the linked FFmpeg build offers for the GPU path (not whether a card is present).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HwCapabilities {
-    /// The CUDA hwdevice type and NVDEC hwaccel are built in.
-    pub cuda_hwaccel: bool,
-    /// h264_nvenc is built in.
-    pub h264_nvenc: bool,
-    /// hevc_nvenc is built in.
-    pub hevc_nvenc: bool,
-    /// av1_nvenc is built in (FFmpeg 6.0 and later).
-    pub av1_nvenc: bool,
-    /// libavfilter has scale_cuda (resize and pixel-format conversion on the card).
-    pub scale_cuda: bool,
-}
-
-impl HwCapabilities {
-    /// Whether the build can encode `codec` on NVENC.
-    pub fn has_encoder(&self, codec: crate::VideoCodec) -> bool {
-        match codec {
-            crate::VideoCodec::H264 => self.h264_nvenc,
-            crate::VideoCodec::Hevc => self.hevc_nvenc,
-            crate::VideoCodec::Av1 => self.av1_nvenc,
-        }
-    }
-
-    /// Whether the GPU path can run at all (it needs CUDA and scale_cuda).
-    pub fn gpu_path(&self) -> bool {
-        self.cuda_hwaccel && self.scale_cuda
-    }
-}
+use tessera_model::capabilities::DecodePath;
+use tessera_model::capabilities::DecodePlan;
+use tessera_model::capabilities::HwCapabilities;
 
 /// Asks the linked FFmpeg build what it offers. Cheap; touches no GPU.
 pub(crate) fn hw_capabilities() -> HwCapabilities {
@@ -61,9 +31,9 @@ pub(crate) fn hw_capabilities() -> HwCapabilities {
 /// Whether the linked FFmpeg has the software encoder of `codec` (libx264, libx265,
 /// libsvtav1). Cheap; touches no input. Why: a worker whose build lacks an encoder must
 /// hand the task to another worker, not fail the job as if the request were bad.
-pub(crate) fn software_encoder_available(codec: crate::types::VideoCodec) -> bool {
+pub(crate) fn software_encoder_available(codec: tessera_model::encode::VideoCodec) -> bool {
     crate::init();
-    ffmpeg_next::encoder::find_by_name(crate::settings::encoder_name(codec)).is_some()
+    ffmpeg_next::encoder::find_by_name(tessera_model::settings::encoder_name(codec)).is_some()
 }
 
 /// Creates (or finds) the CUDA device context of card `device` and keeps it for later
@@ -86,27 +56,6 @@ pub fn release_cuda_devices() {
 /// through NVDEC. `None`: the default decoder takes NVDEC.
 pub(crate) fn nvdec_decoder_name(codec: &str) -> Option<&'static str> {
     (codec == "av1").then_some("av1")
-}
-
-/// Where a segment's frames are decoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DecodePath {
-    /// NVDEC: frames are CUDA frames from the start.
-    Nvdec,
-    /// Software decode, one conversion to the GPU format on the CPU, one upload per frame.
-    SoftwareUpload,
-}
-
-/// The decode path and the GPU pixel format the frames have on the card.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DecodePlan {
-    /// Where decoding runs.
-    pub path: DecodePath,
-    /// Pixel format of the frames on the card: "nv12" or "p010le".
-    pub gpu_format: &'static str,
-    /// Why this path, in words (for logs).
-    pub reason: String,
 }
 
 /// Codecs FFmpeg 5.1's NVDEC hwaccel decodes (the card may support fewer: that is `nvdec`).
@@ -170,7 +119,7 @@ pub fn choose_decode_path(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::HardwareEncode;
+    use tessera_model::encode::HardwareEncode;
 
     #[test]
     fn nvdec_for_420_sources_it_knows() {

@@ -7,11 +7,12 @@ use std::process::Command;
 
 use crate::hw::hw_capabilities;
 use crate::range::RangeGate;
-use crate::types::{
-    ColorInfo, EncodeRequest, HardwareEncode, RateControl, Rational, RenditionOutput,
-    RenditionSpec, VideoCodec,
+use crate::{encode_segment, nvdec_decode_check};
+use tessera_model::encode::{
+    EncodeRequest, HardwareEncode, RateControl, RenditionOutput, RenditionSpec, VideoCodec,
 };
-use crate::{encode_segment, nvdec_decode_check, ErrorClass};
+use tessera_model::error_code::ErrorClass;
+use tessera_model::probe::{ColorInfo, Rational};
 
 /// Whether this machine has an NVIDIA driver (then the "no GPU" checks do not apply).
 fn has_nvidia_driver() -> bool {

@@ -11,10 +11,8 @@ mod duration;
 mod encode_hw;
 mod encode_sw;
 mod error;
-mod error_code;
 mod ffi;
 mod gpu_failure;
-mod index_codec;
 mod nut;
 mod range;
 pub mod reorder;
@@ -27,46 +25,33 @@ mod hw_tests;
 
 pub mod audio;
 pub mod encode;
-pub mod hdr;
+mod hdr;
 pub mod hw;
 pub mod nvdec;
 pub mod nvenc;
-pub mod plan;
 pub mod probe;
 pub mod quality;
 pub mod segmenter;
-pub mod settings;
+mod settings;
 pub mod split;
 pub mod sprite;
 pub mod stills;
 pub mod stitch;
 pub mod subtitles;
-pub mod timestamps;
-pub mod types;
 pub mod verify;
 
-pub use audio::{transcode_audio, AudioRequest, AudioResult, AudioTrackResult};
-pub use capabilities::{capabilities, Capabilities};
+pub use audio::transcode_audio;
+pub use capabilities::capabilities;
 pub use encode::encode_segment;
 pub use error::MediaError;
-pub use error_code::{ErrorClass, ErrorCode};
-pub use hw::{
-    choose_decode_path, release_cuda_devices, warm_cuda_device, DecodePath, DecodePlan,
-    HwCapabilities,
-};
-pub use nvdec::{nvdec_decode_check, NvdecReport};
-pub use plan::{
-    frames_at_times, plan_package_segments, plan_segments, plan_segments_busy, timestamp_bias,
-    PackagePlan,
-};
+pub use hw::{choose_decode_path, release_cuda_devices, warm_cuda_device};
+pub use nvdec::nvdec_decode_check;
 pub use probe::{probe, probe_within};
-pub use quality::{measure_quality, QualityReport};
-pub use split::{split, ChunkInfo};
-pub use sprite::{compose_sprite, SpriteRequest, SpriteResult};
-pub use stills::{ImageFormat, StillImage, StillShot};
-pub use stitch::{stitch, StitchRequest, StitchResult};
-pub use types::*;
-pub use verify::{verify_output, OutputCheck, OutputExpectation};
+pub use quality::measure_quality;
+pub use split::split;
+pub use sprite::compose_sprite;
+pub use stitch::stitch;
+pub use verify::verify_output;
 
 use std::sync::Once;
 

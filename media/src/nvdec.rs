@@ -8,31 +8,12 @@ use std::path::Path;
 use std::time::Instant;
 
 use ffmpeg_next as ff;
-use serde::{Deserialize, Serialize};
 
 use crate::demux::{open_input, open_video_decoder_with, read_packet};
 use crate::ffi::cuda::{self, AvFailure, LogCapture};
 use crate::hw::{classify_gpu_failure, gpu_error, gpu_unavailable, GpuFailure, GpuStage};
 use crate::{ffi, MediaError};
-
-/// What an NVDEC decode of a file did.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NvdecReport {
-    /// Frames decoded (all of them CUDA frames).
-    pub frames: u64,
-    /// Wall-clock seconds of the decode (device context creation excluded).
-    pub seconds: f64,
-    /// Frames per second.
-    pub fps: f64,
-    /// The decoder and hwaccel, e.g. "h264 via h264_nvdec".
-    pub decoder: String,
-    /// Frame width.
-    pub width: u32,
-    /// Frame height.
-    pub height: u32,
-    /// Pixel format of the frames on the card (nv12, p010le).
-    pub gpu_format: String,
-}
+use tessera_model::capabilities::NvdecReport;
 
 /// Decodes the best video stream of `path` on card `device` with NVDEC and counts frames.
 /// Fails (rather than silently decoding on the CPU) when NVDEC does not take the stream.

@@ -17,8 +17,8 @@
 //!   first frame is sent as a forced I frame, which becomes an IDR), `no-scenecut=1` (no
 //!   extra non-IDR I frames from look-ahead), `bf=3`: every GOP is closed.
 
-use crate::types::HardwareEncode;
-use crate::types::{RateControl, RenditionSpec, VideoCodec};
+use tessera_model::encode::HardwareEncode;
+use tessera_model::encode::{RateControl, RenditionSpec, VideoCodec};
 
 /// The GOP length NVENC is given (frames between IDRs), x264's default keyint.
 pub const NVENC_GOP: u32 = 250;
@@ -176,7 +176,20 @@ pub fn nvenc_settings(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::spec;
+
+    /// A rendition named "r" at the source size.
+    fn spec(codec: VideoCodec, rate: RateControl, preset: &str) -> RenditionSpec {
+        RenditionSpec {
+            name: "r".into(),
+            codec,
+            rate,
+            preset: preset.into(),
+            height: None,
+            hdr: Default::default(),
+            maxrate: None,
+            profile: None,
+        }
+    }
 
     fn get<'a>(s: &'a NvencSettings, k: &str) -> Option<&'a str> {
         s.options

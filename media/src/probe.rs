@@ -13,9 +13,10 @@ use crate::duration::{checked_duration, covered_until, Header};
 use crate::ffi;
 use crate::reorder;
 use crate::streams::{describe_audio, describe_ignored, describe_video};
-use crate::timestamps::DtsRule;
-use crate::types::{PacketEntry, Probe, ProbeInfo, Rational};
 use crate::MediaError;
+use tessera_model::probe::{PacketEntry, Probe, ProbeInfo, Rational};
+use tessera_model::timestamps::DerivedPts;
+use tessera_model::timestamps::DtsRule;
 
 /// Largest width or height tessera accepts (8K is 7680; DCI 8K 8192).
 pub const MAX_DIMENSION: u32 = 16384;
@@ -42,18 +43,18 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
     let mut ictx = open_input(path)?;
     let container = ictx.format().name().to_string();
     let (video_index, mut video) = describe_video(&ictx, path)?;
-    if crate::hdr::is_hdr_transfer(video.color.transfer.as_deref()) {
+    if tessera_model::hdr::is_hdr_transfer(video.color.transfer.as_deref()) {
         let meta = crate::hdr::read_metadata(path, video_index)?;
         video.color.hdr = (meta != Default::default()).then_some(meta);
     }
     let mut audio = describe_audio(&ictx, path);
     let mut subtitles = crate::subtitles::Collector::new(&ictx);
     let ignored = describe_ignored(&ictx, video_index, &audio, &subtitles);
-    let chapters: Vec<crate::types::Chapter> = ictx
+    let chapters: Vec<tessera_model::probe::Chapter> = ictx
         .chapters()
         .map(|c| {
             let tb = rational(c.time_base());
-            crate::types::Chapter {
+            tessera_model::probe::Chapter {
                 start_seconds: tb.seconds(c.start()),
                 end_seconds: tb.seconds(c.end()),
                 title: c.metadata().get("title").map(str::to_string),
@@ -182,13 +183,13 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
     // Recordings joined byte for byte: each run of timestamps follows the one before.
     let mut warnings = Vec::new();
     let mut pts_now: Vec<i64> = packets.iter().map(|p| p.pts).collect();
-    let threshold = crate::timestamps::jump_threshold(&pts_now, vtb.ticks(1.0));
-    let jumps = crate::timestamps::rejoin_runs(&mut pts_now, threshold);
+    let threshold = tessera_model::timestamps::jump_threshold(&pts_now, vtb.ticks(1.0));
+    let jumps = tessera_model::timestamps::rejoin_runs(&mut pts_now, threshold);
     // Frames that share a time (a coarse time base): a tick apart, every one kept, in the
     // order the decoder shows them (which only a decode pass can tell; only such files pay).
-    let separated = if crate::timestamps::has_equal_pts(&pts_now) {
+    let separated = if tessera_model::timestamps::has_equal_pts(&pts_now) {
         let ranks = reorder::display_ranks(path, video_index, packets.len())?;
-        crate::timestamps::separate_equal_pts(&mut pts_now, |i| {
+        tessera_model::timestamps::separate_equal_pts(&mut pts_now, |i| {
             ranks.get(i).copied().flatten().unwrap_or(usize::MAX)
         })
     } else {
@@ -212,7 +213,7 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
             p.pts = pts;
         }
         let hidden = derived_pts.take().map(|d| d.hidden).unwrap_or_default();
-        derived_pts = Some(reorder::DerivedPts {
+        derived_pts = Some(DerivedPts {
             pts: pts_now,
             hidden,
         });

@@ -7,25 +7,10 @@ use std::path::{Path, PathBuf};
 
 use ff::media::Type;
 use ffmpeg_next as ff;
-use serde::{Deserialize, Serialize};
 
 use crate::demux::{open_input, open_video_decoder, read_packet};
 use crate::MediaError;
-
-/// PSNR/SSIM figures over the compared frames.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QualityReport {
-    /// Frames compared (the shorter of the two streams).
-    pub frames: u64,
-    /// Frames the source had beyond the output (or the other way round, negative).
-    pub frame_count_difference: i64,
-    /// PSNR over all three planes (sizes weighted, as FFmpeg's "average"), dB.
-    pub psnr: f64,
-    /// PSNR of luma, dB.
-    pub psnr_y: f64,
-    /// Mean SSIM of luma (8x8 windows, step 4).
-    pub ssim: f64,
-}
+use tessera_model::stitch::QualityReport;
 
 struct FrameReader {
     path: PathBuf,

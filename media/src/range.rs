@@ -9,8 +9,8 @@ use ff::Rescale as _;
 use ffmpeg_next as ff;
 
 use crate::demux::read_packet;
-use crate::types::EncodeRequest;
 use crate::MediaError;
+use tessera_model::encode::EncodeRequest;
 
 /// Checks what both paths require of a request.
 pub(crate) fn check_request(req: &EncodeRequest) -> Result<(), MediaError> {

@@ -14,22 +14,10 @@
 use std::path::Path;
 
 use ffmpeg_next as ff;
-use serde::{Deserialize, Serialize};
 
 use crate::demux::{open_input, open_video_decoder, read_packet};
 use crate::MediaError;
-
-/// The presentation timestamp of every video packet, in decode order, derived from the
-/// decoder's output order (see the module doc). Crosses to the split compactly.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DerivedPts {
-    /// Per packet in decode order (the packets the probe indexed), in the video time base.
-    #[serde(with = "crate::index_codec::timestamps")]
-    pub pts: Vec<i64>,
-    /// Packets the decoder gave no picture for: decoded, never shown.
-    #[serde(default)]
-    pub hidden: Vec<u32>,
-}
+use tessera_model::timestamps::DerivedPts;
 
 /// Whether the probe must derive pts: the codec reorders pictures (`video_delay`) and the
 /// container stored no pts (some missing) or only copies of the dts (none differ).
@@ -97,7 +85,7 @@ pub(crate) fn derive_pts(dts: &[i64], ranks: &[Option<usize>]) -> DerivedPts {
         .max()
         .unwrap_or(0)
         .max(0) as usize;
-    let step = crate::timestamps::smallest_step(dts);
+    let step = tessera_model::timestamps::smallest_step(dts);
     let slot = |k: usize| match dts.get(k) {
         Some(&t) => t,
         None => dts.last().copied().unwrap_or(0) + (k + 1 - dts.len()) as i64 * step,

@@ -3,28 +3,17 @@
 //! Why: workers then fetch only the bytes of their segment, and no re-encode happens before
 //! the real encode, so splitting costs one read of the input.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ff::media::Type;
 use ffmpeg_next as ff;
 
 use crate::demux::{open_input, read_packet};
-use crate::reorder::DerivedPts;
-use crate::timestamps::DtsRule;
-use crate::{ffi, nut, MediaError, SegmentPlan};
-
-/// What a chunk holds, for the worker that encodes it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ChunkInfo {
-    /// The segment the chunk serves.
-    pub index: u32,
-    /// Where it was written.
-    pub path: PathBuf,
-    /// Packets in the chunk (pre-roll included).
-    pub packets: u64,
-    /// Size in bytes.
-    pub bytes: u64,
-}
+use crate::{ffi, nut, MediaError};
+use tessera_model::probe::ChunkInfo;
+use tessera_model::probe::SegmentPlan;
+use tessera_model::timestamps::DerivedPts;
+use tessera_model::timestamps::DtsRule;
 
 /// The file name of a segment's chunk inside the split directory.
 pub fn chunk_file_name(index: u32) -> String {

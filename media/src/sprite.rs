@@ -4,46 +4,13 @@
 //! Why composed, not decoded again: the tiles come from frames the segment workers already
 //! decoded; a sheet only decodes those few-kilobyte images.
 
-use std::path::PathBuf;
-
 use ffmpeg_next as ff;
-use serde::{Deserialize, Serialize};
 
-use crate::stills::{scale, write_image, StillImage};
 use crate::MediaError;
-
-/// One sheet to compose.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SpriteRequest {
-    /// Tile images in reading order (left to right, top to bottom); at most
-    /// `columns` x `rows`.
-    pub tiles: Vec<PathBuf>,
-    /// Tiles per row.
-    pub columns: u32,
-    /// Rows of the sheet.
-    pub rows: u32,
-    /// Size of one tile in pixels (even); each tile is scaled to it if it differs.
-    pub tile_width: u32,
-    /// Height of one tile in pixels (even).
-    pub tile_height: u32,
-    /// The sheet's codec and quality (its size is the grid's).
-    pub format: crate::stills::ImageFormat,
-    /// 1..=100.
-    pub quality: u8,
-    /// The sheet file.
-    pub output: PathBuf,
-}
-
-/// What a sheet came out as.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SpriteResult {
-    /// Sheet size in pixels.
-    pub width: u32,
-    /// Sheet height.
-    pub height: u32,
-    /// Tiles placed.
-    pub tiles: u32,
-}
+use crate::{stills::scale, stills::write_image};
+use tessera_model::images::SpriteRequest;
+use tessera_model::images::SpriteResult;
+use tessera_model::images::StillImage;
 
 /// Composes the sheet: each tile decoded, placed at its cell; cells past the last tile stay
 /// black. Fails naming the tile that cannot be read.
@@ -73,8 +40,8 @@ pub fn compose_sprite(req: &SpriteRequest) -> Result<SpriteResult, MediaError> {
         quality: req.quality,
     };
     let pixel = match req.format {
-        crate::stills::ImageFormat::Jpeg => ff::format::Pixel::YUVJ420P,
-        crate::stills::ImageFormat::Webp => ff::format::Pixel::YUV420P,
+        tessera_model::images::ImageFormat::Jpeg => ff::format::Pixel::YUVJ420P,
+        tessera_model::images::ImageFormat::Webp => ff::format::Pixel::YUV420P,
     };
     let mut sheet = ff::frame::Video::new(pixel, image.width, image.height);
     fill_black(&mut sheet, pixel == ff::format::Pixel::YUVJ420P);

@@ -5,84 +5,21 @@
 //! second decode of the source; the segment worker holds each frame anyway, so a still is a
 //! scale and one image encode.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ffmpeg_next as ff;
-use serde::{Deserialize, Serialize};
 
 use crate::tonemap::Tonemapper;
-use crate::{ColorInfo, MediaError};
-
-/// The image codec of a still.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ImageFormat {
-    /// Baseline JPEG (every browser and player).
-    #[default]
-    Jpeg,
-    /// Lossy WebP (smaller; browsers, not every TV).
-    Webp,
-}
-
-impl ImageFormat {
-    /// The file extension.
-    pub fn extension(self) -> &'static str {
-        match self {
-            ImageFormat::Jpeg => "jpg",
-            ImageFormat::Webp => "webp",
-        }
-    }
-
-    /// The MIME type (for manifests).
-    pub fn mime(self) -> &'static str {
-        match self {
-            ImageFormat::Jpeg => "image/jpeg",
-            ImageFormat::Webp => "image/webp",
-        }
-    }
-
-    fn encoder(self) -> &'static str {
-        match self {
-            ImageFormat::Jpeg => "mjpeg",
-            ImageFormat::Webp => "libwebp",
-        }
-    }
-
-    fn pixel(self) -> ff::format::Pixel {
-        match self {
-            // Full-range 4:2:0, what JPEG files carry.
-            ImageFormat::Jpeg => ff::format::Pixel::YUVJ420P,
-            ImageFormat::Webp => ff::format::Pixel::YUV420P,
-        }
-    }
-}
-
-/// One image to make of a frame: its size, codec and quality.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct StillImage {
-    /// Width in pixels (even).
-    pub width: u32,
-    /// Height in pixels (even).
-    pub height: u32,
-    /// JPEG or WebP.
-    pub format: ImageFormat,
-    /// 1 (smallest) to 100 (best).
-    pub quality: u8,
-}
-
-/// The images of one source frame, for a segment encode to write.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StillShot {
-    /// Source pts (unbiased, like [`crate::EncodeRequest::keyframes`]) of the frame.
-    pub pts: i64,
-    /// The images and the files they go to.
-    pub images: Vec<(StillImage, PathBuf)>,
-}
+use crate::MediaError;
+use tessera_model::images::ImageFormat;
+use tessera_model::images::StillImage;
+use tessera_model::images::StillShot;
+use tessera_model::probe::ColorInfo;
 
 /// Whether this FFmpeg can write `format` (WebP needs libwebp).
 pub(crate) fn image_encoder_available(format: ImageFormat) -> bool {
     crate::init();
-    ff::encoder::find_by_name(format.encoder()).is_some()
+    ff::encoder::find_by_name(encoder_name(format)).is_some()
 }
 
 /// Makes still images of frames: tone-mapped to SDR first when the source is HDR, so a
@@ -98,7 +35,7 @@ impl StillMaker {
     pub(crate) fn new(color: &ColorInfo) -> Self {
         StillMaker {
             color: color.clone(),
-            hdr: crate::hdr::is_hdr_transfer(color.transfer.as_deref()),
+            hdr: tessera_model::hdr::is_hdr_transfer(color.transfer.as_deref()),
             tonemap: None,
         }
     }
@@ -130,7 +67,12 @@ impl StillMaker {
             frame
         };
         for (image, path) in &shot.images {
-            let mut scaled = scale(source, image.width, image.height, image.format.pixel())?;
+            let mut scaled = scale(
+                source,
+                image.width,
+                image.height,
+                pixel_format(image.format),
+            )?;
             write_image(&mut scaled, *image, path)?;
         }
         Ok(())
@@ -171,7 +113,7 @@ pub(crate) fn write_image(
     image: StillImage,
     path: &Path,
 ) -> Result<(), MediaError> {
-    let name = image.format.encoder();
+    let name = encoder_name(image.format);
     let codec = ff::encoder::find_by_name(name)
         .ok_or_else(|| MediaError::encode(name, "encoder not in this FFmpeg build"))?;
     let mut enc = ff::codec::Context::new_with_codec(codec)
@@ -180,7 +122,7 @@ pub(crate) fn write_image(
         .map_err(|e| MediaError::encode(name, e))?;
     enc.set_width(frame.width());
     enc.set_height(frame.height());
-    enc.set_format(image.format.pixel());
+    enc.set_format(pixel_format(image.format));
     enc.set_time_base(ff::Rational::new(1, 25));
     let quality = image.quality.clamp(1, 100);
     let mut dict = ff::Dictionary::new();
@@ -218,4 +160,21 @@ pub(crate) fn write_image(
             let _ = std::fs::remove_file(&part);
             MediaError::write(path, e)
         })
+}
+
+/// The FFmpeg encoder that writes `format`.
+fn encoder_name(format: ImageFormat) -> &'static str {
+    match format {
+        ImageFormat::Jpeg => "mjpeg",
+        ImageFormat::Webp => "libwebp",
+    }
+}
+
+/// The pixel format an image of `format` is written in.
+fn pixel_format(format: ImageFormat) -> ff::format::Pixel {
+    match format {
+        // Full-range 4:2:0, what JPEG files carry.
+        ImageFormat::Jpeg => ff::format::Pixel::YUVJ420P,
+        ImageFormat::Webp => ff::format::Pixel::YUV420P,
+    }
 }

@@ -8,68 +8,14 @@
 use std::path::{Path, PathBuf};
 
 use ffmpeg_next as ff;
-use serde::{Deserialize, Serialize};
 
-use crate::audio::AudioTrackResult;
 use crate::demux::{open_input, open_own_file, read_packet};
-use crate::timestamps::{decode_timestamps_with, DtsRule};
-use crate::types::{Container, Rational};
-use crate::verify::{verify_output, OutputCheck, OutputExpectation};
+use crate::verify::verify_output;
 use crate::{ffi, nut, MediaError};
-
-/// Everything the stitch needs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StitchRequest {
-    /// Encoded segment files (NUT), in order.
-    pub segments: Vec<PathBuf>,
-    /// The video bias to subtract (source video time base).
-    pub video_bias: i64,
-    /// The source video time base.
-    pub video_time_base: Rational,
-    /// The audio intermediate file, if the output has audio.
-    pub audio: Option<PathBuf>,
-    /// Per audio stream of that file: bias, padding, language.
-    pub audio_tracks: Vec<AudioTrackResult>,
-    /// Seconds of the source's earliest shown timestamp: becomes the output's zero.
-    pub start_seconds: f64,
-    /// The source's display matrix, kept (rotation).
-    pub display_matrix: Option<Vec<u8>>,
-    /// The source frame rate (stream metadata of the output).
-    pub frame_rate: Rational,
-    /// The output container.
-    pub container: Container,
-    /// The destination file.
-    pub output: PathBuf,
-    /// Chapters of the source (its timeline), written moved to the output's zero.
-    #[serde(default)]
-    pub chapters: Vec<crate::types::Chapter>,
-    /// The source's title.
-    #[serde(default)]
-    pub title: Option<String>,
-    /// Text subtitle tracks (cues on the source's timeline), written after the audio.
-    #[serde(default)]
-    pub subtitles: Vec<crate::subtitles::SubtitleTrack>,
-    /// What the output must hold: when given, the file is decoded end to end and checked
-    /// before it is renamed into place (the QC gate); a failure leaves nothing behind.
-    #[serde(default)]
-    pub expect: Option<OutputExpectation>,
-}
-
-/// What the stitch wrote.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StitchResult {
-    /// Video packets (frames) written.
-    pub frames: u64,
-    /// Audio packets written.
-    pub audio_packets: u64,
-    /// Output size in bytes.
-    pub bytes: u64,
-    /// Timestamps the stitch had to nudge to keep decode order monotonic (0 when all is well).
-    pub adjusted_timestamps: u64,
-    /// What the QC gate decoded, when the request asked for it.
-    #[serde(default)]
-    pub check: Option<OutputCheck>,
-}
+use tessera_model::encode::Container;
+use tessera_model::stitch::StitchRequest;
+use tessera_model::stitch::StitchResult;
+use tessera_model::timestamps::{decode_timestamps_with, DtsRule};
 
 /// The temporary name an output is written under before the rename.
 pub fn temp_path(output: &Path) -> PathBuf {

@@ -12,8 +12,8 @@ use ffmpeg_next as ff;
 use crate::demux::{open_audio_decoder, open_video_decoder};
 use crate::ffi;
 use crate::probe::{rational, rotation_of, MAX_DIMENSION};
-use crate::types::{AudioInfo, ColorInfo, VideoInfo};
 use crate::MediaError;
+use tessera_model::probe::{AudioInfo, ColorInfo, VideoInfo};
 
 pub(crate) fn describe_video(
     ictx: &ff::format::context::Input,

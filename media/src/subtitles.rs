@@ -8,44 +8,12 @@
 //! Text is small: a feature film's track is a few hundred cues, carried in the stitch task.
 
 use ffmpeg_next as ff;
-use serde::{Deserialize, Serialize};
 
-use crate::types::Container;
 use crate::{ffi, MediaError};
-
-/// Text subtitle codecs tessera keeps (FFmpeg names).
-const TEXT_CODECS: [&str; 7] = ["subrip", "srt", "ass", "ssa", "mov_text", "webvtt", "text"];
-
-/// One cue: when it shows (seconds, the source's timeline) and its ASS event line.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Cue {
-    /// Start in seconds.
-    pub start_seconds: f64,
-    /// End in seconds.
-    pub end_seconds: f64,
-    /// The event as FFmpeg's decoders write it ("ReadOrder,Layer,Style,...,Text").
-    pub ass: String,
-}
-
-/// A text subtitle track of the source.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SubtitleTrack {
-    /// The source stream index.
-    pub source_index: usize,
-    /// The source codec (FFmpeg name).
-    pub codec: String,
-    /// ISO 639 language, kept.
-    pub language: Option<String>,
-    /// The track's ASS header (styles), from its decoder.
-    pub header: String,
-    /// The cues, in order.
-    pub cues: Vec<Cue>,
-}
-
-/// Whether a subtitle codec (FFmpeg name) is text tessera keeps.
-pub fn is_text(codec: &str) -> bool {
-    TEXT_CODECS.contains(&codec)
-}
+use tessera_model::encode::Container;
+use tessera_model::subtitles::is_text;
+use tessera_model::subtitles::Cue;
+use tessera_model::subtitles::SubtitleTrack;
 
 /// Collects the cues of every text subtitle stream while the probe scans the packets.
 pub(crate) struct Collector {
@@ -123,15 +91,6 @@ impl Collector {
     /// The tracks with their cues.
     pub(crate) fn finish(self) -> Vec<SubtitleTrack> {
         self.tracks.into_iter().map(|t| t.0).collect()
-    }
-}
-
-/// The encoder a track gets in `container`.
-pub fn output_codec(track: &SubtitleTrack, container: Container) -> &'static str {
-    match container {
-        Container::Mp4 => "mov_text",
-        Container::Mkv if matches!(track.codec.as_str(), "ass" | "ssa") => "ass",
-        Container::Mkv => "subrip",
     }
 }
 
@@ -231,5 +190,14 @@ impl Writer {
             written += 1;
         }
         Ok(written)
+    }
+}
+
+/// The encoder a track gets in `container`.
+fn output_codec(track: &SubtitleTrack, container: Container) -> &'static str {
+    match container {
+        Container::Mp4 => "mov_text",
+        Container::Mkv if matches!(track.codec.as_str(), "ass" | "ssa") => "ass",
+        Container::Mkv => "subrip",
     }
 }

@@ -7,8 +7,8 @@
 
 use ffmpeg_next as ff;
 
-use crate::types::ColorInfo;
 use crate::MediaError;
+use tessera_model::probe::ColorInfo;
 
 /// One rendition's tone-mapping graph, built for the frames' format and size.
 pub(crate) struct Tonemapper {
@@ -49,7 +49,7 @@ impl Tonemapper {
         graph
             .add(&find("buffersink")?, "out", "")
             .map_err(step("sink"))?;
-        let spec = crate::hdr::tonemap_filter(color, width, height);
+        let spec = tessera_model::settings::hdr::tonemap_filter(color, width, height);
         graph
             .output("in", 0)
             .and_then(|p| p.input("out", 0))

@@ -9,57 +9,12 @@
 use std::path::Path;
 
 use ffmpeg_next as ff;
-use serde::{Deserialize, Serialize};
 
 use crate::demux::{open_audio_decoder, open_own_file_with_dts, read_packet};
-use crate::types::Rational;
 use crate::verify_parts::{borders, decode_video, seconds, Depth};
 use crate::{ffi, MediaError};
-
-/// What a stitched output must hold, from the plan.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OutputExpectation {
-    /// How errors name the output ("output 0 (s3://bucket/key)").
-    pub label: String,
-    /// Video frames.
-    pub frames: u64,
-    /// Pts of the first and last shown frame on the output's timeline (the source video time
-    /// base, the source's start moved to zero).
-    pub first_pts: i64,
-    /// See `first_pts`.
-    pub last_pts: i64,
-    /// The time base of `first_pts` and `last_pts`.
-    pub time_base: Rational,
-    /// How far a timestamp may stray: one frame of the source.
-    pub tolerance_seconds: f64,
-    /// Audio tracks the output must carry.
-    pub audio_tracks: usize,
-}
-
-/// What the gate found in a good output.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct OutputCheck {
-    /// Video frames read: every packet of the video, one frame each.
-    pub frames: u64,
-    /// Of those, the frames decoded: every frame another one refers to, or all of them when
-    /// the first look disagreed with the plan (see [`crate::verify_parts`]).
-    #[serde(default)]
-    pub decoded_frames: u64,
-    /// Seconds of the first and last decoded video frame.
-    pub video_start_seconds: f64,
-    /// See `video_start_seconds`.
-    pub video_end_seconds: f64,
-    /// Per audio track: seconds of its first sample and seconds of sound decoded.
-    pub audio: Vec<(f64, f64)>,
-    /// Parts the video was decoded in side by side (1: in one piece, or again in one piece
-    /// after the parts disagreed with the plan).
-    #[serde(default)]
-    pub video_parts: u32,
-    /// Wall seconds the gate took, opening to verdict: the part of a job's end that the
-    /// report names `qc_s`, so where an output's time goes can be read, not guessed.
-    #[serde(default)]
-    pub seconds: f64,
-}
+use tessera_model::stitch::OutputCheck;
+use tessera_model::stitch::OutputExpectation;
 
 struct AudioTrack {
     index: usize,
@@ -261,6 +216,7 @@ fn judge(found: &OutputCheck, expect: &OutputExpectation) -> Result<(), String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tessera_model::probe::Rational;
 
     fn expect() -> OutputExpectation {
         OutputExpectation {

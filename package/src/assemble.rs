@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use tessera_media::segmenter::SegmentedTrack;
+use tessera_model::segmented::SegmentedTrack;
 
 use crate::model::{MediaSegment, Package, Track, TrackKind};
 use crate::{bmff, dash, hls, validate};

@@ -5,8 +5,8 @@
 //! height with a bit rate per rung; a ladder never goes above the source (upscaling costs bits
 //! and shows nothing new) and caps each rung's peak rate so the declared BANDWIDTH holds.
 
-use tessera_media::settings::default_preset;
-use tessera_media::{RateControl, RenditionSpec, VideoCodec};
+use tessera_model::encode::{RateControl, RenditionSpec, VideoCodec};
+use tessera_model::settings::default_preset;
 
 use crate::spec::{Ladder, PackageSpec};
 
@@ -75,7 +75,7 @@ pub fn renditions(spec: &PackageSpec, source: Source) -> Vec<RenditionSpec> {
                         (Some(b), _) => RateControl::Bitrate(b),
                         (None, Some(c)) => RateControl::Crf(c),
                         (None, None) => {
-                            RateControl::Crf(tessera_media::settings::default_crf(codec))
+                            RateControl::Crf(tessera_model::settings::default_crf(codec))
                         }
                     },
                     preset: default_preset(codec).to_string(),

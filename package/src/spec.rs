@@ -5,7 +5,7 @@
 //! in agreement, and every refusal names the field and the reason.
 
 use serde::{Deserialize, Serialize};
-use tessera_media::VideoCodec;
+use tessera_model::encode::VideoCodec;
 
 /// The manifest flavour of a package.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use tessera_media::subtitles::SubtitleTrack;
+use tessera_model::subtitles::SubtitleTrack;
 
 use crate::model::{MediaSegment, Track, TrackKind};
 use crate::spec::SubtitleFormat;
@@ -139,7 +139,7 @@ pub fn write_track(
 /// of the first frame shown) becomes 0; cues wholly outside `[0, duration)` are dropped, the
 /// rest clipped.
 pub fn cues_from_source(
-    cues: &[tessera_media::subtitles::Cue],
+    cues: &[tessera_model::subtitles::Cue],
     start_seconds: f64,
     duration: f64,
 ) -> Vec<Cue> {
@@ -284,7 +284,7 @@ mod tests {
 
     #[test]
     fn source_cues_move_to_the_package_timeline() {
-        let cue = |s: f64, e: f64| tessera_media::subtitles::Cue {
+        let cue = |s: f64, e: f64| tessera_model::subtitles::Cue {
             start_seconds: s,
             end_seconds: e,
             ass: "0,0,Default,,0,0,0,,hi".into(),

@@ -7,7 +7,7 @@
 //! that must agree between the planner, the composer and the tests.
 
 use serde::{Deserialize, Serialize};
-use tessera_media::{ImageFormat, StillImage};
+use tessera_model::images::{ImageFormat, StillImage};
 
 use crate::model::TileTrack;
 use crate::vtt::{self, Cue};

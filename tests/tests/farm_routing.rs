@@ -155,8 +155,8 @@ fn an_any_job_the_gpus_refuse_runs_again_on_the_cpu() {
                     task: tessera_farm::model::TaskRef::Segment(task.segment),
                     worker: "refusing-gpu".into(),
                     outcome: SegmentOutcome::Failed {
-                        code: tessera_farm::ErrorCode::GpuRequestUnsupported,
-                        class: tessera_farm::ErrorClass::Abort,
+                        code: tessera_model::error_code::ErrorCode::GpuRequestUnsupported,
+                        class: tessera_model::error_code::ErrorClass::Abort,
                         message: "gpu 0: the card cannot encode this request: 10 bit encode not supported".into(),
                     },
                 };

@@ -83,7 +83,11 @@ fn a_clean_source_has_no_decode_errors() {
 /// the output named, and nothing is left in the output directory.
 #[test]
 fn the_stitch_gate_refuses_an_output_that_differs_from_the_plan() {
-    use tessera_media::{stitch, Container, ErrorCode, OutputExpectation, Rational};
+    use tessera_media::stitch;
+    use tessera_model::encode::Container;
+    use tessera_model::error_code::ErrorCode;
+    use tessera_model::probe::Rational;
+    use tessera_model::stitch::OutputExpectation;
     let dir = input_dir();
     let segment = dir.path().join("seg.nut");
     let made = std::process::Command::new("ffmpeg")
@@ -165,7 +169,10 @@ fn the_stitch_gate_refuses_an_output_that_differs_from_the_plan() {
 /// the count must be exact.
 #[test]
 fn the_parallel_gate_decodes_every_frame_once() {
-    use tessera_media::{stitch, Container, OutputExpectation, Rational};
+    use tessera_media::stitch;
+    use tessera_model::encode::Container;
+    use tessera_model::probe::Rational;
+    use tessera_model::stitch::OutputExpectation;
     let dir = input_dir();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cases = [
@@ -260,11 +267,11 @@ fn the_parallel_gate_decodes_every_frame_once() {
 fn one_segment_stitch(
     segment: &std::path::Path,
     output: std::path::PathBuf,
-    container: tessera_media::Container,
-    expect: tessera_media::OutputExpectation,
-) -> tessera_media::StitchRequest {
-    use tessera_media::Rational;
-    tessera_media::StitchRequest {
+    container: tessera_model::encode::Container,
+    expect: tessera_model::stitch::OutputExpectation,
+) -> tessera_model::stitch::StitchRequest {
+    use tessera_model::probe::Rational;
+    tessera_model::stitch::StitchRequest {
         segments: vec![segment.to_path_buf()],
         video_bias: 0,
         video_time_base: Rational { num: 1, den: 25 },

@@ -101,7 +101,7 @@ pub fn disk_full_is_unfit(err: tessera_farm::FarmError) -> tessera_farm::FarmErr
 pub(crate) fn check_encoders(
     task: &tessera_farm::model::SegmentTask,
     software: bool,
-    caps: &tessera_media::Capabilities,
+    caps: &tessera_model::capabilities::Capabilities,
 ) -> Result<(), tessera_farm::FarmError> {
     let unfit = |reason: String| tessera_farm::FarmError::WorkerUnfit {
         reason,
@@ -112,7 +112,7 @@ pub(crate) fn check_encoders(
             if !caps.software_encoder(spec.codec) {
                 return Err(unfit(format!(
                     "this worker's FFmpeg has no {} encoder",
-                    tessera_media::settings::encoder_name(spec.codec)
+                    tessera_model::settings::encoder_name(spec.codec)
                 )));
             }
         }
@@ -137,8 +137,8 @@ mod tests {
         let enospc = std::io::Error::from_raw_os_error(28);
         let io = FarmError::io(std::path::Path::new("/staging/chunk.nut"), enospc);
         let child = FarmError::Media {
-            code: tessera_farm::ErrorCode::WriteFailed,
-            class: tessera_farm::ErrorClass::Retry,
+            code: tessera_model::error_code::ErrorCode::WriteFailed,
+            class: tessera_model::error_code::ErrorClass::Retry,
             message: "out.nut: write failed: packet: No space left on device".into(),
         };
         for err in [io, child] {

@@ -15,7 +15,7 @@ use tessera_gpu::{
     BudgetConfig, ChromaFormat, Codec, DecodeFormat, Inventory, SessionLease, SessionNeed,
     SessionScheduler,
 };
-use tessera_media::{HardwareEncode, VideoCodec};
+use tessera_model::encode::{HardwareEncode, VideoCodec};
 
 use crate::cuda_ordinal::CudaOrdinals;
 
@@ -113,7 +113,7 @@ impl Gpus {
     /// worker then runs CPU-only.
     pub fn detect(
         settings: &GpuSettings,
-        caps: &tessera_media::HwCapabilities,
+        caps: &tessera_model::capabilities::HwCapabilities,
     ) -> Option<Arc<Gpus>> {
         if settings.enabled == GpuMode::Off {
             tracing::info!("GPU use is off: CPU-only worker");

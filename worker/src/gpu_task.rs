@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use tessera_farm::model::TaskRef;
 use tessera_farm::queue::Delivery;
-use tessera_farm::{ErrorClass, ErrorCode, FarmError};
+use tessera_farm::FarmError;
+use tessera_model::error_code::{ErrorClass, ErrorCode};
 
 use crate::gpu::Gpus;
 use crate::segment::{decode_task, SegmentRunner};

@@ -6,8 +6,9 @@
 //! and the figures in the reason, not surface later as a stitched file that is short.
 
 use tessera_farm::model::SegmentEncode;
-use tessera_farm::{ErrorClass, ErrorCode, FarmError};
-use tessera_media::EncodeResult;
+use tessera_farm::FarmError;
+use tessera_model::encode::EncodeResult;
+use tessera_model::error_code::{ErrorClass, ErrorCode};
 
 /// Checks each rendition of `result` against the plan in `encode`: it starts with a keyframe,
 /// holds exactly the planned frames, and its first and last pts are the range's.
@@ -82,7 +83,8 @@ fn qc_failed(what: String, reason: String) -> FarmError {
 mod tests {
     use super::*;
     use tessera_farm::model::SegmentEncode;
-    use tessera_media::{ColorInfo, Rational, RenditionResult};
+    use tessera_model::encode::RenditionResult;
+    use tessera_model::probe::{ColorInfo, Rational};
 
     fn plan(frames: u64, pts: Option<(i64, i64)>) -> SegmentEncode {
         SegmentEncode {

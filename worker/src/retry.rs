@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use tessera_farm::model::{encode_message, SegmentOutcome, QUEUE_EVENTS};
 use tessera_farm::queue::Delivery;
-use tessera_farm::{ErrorClass, FarmError};
+use tessera_farm::FarmError;
+use tessera_model::error_code::ErrorClass;
 
 use crate::segment::{SegmentRunner, Ticket};
 

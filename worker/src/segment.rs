@@ -12,7 +12,7 @@ use tessera_farm::queue::{Delivery, Queue};
 use tessera_farm::sandbox::{MediaOp, Sandbox, SlotPool, WarmPolicy};
 use tessera_farm::store::Store;
 use tessera_farm::FarmError;
-use tessera_media::{EncodeRequest, EncodeResult, RenditionOutput};
+use tessera_model::encode::{EncodeRequest, EncodeResult, RenditionOutput};
 
 use crate::WorkerConfig;
 
@@ -228,8 +228,8 @@ impl SegmentRunner {
         let event = self.event(
             ticket,
             SegmentOutcome::Failed {
-                code: tessera_media::ErrorCode::JobFinished,
-                class: tessera_media::ErrorClass::Abort,
+                code: tessera_model::error_code::ErrorCode::JobFinished,
+                class: tessera_model::error_code::ErrorClass::Abort,
                 message: format!("{task}: dropped, the job had already ended"),
             },
         );
@@ -294,7 +294,7 @@ impl SegmentRunner {
         &self,
         task: &SegmentTask,
         staging: &PathBuf,
-        hardware: Option<tessera_media::HardwareEncode>,
+        hardware: Option<tessera_model::encode::HardwareEncode>,
     ) -> Result<Done, FarmError> {
         let t0 = Instant::now();
         self.check_free_space()?;

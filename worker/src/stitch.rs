@@ -10,7 +10,7 @@ use tessera_farm::model::{decode_message, StitchTask, TaskRef};
 use tessera_farm::queue::Delivery;
 use tessera_farm::sandbox::MediaOp;
 use tessera_farm::FarmError;
-use tessera_media::{StitchRequest, StitchResult};
+use tessera_model::stitch::{StitchRequest, StitchResult};
 
 use crate::segment::{Done, SegmentRunner};
 

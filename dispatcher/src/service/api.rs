@@ -14,7 +14,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use tessera_farm::model::ApiJob;
-use tessera_farm::ErrorCode;
+use tessera_model::error_code::ErrorCode;
 
 use super::auth::Principal;
 use super::db::{Db, JobRow, JobState};
@@ -37,7 +37,7 @@ pub struct AppState {
     pub segment_seconds: f64,
     /// What the farm's FFmpeg offers for NVENC (the media child's answer at start-up), for
     /// jobs that ask for a card.
-    pub gpu: tessera_media::HwCapabilities,
+    pub gpu: tessera_model::capabilities::HwCapabilities,
     /// Unfinished jobs one tenant may have.
     pub max_jobs_per_tenant: u64,
     /// Cancellation handles of running jobs.

@@ -10,7 +10,7 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use sha2::{Digest, Sha256};
-use tessera_farm::ErrorCode;
+use tessera_model::error_code::ErrorCode;
 
 use super::api::{error, AppState};
 

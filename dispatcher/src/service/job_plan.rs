@@ -2,7 +2,7 @@
 //! them and the database stores them.
 
 use serde::{Deserialize, Serialize};
-use tessera_media::{Container, RenditionSpec};
+use tessera_model::encode::{Container, RenditionSpec};
 
 /// An `s3://bucket/key` location.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,9 +2,9 @@
 //! runnable plan.
 
 use tessera_farm::model::{ApiJob, ApiOutput, Hardware};
-use tessera_farm::ErrorCode;
-use tessera_media::settings::{default_crf, default_preset, resolve_preset};
-use tessera_media::{Container, RateControl, RenditionSpec, VideoCodec};
+use tessera_model::encode::{Container, RateControl, RenditionSpec, VideoCodec};
+use tessera_model::error_code::ErrorCode;
+use tessera_model::settings::{default_crf, default_preset, resolve_preset};
 
 use super::job_plan::{default_priority, JobPlan, PlannedOutput, PlannedPackage, S3Uri};
 use tessera_package::Ladder;
@@ -72,7 +72,7 @@ fn validate_output(
         // NVENC presets p1-p7, or the x264 names mapped onto them.
         tessera_media::nvenc::nvenc_preset(codec, &rendition.preset).map_err(bad)?;
     } else {
-        tessera_media::settings::encoder_options(&rendition, 1).map_err(bad)?;
+        tessera_model::settings::encoder_options(&rendition, 1).map_err(bad)?;
         resolve_preset(codec, &rendition.preset).map_err(bad)?;
     }
     if let Some(h) = out.height {
@@ -93,7 +93,7 @@ pub fn validate(
     job: &ApiJob,
     buckets: &[String],
     default_segment: f64,
-    gpu: &tessera_media::HwCapabilities,
+    gpu: &tessera_model::capabilities::HwCapabilities,
 ) -> Result<JobPlan, Invalid> {
     let input = S3Uri::parse(&job.input).map_err(|e| bad(format!("input: {e}")))?;
     allowed(&input, buckets, "input")?;
@@ -232,13 +232,14 @@ mod tests {
     }
 
     /// An FFmpeg with the GPU path and NVENC for H.264 and HEVC (Debian's 5.1).
-    const NVENC: tessera_media::HwCapabilities = tessera_media::HwCapabilities {
-        cuda_hwaccel: true,
-        h264_nvenc: true,
-        hevc_nvenc: true,
-        av1_nvenc: false,
-        scale_cuda: true,
-    };
+    const NVENC: tessera_model::capabilities::HwCapabilities =
+        tessera_model::capabilities::HwCapabilities {
+            cuda_hwaccel: true,
+            h264_nvenc: true,
+            hevc_nvenc: true,
+            av1_nvenc: false,
+            scale_cuda: true,
+        };
 
     #[test]
     fn hardware_follows_what_the_media_child_offers() {
@@ -249,7 +250,7 @@ mod tests {
                 "outputs": [{"destination": "s3://output/b.mp4", "codec": codec}]}),
             )
         };
-        let none = tessera_media::HwCapabilities::default();
+        let none = tessera_model::capabilities::HwCapabilities::default();
         let hw = |j: &ApiJob, caps| validate(j, &buckets, 10.0, caps).map(|p| p.hardware);
         assert_eq!(hw(&ask("gpu", "h264"), &NVENC), Ok(Hardware::Gpu));
         assert_eq!(hw(&ask("any", "hevc"), &NVENC), Ok(Hardware::Any));

@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use tessera_farm::model::ApiJob;
-use tessera_media::RateControl;
+use tessera_model::encode::RateControl;
 
 use super::jobspec::{validate, MAX_OUTPUTS};
 
@@ -115,7 +115,7 @@ proptest! {
         let Ok(api) = serde_json::from_value::<ApiJob>(body.clone()) else {
             return Ok(());
         };
-        let Ok(plan) = validate(&api, &buckets, 10.0, &tessera_media::HwCapabilities::default()) else {
+        let Ok(plan) = validate(&api, &buckets, 10.0, &tessera_model::capabilities::HwCapabilities::default()) else {
             return Ok(());
         };
         prop_assert!(buckets.contains(&plan.input.bucket), "{body}");

@@ -39,7 +39,8 @@ use tessera_farm::model::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEU
 use tessera_farm::queue::{Queue, RabbitQueue};
 use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::S3Client;
-use tessera_farm::{ErrorCode, FarmError};
+use tessera_farm::FarmError;
+use tessera_model::error_code::ErrorCode;
 use tokio_util::sync::CancellationToken;
 
 /// Runs the dispatcher until `shutdown`: resumes unfinished jobs, serves the API.

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use tessera_farm::queue::Queue;
 use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::{S3Client, S3Store, Store};
-use tessera_farm::{ErrorClass, ErrorCode, FarmError};
+use tessera_farm::FarmError;
+use tessera_model::error_code::{ErrorClass, ErrorCode};
 use tokio_util::sync::CancellationToken;
 
 use super::db::{Db, JobState};

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::json;
-use tessera_farm::ErrorCode;
+use tessera_model::error_code::ErrorCode;
 
 use super::api::{error, AppState};
 use super::auth::Principal;

@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use tessera_farm::model::{ApiJob, ApiOutput};
 use tessera_farm::queue::Queue;
-use tessera_media::{Container, VideoCodec};
+use tessera_model::encode::{Container, VideoCodec};
 use tokio_util::sync::CancellationToken;
 
 use super::api::AppState;

@@ -239,7 +239,7 @@ mod tests {
             worker: "w".into(),
             outcome: super::super::SegmentOutcome::Failed {
                 code: "input_invalid".into(),
-                class: tessera_media::ErrorClass::Abort,
+                class: tessera_model::error_code::ErrorClass::Abort,
                 message: message.into(),
             },
         };

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tessera_media::Capabilities;
+use tessera_model::capabilities::Capabilities;
 
 use super::{Limits, MediaOp, Sandbox};
 use crate::FarmError;

@@ -6,7 +6,10 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use tessera_media::{AudioRequest, EncodeRequest, SegmentPlan, StitchRequest};
+use tessera_model::audio::AudioRequest;
+use tessera_model::encode::EncodeRequest;
+use tessera_model::probe::SegmentPlan;
+use tessera_model::stitch::StitchRequest;
 
 /// One media operation, as sent to the child.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -29,10 +32,10 @@ pub enum MediaOp {
         /// Timestamp bias.
         bias: i64,
         /// How to derive dts from pts (from the probe).
-        dts_rule: tessera_media::timestamps::DtsRule,
+        dts_rule: tessera_model::timestamps::DtsRule,
         /// The probe's pts for a container that stores none.
         #[serde(default)]
-        derived_pts: Option<tessera_media::reorder::DerivedPts>,
+        derived_pts: Option<tessera_model::timestamps::DerivedPts>,
         /// Where to write chunks.
         dir: PathBuf,
     },
@@ -50,15 +53,15 @@ pub enum MediaOp {
         source: PathBuf,
     },
     /// Cut one stream of a stitched rendition into a streaming package's media segments.
-    Segment(tessera_media::segmenter::SegmentRequest),
+    Segment(tessera_model::segmented::SegmentRequest),
     /// Compose a sprite sheet of a package's thumbnail tiles.
-    Sprite(tessera_media::SpriteRequest),
+    Sprite(tessera_model::images::SpriteRequest),
     /// Open a CUDA context on a card (the probation probe of a card marked unhealthy).
     GpuProbe {
         /// CUDA ordinal of the card.
         device: u32,
     },
-    /// Say what the linked FFmpeg build can do ([`tessera_media::Capabilities`]).
+    /// Say what the linked FFmpeg build can do ([`tessera_model::capabilities::Capabilities`]).
     Capabilities,
     /// Decode a file on NVDEC into card memory and report frames and speed (`tessera gpu
     /// --nvdec-check`).

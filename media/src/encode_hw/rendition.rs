@@ -13,9 +13,9 @@ use crate::encode_sw::SwRendition;
 use crate::ffi::cuda::{self, clear_log, AvFailure, HwRef};
 use crate::hw::{gpu_error, GpuStage};
 use crate::nvenc::NvencSettings;
-use crate::settings::output_size;
-use crate::types::{EncodeRequest, RenditionOutput, RenditionResult};
 use crate::{ffi, nut, MediaError};
+use tessera_model::encode::{EncodeRequest, RenditionOutput, RenditionResult};
+use tessera_model::settings::output_size;
 
 /// What a filter graph was built for: input size and the input pool's format and size.
 type GraphKey = (u32, u32, ff::format::Pixel, u32, u32);
@@ -39,7 +39,7 @@ pub(super) struct HwRendition {
     tb: ff::Rational,
     frame_rate: Option<ff::Rational>,
     sar: Option<ff::Rational>,
-    color: crate::ColorInfo,
+    color: tessera_model::probe::ColorInfo,
     graph: Option<(ff::filter::Graph, GraphKey)>,
     opened: Option<Opened>,
     /// Software encode (`HardwareEncode::software_encode`): frames leave the card after
@@ -62,10 +62,13 @@ impl HwRendition {
         stream_rate: Option<ff::Rational>,
     ) -> Result<Self, MediaError> {
         let (width, height) = output_size(src_w, src_h, out.spec.height);
-        let rate = |r: crate::Rational, den_ok: bool| {
+        let rate = |r: tessera_model::probe::Rational, den_ok: bool| {
             (r.num > 0 && den_ok).then(|| ff::Rational::new(r.num, r.den))
         };
-        let bitrate_mode = matches!(out.spec.rate, crate::types::RateControl::Bitrate(_));
+        let bitrate_mode = matches!(
+            out.spec.rate,
+            tessera_model::encode::RateControl::Bitrate(_)
+        );
         let requested = (req.frame_rate.num, req.frame_rate.den);
         let stream = stream_rate.map(|r| (r.numerator(), r.denominator()));
         let (fr_num, fr_den) =

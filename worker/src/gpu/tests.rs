@@ -33,7 +33,7 @@ fn our_own_pid_is_ours_and_others_are_not() {
 fn without_nvml_the_worker_is_cpu_only() {
     // This machine has no NVIDIA driver: detection must say so and return None, even with
     // an FFmpeg that has the whole GPU path.
-    let caps = tessera_media::HwCapabilities {
+    let caps = tessera_model::capabilities::HwCapabilities {
         cuda_hwaccel: true,
         h264_nvenc: true,
         hevc_nvenc: true,

@@ -8,8 +8,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tessera_farm::model::{ApiJob, ApiOutput};
 use tessera_farm::store::{validate_key, ObjectInfo, S3Store, Store};
-use tessera_farm::{ErrorCode, FarmError};
-use tessera_media::Container;
+use tessera_farm::FarmError;
+use tessera_model::encode::Container;
+use tessera_model::error_code::ErrorCode;
 use tokio_util::sync::CancellationToken;
 
 use super::Watch;

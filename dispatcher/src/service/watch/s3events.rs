@@ -13,7 +13,7 @@ use serde::Deserialize;
 use tessera_farm::queue::{Delivery, Queue};
 use tessera_farm::store::ObjectInfo;
 use tessera_farm::FarmError;
-use tessera_media::ErrorClass;
+use tessera_model::error_code::ErrorClass;
 use tokio_util::sync::CancellationToken;
 
 use super::ingest::{is_video, timed, Ingest, Via};

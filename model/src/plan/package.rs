@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{plans_from_starts, DecodeStarts, ShownFrames};
-use crate::types::{PacketEntry, Rational, SegmentPlan};
+use crate::probe::{PacketEntry, Rational, SegmentPlan};
 
 /// A package's plan: the farm segments and the media segment starts inside them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 //! Why: the split points decide both speed (segments encode in parallel) and correctness (every
 //! shown frame in exactly one segment). Keeping this pure makes it testable without media files.
 
-use crate::types::{PacketEntry, Rational, SegmentPlan};
+use crate::probe::{PacketEntry, Rational, SegmentPlan};
 
 /// Plans segments of about `target_seconds`, cutting at keyframes where one is near the target
 /// (within ±50 %), otherwise at the shown frame nearest the target (the worker then decodes
@@ -259,13 +259,10 @@ pub fn timestamp_bias(packets: &[PacketEntry], tb: Rational) -> i64 {
     (-min).max(0) + tb.ticks(10.0)
 }
 
-#[path = "plan_balance.rs"]
 mod balance;
 
-#[path = "plan_package.rs"]
 mod package;
 pub use package::{frames_at_times, plan_package_segments, PackagePlan};
 
 #[cfg(test)]
-#[path = "plan_tests.rs"]
 mod tests;

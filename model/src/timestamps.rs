@@ -63,7 +63,7 @@ impl DtsRule {
 }
 
 /// The smallest positive interval between neighbours of an ascending list (1 when none).
-pub(crate) fn smallest_step(ascending: &[i64]) -> i64 {
+pub fn smallest_step(ascending: &[i64]) -> i64 {
     ascending
         .windows(2)
         .map(|w| w[1] - w[0])
@@ -377,4 +377,16 @@ mod tests {
             prop_assert_eq!(batch, dts);
         }
     }
+}
+
+/// The presentation timestamp of every video packet, in decode order, derived from the
+/// decoder's output order (see the module doc). Crosses to the split compactly.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DerivedPts {
+    /// Per packet in decode order (the packets the probe indexed), in the video time base.
+    #[serde(with = "crate::index_codec::timestamps")]
+    pub pts: Vec<i64>,
+    /// Packets the decoder gave no picture for: decoded, never shown.
+    #[serde(default)]
+    pub hidden: Vec<u32>,
 }

@@ -1,8 +1,7 @@
-//! Plain data types of the media API: what probe finds, what a segment is, what to encode,
-//! and what an encode request and its result are (the same for the software and GPU paths).
+//! What probe finds in a source and what a segment of it is: plain data.
 //!
-//! Why: these cross process boundaries (child processes, queue messages) as JSON, so they are
-//! serde types with no FFmpeg types inside.
+//! Why here, below FFmpeg: these cross process boundaries (the media child, queue messages)
+//! as JSON, and the planner, the packager and the dispatcher read them without linking FFmpeg.
 
 use std::path::PathBuf;
 
@@ -217,7 +216,7 @@ pub struct Probe {
     /// The pts the probe derived for a container that stores none (AVI, MXF without
     /// temporal offsets, B-frames): the split writes these into the chunks.
     #[serde(default)]
-    pub derived_pts: Option<crate::reorder::DerivedPts>,
+    pub derived_pts: Option<crate::timestamps::DerivedPts>,
 }
 
 /// One planned segment: a half-open presentation-time range of the video.
@@ -249,220 +248,15 @@ pub struct SegmentPlan {
     pub last_frame_pts: Option<i64>,
 }
 
-/// Video codec of an output rendition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum VideoCodec {
-    /// H.264 via libx264.
-    H264,
-    /// HEVC via libx265.
-    Hevc,
-    /// AV1 via libsvtav1.
-    Av1,
-}
-
-/// How the encoder spends bits.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RateControl {
-    /// Constant quality (x264/x265 CRF, SVT-AV1 CRF).
-    Crf(f32),
-    /// Average bitrate in bits/s with a VBV buffer (max rate = 1.5x, buffer = 2x).
-    Bitrate(u64),
-}
-
-/// One output rendition: codec, quality and size.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RenditionSpec {
-    /// Name used in object keys (e.g. "720p").
-    pub name: String,
-    /// Video codec.
-    pub codec: VideoCodec,
-    /// Rate control.
-    pub rate: RateControl,
-    /// Encoder preset name (x264/x265: ultrafast..placebo; SVT-AV1: 0..13).
-    pub preset: String,
-    /// Target height keeping aspect ratio; `None` keeps the source size.
-    pub height: Option<u32>,
-    /// What becomes of an HDR source (PQ or HLG): kept, or tone-mapped to SDR.
-    #[serde(default)]
-    pub hdr: crate::hdr::HdrMode,
-    /// Peak bit rate cap in bits/s (VBV maximum rate, buffer twice it): with CRF a capped
-    /// CRF, with a bit rate it replaces the default 1.5x cap. Streaming ladders set it so
-    /// a rung's declared bandwidth holds.
-    #[serde(default)]
-    pub maxrate: Option<u64>,
-    /// Encoder profile ("high", "main", "baseline"; "main", "main10"), the encoder's choice
-    /// when absent. Players of a streaming package may support only some.
-    #[serde(default)]
-    pub profile: Option<String>,
-}
-
-/// The container of the final output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Container {
-    /// MP4 with faststart.
-    Mp4,
-    /// Matroska.
-    Mkv,
-}
-
-impl Container {
-    /// Picks the container from a file name's extension.
-    pub fn from_path(path: &std::path::Path) -> Option<Self> {
-        match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
-            "mp4" | "m4v" | "mov" => Some(Container::Mp4),
-            "mkv" => Some(Container::Mkv),
-            _ => None,
-        }
-    }
-
-    /// The file extension of the container ("mp4", "mkv"): how output names are written.
-    pub fn extension(self) -> &'static str {
-        match self {
-            Container::Mp4 => "mp4",
-            Container::Mkv => "mkv",
-        }
-    }
-}
-
-/// How to run a segment on an NVIDIA card (NVDEC -> scale_cuda -> NVENC).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HardwareEncode {
-    /// CUDA ordinal of the card (decode and encode both run on it).
-    pub device: u32,
-    /// Decode on the card's NVDEC; when false (or the source is one NVDEC cannot decode),
-    /// decode in software and upload each frame once.
-    #[serde(default = "yes")]
-    pub nvdec: bool,
-    /// NVENC spatial adaptive quantisation.
-    #[serde(default)]
-    pub spatial_aq: bool,
-    /// NVENC temporal adaptive quantisation (turns on look-ahead).
-    #[serde(default)]
-    pub temporal_aq: bool,
-    /// Spatial AQ strength, 1 (low) ..= 15 (aggressive); NVENC's default is 8.
-    #[serde(default)]
-    pub aq_strength: Option<u8>,
-    /// Constant bitrate instead of VBR for bitrate renditions.
-    #[serde(default)]
-    pub cbr: bool,
-    /// Rate-control look-ahead in frames (NVENC's `rc-lookahead`).
-    #[serde(default)]
-    pub lookahead: Option<u16>,
-    /// Decode and scale on the card, encode with the software encoders (scale_cuda ->
-    /// hwdownload -> libx264/libx265): for cards without NVENC (A100, H100, H200), whose
-    /// NVDEC and CUDA cores still take decoding and scaling off the CPU.
-    #[serde(default)]
-    pub software_encode: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-impl Default for HardwareEncode {
-    fn default() -> Self {
-        HardwareEncode {
-            device: 0,
-            nvdec: true,
-            spatial_aq: false,
-            temporal_aq: false,
-            aq_strength: None,
-            cbr: false,
-            software_encode: false,
-            lookahead: None,
-        }
-    }
-}
-
-/// One rendition to produce from a segment, and where to write it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RenditionOutput {
-    /// What to encode.
-    pub spec: RenditionSpec,
-    /// The NUT file to write.
+/// What a chunk holds, for the worker that encodes it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ChunkInfo {
+    /// The segment the chunk serves.
+    pub index: u32,
+    /// Where it was written.
     pub path: PathBuf,
-}
-
-/// Everything a worker needs to encode a segment; travels as JSON to the child process.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EncodeRequest {
-    /// The chunk file (NUT) holding the segment's packets and its pre-roll.
-    pub chunk: PathBuf,
-    /// First source pts to encode (inclusive), in `time_base`.
-    pub start_pts: i64,
-    /// First source pts not to encode (exclusive).
-    pub end_pts: i64,
-    /// The source video time base: all pts here are in it, and the encoder keeps it.
-    pub time_base: Rational,
-    /// The bias added to timestamps in the chunk (and added again in the output).
-    pub bias: i64,
-    /// The source's frame rate, a hint for rate control.
-    pub frame_rate: Rational,
-    /// The source's sample aspect ratio.
-    pub sample_aspect_ratio: Rational,
-    /// The source's size as the probe saw it (its first frames), from which every segment's
-    /// output size is made, whatever size the chunk's own frames have: a source whose size
-    /// changes mid-stream still gives segments of one size that stitch. `None`: the chunk's.
-    #[serde(default)]
-    pub source_size: Option<(u32, u32)>,
-    /// Colour tags to carry to the output.
-    pub color: ColorInfo,
-    /// Source bits per component (picks 10-bit output for HEVC/AV1).
-    pub source_bit_depth: u8,
-    /// Renditions to produce.
-    pub outputs: Vec<RenditionOutput>,
-    /// Threads for the decoder and each encoder.
-    pub threads: usize,
-    /// Run on an NVIDIA card (NVDEC/scale_cuda/NVENC) instead of the software encoders.
-    #[serde(default)]
-    pub hardware: Option<HardwareEncode>,
-    /// Source pts (ascending, unbiased) of frames every rendition must encode as an IDR: the
-    /// starts of a streaming package's media segments, so all rungs switch at the same frames.
-    #[serde(default)]
-    pub keyframes: Vec<i64>,
-    /// Still images to take of frames in the range (posters, thumbnails, sprite tiles),
-    /// software path only.
-    #[serde(default)]
-    pub stills: Vec<crate::stills::StillShot>,
-}
-
-/// What one rendition of a segment came out as.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RenditionResult {
-    /// Rendition name.
-    pub name: String,
-    /// Frames encoded.
-    pub frames: u64,
-    /// First encoded pts (source time base, unbiased).
-    pub first_pts: Option<i64>,
-    /// Last encoded pts.
-    pub last_pts: Option<i64>,
-    /// Output width.
-    pub width: u32,
-    /// Output height.
-    pub height: u32,
-    /// Output size in bytes.
+    /// Packets in the chunk (pre-roll included).
+    pub packets: u64,
+    /// Size in bytes.
     pub bytes: u64,
-    /// Whether the first packet is a keyframe (IDR), as stitching needs.
-    pub starts_with_keyframe: bool,
-}
-
-/// The result of encoding a segment.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EncodeResult {
-    /// Frames the decoder produced (pre-roll included).
-    pub decoded_frames: u64,
-    /// Frames inside the range (what every rendition encoded).
-    pub frames_in_range: u64,
-    /// Per rendition.
-    pub renditions: Vec<RenditionResult>,
-    /// Seconds spent decoding, scaling and encoding.
-    pub media_seconds: f64,
-    /// Packets of the range the decoder rejected plus frames it flagged damaged: summed over
-    /// the job and compared with its `source_corrupt` limit.
-    #[serde(default)]
-    pub decode_errors: u64,
 }

@@ -10,11 +10,11 @@
 
 use std::time::Instant;
 
-use tessera_media::timestamps::DtsRule;
-use tessera_media::{
-    plan_segments, timestamp_bias, AudioInfo, ColorInfo, PacketEntry, Probe, ProbeInfo, Rational,
-    VideoInfo,
+use tessera_model::plan::{plan_segments, timestamp_bias};
+use tessera_model::probe::{
+    AudioInfo, ColorInfo, PacketEntry, Probe, ProbeInfo, Rational, VideoInfo,
 };
+use tessera_model::timestamps::DtsRule;
 
 const FPS: i64 = 60;
 const SECONDS: i64 = 2 * 3600;

@@ -10,7 +10,7 @@
 use base64::Engine;
 use serde::{Deserialize, Deserializer, Serializer};
 
-use crate::types::PacketEntry;
+use crate::probe::PacketEntry;
 
 const KEY: u8 = 1;
 const DISCARD: u8 = 2;
