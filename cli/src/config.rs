@@ -158,7 +158,7 @@ pub struct TranscodeConfig {
     /// The output file (none when only a package is asked for).
     pub output: Option<PathBuf>,
     /// The streaming package and its folder.
-    pub package: Option<(tessera_package::PackageSpec, PathBuf)>,
+    pub package: Option<(tessera_model::package::PackageSpec, PathBuf)>,
     /// Its container.
     pub container: Container,
     /// The rendition.
@@ -378,7 +378,7 @@ mod tests {
 
     #[test]
     fn package_subtitles_layer_like_the_rest() {
-        use tessera_package::SubtitleFormat;
+        use tessera_model::package::SubtitleFormat;
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("t.toml");
         std::fs::write(&file, "[transcode]\npackage_subtitles = \"none\"\n").unwrap();

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use serde::Deserialize;
-use tessera_package::{Ladder, PackageFormat, PackageSpec, SegmentType, SubtitleFormat};
+use tessera_model::package::{Ladder, PackageFormat, PackageSpec, SegmentType, SubtitleFormat};
 
 /// `--package-subtitles`: the package spec's `subtitles` on the command line and in the
 /// `[transcode]` table (`package_subtitles`).

@@ -12,8 +12,9 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::ValueEnum;
 use serde_json::{json, Value};
-use tessera_farm::model::{ApiJob, ApiOutput, Hardware};
+use tessera_model::api::{ApiJob, ApiOutput};
 use tessera_model::encode::VideoCodec;
+use tessera_model::wire::Hardware;
 use tokio_util::sync::CancellationToken;
 
 use crate::args::{parse_bitrate, CodecArg};

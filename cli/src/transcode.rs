@@ -9,10 +9,10 @@ use anyhow::{bail, Context};
 use tessera_dispatcher::{
     run_job, Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage, PackageJob,
 };
-use tessera_farm::model::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH};
 use tessera_farm::queue::{MemoryQueue, Queue};
 use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::LocalStore;
+use tessera_model::wire::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH};
 use tessera_worker::cores::CoreShare;
 use tessera_worker::{GpuSettings, Gpus, WorkerConfig};
 use tokio_util::sync::CancellationToken;
@@ -192,7 +192,7 @@ async fn run_farm(
         sandbox,
         staging_dir: work.join("dispatcher"),
         encode_queue: QUEUE_ENCODE_CPU.to_string(),
-        gpu_queue: tessera_farm::model::QUEUE_ENCODE_GPU.to_string(),
+        gpu_queue: tessera_model::wire::QUEUE_ENCODE_GPU.to_string(),
         stitch_queue: QUEUE_STITCH.to_string(),
         sink: None,
         gate: None,
@@ -235,9 +235,9 @@ async fn run_farm(
         parallelism: cfg.workers,
         priority: 0,
         hardware: if gpus.is_some() {
-            tessera_farm::model::Hardware::Gpu
+            tessera_model::wire::Hardware::Gpu
         } else {
-            tessera_farm::model::Hardware::Cpu
+            tessera_model::wire::Hardware::Cpu
         },
         first_audio_only: cfg.first_audio_only,
         stereo_downmix: cfg.stereo_downmix,

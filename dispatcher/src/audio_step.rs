@@ -20,11 +20,11 @@
 
 use std::path::Path;
 
-use tessera_farm::model::keys;
 use tessera_farm::sandbox::{ChildStats, MediaOp};
 use tessera_farm::FarmError;
 use tessera_model::audio::{AudioRequest, AudioResult};
 use tessera_model::probe::ProbeInfo;
+use tessera_model::wire::keys;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 

@@ -4,10 +4,10 @@
 //! Why a stage of its own: it takes what prepare handed forward (the plan, the segments an
 //! earlier run finished, the publisher) and hands `Collected` on to the stitch step.
 
-use tessera_farm::model::{encode_message, SegmentOutcome, TaskRef};
 use tessera_farm::queue::Consumer;
 use tessera_farm::FarmError;
 use tessera_model::probe::{ProbeInfo, SegmentPlan};
+use tessera_model::wire::{encode_message, SegmentOutcome, TaskRef};
 
 use crate::patience::recorded;
 use crate::prepare::{published, segment_task, OnQueue, Prepared};

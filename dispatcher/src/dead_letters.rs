@@ -13,12 +13,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tessera_farm::model::{
+use tessera_farm::queue::{dead_letter_queue, Delivery, Queue};
+use tessera_model::error_code::{ErrorClass, ErrorCode};
+use tessera_model::wire::{
     encode_message, newer_wire_version, task_identity, SegmentOutcome, TaskEvent, TaskRef,
     QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH, WIRE_VERSION,
 };
-use tessera_farm::queue::{dead_letter_queue, Delivery, Queue};
-use tessera_model::error_code::{ErrorClass, ErrorCode};
 use tokio_util::sync::CancellationToken;
 
 /// The queues whose dead letters end a job: both encode queues, the stitch queue, and the
@@ -223,7 +223,7 @@ mod tests {
                 .unwrap()
                 .unwrap()
                 .unwrap();
-            got.push(tessera_farm::model::decode_message::<TaskEvent>(&d.body).unwrap());
+            got.push(tessera_model::wire::decode_message::<TaskEvent>(&d.body).unwrap());
         }
         stop.cancel();
         got.sort_by(|a, b| a.job_id.cmp(&b.job_id));

@@ -6,10 +6,10 @@
 use std::path::Path;
 use std::time::Instant;
 
-use tessera_farm::model::Hardware;
 use tessera_farm::queue::Consumer;
 use tessera_farm::store::Store;
 use tessera_farm::FarmError;
+use tessera_model::wire::Hardware;
 use tokio_util::sync::CancellationToken;
 
 use crate::collect::{collect, judge_decode_errors};
@@ -55,7 +55,7 @@ pub async fn end_job(store: &dyn Store, gate: Option<&PublishGate>, staging_dir:
         gate.release_job(job);
     }
     let _ = store
-        .delete_prefix(&tessera_farm::model::keys::job_prefix(job))
+        .delete_prefix(&tessera_model::wire::keys::job_prefix(job))
         .await;
     let _ = tokio::fs::remove_dir_all(staging_dir.join(job)).await;
 }
@@ -266,7 +266,7 @@ async fn mark_ended(store: &dyn Store, staging_dir: &Path, job: &str) {
         tokio::fs::write(&marker, b"")
             .await
             .map_err(|e| FarmError::io(&marker, e))?;
-        let key = tessera_farm::model::keys::ended(job);
+        let key = tessera_model::wire::keys::ended(job);
         crate::patience::patiently("mark job ended", || store.put_file(&key, &marker)).await
     }
     .await;

@@ -8,11 +8,12 @@
 
 use std::path::{Path, PathBuf};
 
-use tessera_farm::model::keys;
 use tessera_farm::sandbox::MediaOp;
 use tessera_farm::FarmError;
 use tessera_model::images::{SpriteRequest, SpriteResult};
-use tessera_package::thumbnails::{ThumbnailSpec, TILE_DIR};
+use tessera_model::package::thumbnails::ThumbnailSpec;
+use tessera_model::wire::keys;
+use tessera_package::thumbnails::TILE_DIR;
 
 use crate::parallel;
 use crate::patience::patiently;

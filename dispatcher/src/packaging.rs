@@ -8,13 +8,15 @@
 
 use std::path::{Path, PathBuf};
 
-use tessera_farm::model::{keys, StitchTask};
 use tessera_farm::sandbox::MediaOp;
 use tessera_farm::FarmError;
 use tessera_model::error_code::{ErrorClass, ErrorCode};
+use tessera_model::package::SegmentType;
 use tessera_model::segmented::{SegmentRequest, SegmentedTrack, StreamPick};
+use tessera_model::wire::keys;
+use tessera_model::wire::StitchTask;
 use tessera_package::assemble;
-use tessera_package::{subtitles, thumbnails, Package, SegmentType, TrackKind};
+use tessera_package::{subtitles, thumbnails, Package, TrackKind};
 
 use crate::package_images;
 use crate::parallel;

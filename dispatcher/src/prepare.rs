@@ -3,12 +3,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use tessera_farm::model::{
-    encode_message, keys, Hardware, SegmentEncode, SegmentTask, StillTask, WIRE_VERSION,
-};
 use tessera_farm::sandbox::{Limits, MediaOp};
 use tessera_farm::FarmError;
 use tessera_model::probe::{ChunkInfo, Probe, ProbeInfo, SegmentPlan};
+use tessera_model::wire::keys;
+use tessera_model::wire::{
+    encode_message, Hardware, SegmentEncode, SegmentTask, StillTask, WIRE_VERSION,
+};
 use tokio::task::JoinHandle;
 
 use crate::audio_step::{audio_step_frames_of, spawn_audio, AudioTask};
@@ -49,9 +50,9 @@ pub(crate) type OnQueue = std::sync::Arc<std::sync::Mutex<Vec<bool>>>;
 /// Sets a CPU-only run of a job apart from a run of the same plan on the GPU path: a job
 /// that falls back to the CPU gets other work-area keys and events, so segments its GPU run
 /// still has in flight can never mix into it (one encoder per rendition).
-pub(crate) fn path_salt(hardware: tessera_farm::model::Hardware) -> u64 {
+pub(crate) fn path_salt(hardware: tessera_model::wire::Hardware) -> u64 {
     match hardware {
-        tessera_farm::model::Hardware::Cpu => 0x9e37_79b9_7f4a_7c15,
+        tessera_model::wire::Hardware::Cpu => 0x9e37_79b9_7f4a_7c15,
         _ => 0,
     }
 }

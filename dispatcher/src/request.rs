@@ -9,13 +9,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use tessera_farm::model::Hardware;
 use tessera_farm::queue::Queue;
 use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::Store;
 use tessera_farm::FarmError;
 use tessera_model::encode::{Container, RenditionSpec};
 use tessera_model::stitch::QualityReport;
+use tessera_model::wire::Hardware;
 
 use crate::PublishGate;
 
@@ -59,7 +59,7 @@ pub struct JobRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PackageJob {
     /// Format, segment length, ladder, audio, subtitles.
-    pub spec: tessera_package::PackageSpec,
+    pub spec: tessera_model::package::PackageSpec,
     /// A folder (the one-process farm) or an object prefix ending in '/'.
     pub destination: Destination,
 }

@@ -4,15 +4,14 @@
 
 use std::path::Path;
 
-use tessera_farm::model::{
-    encode_message, keys, SegmentOutcome, StitchTask, TaskRef, WIRE_VERSION,
-};
 use tessera_farm::queue::Consumer;
 use tessera_farm::sandbox::MediaOp;
 use tessera_farm::FarmError;
 use tessera_model::audio::AudioTrackResult;
 use tessera_model::probe::{ProbeInfo, SegmentPlan};
 use tessera_model::stitch::{OutputExpectation, QualityReport};
+use tessera_model::wire::keys;
+use tessera_model::wire::{encode_message, SegmentOutcome, StitchTask, TaskRef, WIRE_VERSION};
 
 use crate::patience::patiently;
 use crate::request::{Destination, DispatchContext, JobRequest};

@@ -7,10 +7,10 @@
 
 use std::time::Duration;
 
-use tessera_farm::model::{decode_message, TaskEvent, TaskRef};
 use tessera_farm::queue::{Consumer, Delivery, Queue};
 use tessera_farm::FarmError;
 use tessera_model::error_code::{ErrorClass, ErrorCode};
+use tessera_model::wire::{decode_message, TaskEvent, TaskRef};
 use tokio::time::Instant;
 
 /// How many times a job republishes tasks it heard nothing of before it fails `task_lost`.
@@ -141,8 +141,8 @@ pub(crate) fn task_failed(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tessera_farm::model::{encode_message, SegmentOutcome, WIRE_VERSION};
     use tessera_farm::queue::MemoryQueue;
+    use tessera_model::wire::{encode_message, SegmentOutcome, WIRE_VERSION};
 
     fn event(job: &str, plan: u64, segment: u32) -> Vec<u8> {
         encode_message(&TaskEvent {

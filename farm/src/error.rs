@@ -92,6 +92,12 @@ pub enum FarmError {
     },
 }
 
+impl From<tessera_model::wire::BadMessage> for FarmError {
+    fn from(e: tessera_model::wire::BadMessage) -> Self {
+        FarmError::BadMessage(e.0)
+    }
+}
+
 impl FarmError {
     /// The stable code of the error.
     pub fn code(&self) -> ErrorCode {

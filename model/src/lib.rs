@@ -14,8 +14,12 @@
 //! - `stitch`: joining segments, the output checks and the quality report.
 //! - `segmented`: a track cut into package segments.
 //! - `capabilities`: what an FFmpeg build and a card can do.
+//! - `package`: what a streaming package (HLS, DASH, CMAF) and its ladder are.
+//! - `wire`: the versioned queue messages between dispatcher and workers, and store keys.
+//! - `api`: the job body of the dispatcher's HTTP API.
 //! - `error_code`: the catalog of error codes and their retry class.
 
+pub mod api;
 pub mod audio;
 pub mod capabilities;
 pub mod encode;
@@ -23,6 +27,7 @@ pub mod error_code;
 pub mod hdr;
 pub mod images;
 mod index_codec;
+pub mod package;
 pub mod plan;
 pub mod probe;
 pub mod segmented;
@@ -30,3 +35,4 @@ pub mod settings;
 pub mod stitch;
 pub mod subtitles;
 pub mod timestamps;
+pub mod wire;

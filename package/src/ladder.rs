@@ -8,7 +8,7 @@
 use tessera_model::encode::{RateControl, RenditionSpec, VideoCodec};
 use tessera_model::settings::default_preset;
 
-use crate::spec::{Ladder, PackageSpec};
+use tessera_model::package::{Ladder, PackageSpec};
 
 /// The source facts a ladder depends on.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -137,8 +137,8 @@ pub fn auto(source: Source) -> Vec<RenditionSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::PackageFormat;
     use proptest::prelude::*;
+    use tessera_model::package::PackageFormat;
 
     fn heights(r: &[RenditionSpec]) -> Vec<Option<u32>> {
         r.iter().map(|r| r.height).collect()

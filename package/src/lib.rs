@@ -1,4 +1,4 @@
-//! Streaming packages: what a job asks for (`spec`), the rungs of an automatic ladder
+//! Streaming packages (what a job asks for is tessera-model's `package`): the rungs of an automatic ladder
 //! (`ladder`), the facts read from fMP4 segments (`bmff`), the manifests written over the
 //! segments (`hls`, `dash`, `vtt`) and the checks every package passes before it is
 //! published (`validate`).
@@ -13,11 +13,9 @@ pub mod dash;
 pub mod hls;
 pub mod ladder;
 pub mod model;
-pub mod spec;
 pub mod subtitles;
 pub mod thumbnails;
 pub mod validate;
 pub mod vtt;
 
 pub use model::{MediaSegment, Package, Track, TrackKind};
-pub use spec::{Ladder, PackageFormat, PackageSpec, Rung, SegmentType, SubtitleFormat};

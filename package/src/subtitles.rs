@@ -10,8 +10,8 @@ use std::path::Path;
 use tessera_model::subtitles::SubtitleTrack;
 
 use crate::model::{MediaSegment, Track, TrackKind};
-use crate::spec::SubtitleFormat;
 use crate::vtt::{self, Cue};
+use tessera_model::package::SubtitleFormat;
 
 /// A text track to publish: its language and its cues in seconds from the first frame.
 #[derive(Debug, Clone, PartialEq)]

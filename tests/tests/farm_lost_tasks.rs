@@ -7,8 +7,8 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tessera_farm::model::QUEUE_ENCODE_CPU;
 use tessera_farm::queue::Queue;
+use tessera_model::wire::QUEUE_ENCODE_CPU;
 use tessera_tests::farm::Farm;
 use tessera_tests::fixture::{fixture, Fixture};
 

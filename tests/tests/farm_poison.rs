@@ -8,8 +8,8 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tessera_farm::model::{valid_job_id, QUEUE_ENCODE_CPU, QUEUE_EVENTS, QUEUE_STITCH};
 use tessera_farm::queue::{dead_letter_queue, Queue};
+use tessera_model::wire::{valid_job_id, QUEUE_ENCODE_CPU, QUEUE_EVENTS, QUEUE_STITCH};
 use tessera_tests::farm::{Farm, TOKEN, WATCH_EVENTS_QUEUE};
 use tessera_tests::fixture::{fixture, Fixture};
 use tessera_tests::poison::{self, Poison, S3Outcome};
@@ -198,7 +198,7 @@ fn poison_on_every_queue_is_dead_lettered_and_named_jobs_fail_with_the_reason() 
 }
 
 fn names_a_job_id(p: &Poison) -> bool {
-    p.body.len() <= tessera_farm::model::MAX_MESSAGE_BYTES
+    p.body.len() <= tessera_model::wire::MAX_MESSAGE_BYTES
         && serde_json::from_slice::<Value>(&p.body)
             .ok()
             .and_then(|v| v["job_id"].as_str().map(valid_job_id))

@@ -121,11 +121,11 @@ fn cpu_workers_take_any_jobs_and_gpu_jobs_wait_for_gpu_workers() {
 /// rendition the card refuses; a "gpu" job would fail with that reason instead.
 #[test]
 fn an_any_job_the_gpus_refuse_runs_again_on_the_cpu() {
-    use tessera_farm::model::{
+    use tessera_farm::queue::{Queue, RabbitQueue};
+    use tessera_model::wire::{
         decode_message, encode_message, SegmentOutcome, SegmentTask, TaskEvent, QUEUE_ENCODE_GPU,
         QUEUE_EVENTS,
     };
-    use tessera_farm::queue::{Queue, RabbitQueue};
     let farm = Farm::start("refuse", 1);
     let config = farm.vhost.config(3);
     let refused = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
@@ -152,7 +152,7 @@ fn an_any_job_the_gpus_refuse_runs_again_on_the_cpu() {
                     v: task.v,
                     job_id: task.job_id.clone(),
                     plan: task.plan,
-                    task: tessera_farm::model::TaskRef::Segment(task.segment),
+                    task: tessera_model::wire::TaskRef::Segment(task.segment),
                     worker: "refusing-gpu".into(),
                     outcome: SegmentOutcome::Failed {
                         code: tessera_model::error_code::ErrorCode::GpuRequestUnsupported,

@@ -99,7 +99,7 @@ pub fn disk_full_is_unfit(err: tessera_farm::FarmError) -> tessera_farm::FarmErr
 /// media child says) lacks an encoder `task` needs: a software video encoder (when
 /// `software`) or an image encoder for its stills.
 pub(crate) fn check_encoders(
-    task: &tessera_farm::model::SegmentTask,
+    task: &tessera_model::wire::SegmentTask,
     software: bool,
     caps: &tessera_model::capabilities::Capabilities,
 ) -> Result<(), tessera_farm::FarmError> {

@@ -10,12 +10,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Deserialize;
-use tessera_farm::model::SegmentTask;
 use tessera_gpu::{
     BudgetConfig, ChromaFormat, Codec, DecodeFormat, Inventory, SessionLease, SessionNeed,
     SessionScheduler,
 };
 use tessera_model::encode::{HardwareEncode, VideoCodec};
+use tessera_model::wire::SegmentTask;
 
 use crate::cuda_ordinal::CudaOrdinals;
 

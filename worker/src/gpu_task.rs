@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tessera_farm::model::TaskRef;
 use tessera_farm::queue::Delivery;
 use tessera_farm::FarmError;
 use tessera_model::error_code::{ErrorClass, ErrorCode};
+use tessera_model::wire::TaskRef;
 
 use crate::gpu::Gpus;
 use crate::segment::{decode_task, SegmentRunner};

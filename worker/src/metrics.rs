@@ -9,8 +9,8 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use tessera_farm::model::TaskRef;
 use tessera_farm::FarmError;
+use tessera_model::wire::TaskRef;
 use tokio_util::sync::CancellationToken;
 
 use crate::drain::Drain;

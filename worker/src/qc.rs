@@ -5,10 +5,10 @@
 //! start where the plan said it could) must fail while its cause is known, with the segment
 //! and the figures in the reason, not surface later as a stitched file that is short.
 
-use tessera_farm::model::SegmentEncode;
 use tessera_farm::FarmError;
 use tessera_model::encode::EncodeResult;
 use tessera_model::error_code::{ErrorClass, ErrorCode};
+use tessera_model::wire::SegmentEncode;
 
 /// Checks each rendition of `result` against the plan in `encode`: it starts with a keyframe,
 /// holds exactly the planned frames, and its first and last pts are the range's.
@@ -82,9 +82,9 @@ fn qc_failed(what: String, reason: String) -> FarmError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tessera_farm::model::SegmentEncode;
     use tessera_model::encode::RenditionResult;
     use tessera_model::probe::{ColorInfo, Rational};
+    use tessera_model::wire::SegmentEncode;
 
     fn plan(frames: u64, pts: Option<(i64, i64)>) -> SegmentEncode {
         SegmentEncode {

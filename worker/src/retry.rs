@@ -7,10 +7,10 @@
 
 use std::time::Duration;
 
-use tessera_farm::model::{encode_message, SegmentOutcome, QUEUE_EVENTS};
 use tessera_farm::queue::Delivery;
 use tessera_farm::FarmError;
 use tessera_model::error_code::ErrorClass;
+use tessera_model::wire::{encode_message, SegmentOutcome, QUEUE_EVENTS};
 
 use crate::segment::{SegmentRunner, Ticket};
 
@@ -144,7 +144,7 @@ impl SegmentRunner {
             tokio::time::sleep(backoff).await;
             match self
                 .store
-                .exists(&tessera_farm::model::keys::ended(job))
+                .exists(&tessera_model::wire::keys::ended(job))
                 .await
             {
                 Ok(_) => return,

@@ -4,21 +4,21 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tessera_farm::model::{
-    decode_message, encode_message, newer_wire_version, SegmentOutcome, SegmentTask, TaskEvent,
-    TaskRef, QUEUE_EVENTS, WIRE_VERSION,
-};
 use tessera_farm::queue::{Delivery, Queue};
 use tessera_farm::sandbox::{MediaOp, Sandbox, SlotPool, WarmPolicy};
 use tessera_farm::store::Store;
 use tessera_farm::FarmError;
 use tessera_model::encode::{EncodeRequest, EncodeResult, RenditionOutput};
+use tessera_model::wire::{
+    decode_message, encode_message, newer_wire_version, SegmentOutcome, SegmentTask, TaskEvent,
+    TaskRef, QUEUE_EVENTS, WIRE_VERSION,
+};
 
 use crate::WorkerConfig;
 
 /// The segment task of a delivery; an unreadable one is dead-lettered (`None`).
 pub(crate) async fn decode_task(delivery: &Delivery) -> Option<SegmentTask> {
-    match decode_message(&delivery.body) {
+    match decode_message(&delivery.body).map_err(FarmError::from) {
         Ok(t) => Some(t),
         Err(e) => {
             refuse_unreadable(delivery, "segment", &e).await;
@@ -246,7 +246,7 @@ impl SegmentRunner {
     /// Whether the dispatcher marked the job as ended (a failed check counts as "not ended").
     pub(crate) async fn job_ended(&self, job: &str) -> bool {
         self.store
-            .exists(&tessera_farm::model::keys::ended(job))
+            .exists(&tessera_model::wire::keys::ended(job))
             .await
             .unwrap_or(false)
     }

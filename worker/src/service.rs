@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use tessera_farm::config::{ServiceArgs, ServiceConfig, ServiceFile};
-use tessera_farm::model::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH};
 use tessera_farm::queue::{Queue, RabbitQueue};
 use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::S3Client;
 use tessera_farm::FarmError;
+use tessera_model::wire::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH};
 use tokio_util::sync::CancellationToken;
 
 use crate::drain::DrainReason;

@@ -7,10 +7,10 @@
 
 use std::path::Path;
 
-use tessera_farm::model::SegmentTask;
 use tessera_farm::store::Store;
 use tessera_farm::FarmError;
 use tessera_model::images::StillShot;
+use tessera_model::wire::SegmentTask;
 
 /// The staging file of image `j` of still `i`.
 fn staging_file(staging: &Path, i: usize, j: usize, ext: &str) -> std::path::PathBuf {

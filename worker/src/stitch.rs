@@ -6,11 +6,11 @@
 
 use std::path::Path;
 
-use tessera_farm::model::{decode_message, StitchTask, TaskRef};
 use tessera_farm::queue::Delivery;
 use tessera_farm::sandbox::MediaOp;
 use tessera_farm::FarmError;
 use tessera_model::stitch::{StitchRequest, StitchResult};
+use tessera_model::wire::{decode_message, StitchTask, TaskRef};
 
 use crate::segment::{Done, SegmentRunner};
 
@@ -20,7 +20,7 @@ const FETCHES_IN_FLIGHT: usize = 4;
 impl SegmentRunner {
     /// Handles one stitch delivery to the end: acked, requeued or dead-lettered, never lost.
     pub async fn handle_stitch(&self, delivery: Delivery) {
-        let task: StitchTask = match decode_message(&delivery.body) {
+        let task: StitchTask = match decode_message(&delivery.body).map_err(FarmError::from) {
             Ok(t) => t,
             Err(e) => {
                 crate::segment::refuse_unreadable(&delivery, "stitch", &e).await;
@@ -39,7 +39,7 @@ impl SegmentRunner {
             .config
             .stitch_queue
             .clone()
-            .unwrap_or_else(|| tessera_farm::model::QUEUE_STITCH.to_string());
+            .unwrap_or_else(|| tessera_model::wire::QUEUE_STITCH.to_string());
         let ticket = crate::segment::Ticket {
             job: &job,
             plan: task.plan,

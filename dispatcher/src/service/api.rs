@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use tessera_farm::model::ApiJob;
+use tessera_model::api::ApiJob;
 use tessera_model::error_code::ErrorCode;
 
 use super::auth::Principal;

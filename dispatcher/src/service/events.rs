@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::Deserialize;
-use tessera_farm::model::{valid_job_id, MAX_MESSAGE_BYTES, QUEUE_EVENTS};
 use tessera_farm::queue::{Consumer, Delivery, Queue, HELD_ELSEWHERE};
 use tessera_farm::FarmError;
+use tessera_model::wire::{valid_job_id, MAX_MESSAGE_BYTES, QUEUE_EVENTS};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 

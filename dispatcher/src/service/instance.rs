@@ -11,9 +11,9 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tessera_farm::model::QUEUE_EVENTS;
 use tessera_farm::queue::{Consumer, Queue, HELD_ELSEWHERE};
 use tessera_farm::FarmError;
+use tessera_model::wire::QUEUE_EVENTS;
 
 /// How long a starting dispatcher waits for the events queue to be free: the consumer of a
 /// dispatcher that just stopped can take the broker a moment to drop.

@@ -66,7 +66,7 @@ pub struct JobPlan {
     pub outputs: Vec<PlannedOutput>,
     /// Where segments may be encoded: "gpu", "cpu" or "any" (default).
     #[serde(default)]
-    pub hardware: tessera_farm::model::Hardware,
+    pub hardware: tessera_model::wire::Hardware,
     /// Scheduling priority, 0 (lowest) to 9: higher-priority jobs' segments go first.
     #[serde(default = "default_priority")]
     pub priority: u8,
@@ -89,7 +89,7 @@ pub struct JobPlan {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlannedPackage {
     /// What to package.
-    pub spec: tessera_package::PackageSpec,
+    pub spec: tessera_model::package::PackageSpec,
     /// The bucket.
     pub bucket: String,
     /// The key prefix (ends in '/'); files go under it as `master.m3u8`, `v0/...`.

@@ -1,13 +1,14 @@
 //! Validating the job JSON of `POST /v1/jobs` (`ApiJob`, in tessera_farm::model) into a
 //! runnable plan.
 
-use tessera_farm::model::{ApiJob, ApiOutput, Hardware};
+use tessera_model::api::{ApiJob, ApiOutput};
 use tessera_model::encode::{Container, RateControl, RenditionSpec, VideoCodec};
 use tessera_model::error_code::ErrorCode;
 use tessera_model::settings::{default_crf, default_preset, resolve_preset};
+use tessera_model::wire::Hardware;
 
 use super::job_plan::{default_priority, JobPlan, PlannedOutput, PlannedPackage, S3Uri};
-use tessera_package::Ladder;
+use tessera_model::package::Ladder;
 
 /// Why a job is refused: its code (which carries the HTTP status) and the reason.
 pub type Invalid = (ErrorCode, String);

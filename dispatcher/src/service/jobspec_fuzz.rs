@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use serde_json::{json, Value};
-use tessera_farm::model::ApiJob;
+use tessera_model::api::ApiJob;
 use tessera_model::encode::RateControl;
 
 use super::jobspec::{validate, MAX_OUTPUTS};

@@ -35,12 +35,12 @@ pub use watch::Watch;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tessera_farm::model::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH};
 use tessera_farm::queue::{Queue, RabbitQueue};
 use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::S3Client;
 use tessera_farm::FarmError;
 use tessera_model::error_code::ErrorCode;
+use tessera_model::wire::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH};
 use tokio_util::sync::CancellationToken;
 
 /// Runs the dispatcher until `shutdown`: resumes unfinished jobs, serves the API.

@@ -143,7 +143,7 @@ impl Runner {
         // more sweep a minute later leaves the work area empty.
         let (work, prefix) = (
             self.work.clone(),
-            tessera_farm::model::keys::job_prefix(&id),
+            tessera_model::wire::keys::job_prefix(&id),
         );
         tokio::spawn(async move {
             tokio::time::sleep(LATE_SWEEP).await;
@@ -275,9 +275,9 @@ impl Runner {
             store: self.work.clone(),
             sandbox: self.sandbox.clone(),
             staging_dir: staging.join("dispatch"),
-            encode_queue: tessera_farm::model::QUEUE_ENCODE_CPU.to_string(),
-            gpu_queue: tessera_farm::model::QUEUE_ENCODE_GPU.to_string(),
-            stitch_queue: tessera_farm::model::QUEUE_STITCH.to_string(),
+            encode_queue: tessera_model::wire::QUEUE_ENCODE_CPU.to_string(),
+            gpu_queue: tessera_model::wire::QUEUE_ENCODE_GPU.to_string(),
+            stitch_queue: tessera_model::wire::QUEUE_STITCH.to_string(),
             gate: Some(self.gate.clone()),
             sink: Some(Arc::new(S3Sink {
                 s3: self.s3.clone(),
@@ -340,7 +340,7 @@ impl Runner {
         self.db.set_state(id, JobState::Splitting)?;
         // An end marker of an unfinished job is stale (written by another dispatcher, or by
         // hand): workers would drop every task of the job, so it goes first.
-        let marker = tessera_farm::model::keys::ended(id);
+        let marker = tessera_model::wire::keys::ended(id);
         if self.work.exists(&marker).await.unwrap_or(false) {
             tracing::warn!(job = %id, "stale end marker of an unfinished job removed");
             crate::patience::patiently("remove stale end marker", || self.work.delete(&marker))

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
-use tessera_farm::model::{ApiJob, ApiOutput};
 use tessera_farm::queue::Queue;
+use tessera_model::api::{ApiJob, ApiOutput};
 use tessera_model::encode::{Container, VideoCodec};
 use tokio_util::sync::CancellationToken;
 
@@ -53,7 +53,7 @@ pub struct Watch {
     pub container: Container,
     /// A streaming package instead of a file (the codec settings then come from its
     /// ladder): each upload's package goes under its own prefix, named like its file would be.
-    pub package: Option<tessera_package::PackageSpec>,
+    pub package: Option<tessera_model::package::PackageSpec>,
 }
 
 /// One `[[dispatcher.watch]]` table of the config file.
@@ -73,7 +73,7 @@ pub(super) struct WatchFile {
     preset: Option<String>,
     height: Option<u32>,
     container: Option<Container>,
-    package: Option<tessera_package::PackageSpec>,
+    package: Option<tessera_model::package::PackageSpec>,
 }
 
 impl TryFrom<WatchFile> for Watch {

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tessera_farm::model::{ApiJob, ApiOutput};
 use tessera_farm::store::{validate_key, ObjectInfo, S3Store, Store};
 use tessera_farm::FarmError;
+use tessera_model::api::{ApiJob, ApiOutput};
 use tessera_model::encode::Container;
 use tessera_model::error_code::ErrorCode;
 use tokio_util::sync::CancellationToken;

@@ -4,8 +4,11 @@
 //! `tessera transcode --hls/--dash/--cmaf`; one parser and one set of rules keeps the three
 //! in agreement, and every refusal names the field and the reason.
 
+pub mod thumbnails;
+
 use serde::{Deserialize, Serialize};
-use tessera_model::encode::VideoCodec;
+
+use crate::encode::VideoCodec;
 
 /// The manifest flavour of a package.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,7 +167,7 @@ pub struct PackageSpec {
     pub subtitles: SubtitleFormat,
     /// Poster, thumbnails every N seconds, sprite sheets with a WebVTT thumbnails track.
     #[serde(default)]
-    pub thumbnails: Option<crate::thumbnails::ThumbnailSpec>,
+    pub thumbnails: Option<thumbnails::ThumbnailSpec>,
 }
 
 fn segment_seconds() -> f64 {

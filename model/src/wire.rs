@@ -1,14 +1,14 @@
-//! The job model and the versioned wire messages between dispatcher and workers, and the
-//! job body of the dispatcher's API (`ApiJob`), which the server reads and the CLI writes.
+//! The versioned wire messages between dispatcher and workers: segment and stitch tasks,
+//! their outcomes and events, the queue names, and the store keys of a job's work area.
 //!
 //! Why versioned: workers and dispatchers of different releases share queues during a rolling
 //! upgrade; a message states its version and a reader refuses what it does not understand.
 
+use crate::audio::AudioTrackResult;
+use crate::encode::{Container, RenditionSpec};
+use crate::error_code::{ErrorClass, ErrorCode};
+use crate::probe::{ColorInfo, Rational};
 use serde::{Deserialize, Serialize};
-use tessera_model::audio::AudioTrackResult;
-use tessera_model::encode::{Container, RenditionSpec, VideoCodec};
-use tessera_model::error_code::{ErrorClass, ErrorCode};
-use tessera_model::probe::{ColorInfo, Rational};
 
 /// The wire version of the messages in this module.
 pub const WIRE_VERSION: u32 = 1;
@@ -119,7 +119,7 @@ pub struct StillTask {
     /// Source pts of the frame (unbiased, like `SegmentEncode::keyframes`).
     pub pts: i64,
     /// Each image and its key in the work area.
-    pub images: Vec<(tessera_model::images::StillImage, String)>,
+    pub images: Vec<(crate::images::StillImage, String)>,
 }
 
 /// How a segment attempt ended.
@@ -235,97 +235,25 @@ pub struct StitchTask {
     pub expected_frames: u64,
     /// The source's chapters and title, kept in the output.
     #[serde(default)]
-    pub chapters: Vec<tessera_model::probe::Chapter>,
+    pub chapters: Vec<crate::probe::Chapter>,
     /// See `chapters`.
     #[serde(default)]
     pub title: Option<String>,
     /// The source's text subtitle tracks, kept in the output.
     #[serde(default)]
-    pub subtitles: Vec<tessera_model::subtitles::SubtitleTrack>,
+    pub subtitles: Vec<crate::subtitles::SubtitleTrack>,
     /// The QC gate's expectations of the stitched file (decoded end to end before it is
     /// stored); `None` from an older dispatcher: only the frame count is checked.
     #[serde(default)]
-    pub expect: Option<tessera_model::stitch::OutputExpectation>,
+    pub expect: Option<crate::stitch::OutputExpectation>,
 }
 
-/// One requested output of an [`ApiJob`].
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ApiOutput {
-    /// h264 (default), hevc or av1.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub codec: Option<VideoCodec>,
-    /// Constant quality.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub crf: Option<f32>,
-    /// Bits per second.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bitrate: Option<u64>,
-    /// Encoder preset.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub preset: Option<String>,
-    /// Output height.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub height: Option<u32>,
-    /// HDR sources: "auto" (default: keep in HEVC/AV1, tone-map for H.264), "keep" or
-    /// "tonemap".
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hdr: Option<tessera_model::hdr::HdrMode>,
-    /// mp4 or mkv (default: from the destination's extension).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub container: Option<Container>,
-    /// A streaming package (HLS, DASH or CMAF) instead of a file: its rungs come from
-    /// `package.ladder`, and `destination` is a prefix ending in '/'.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub package: Option<tessera_package::PackageSpec>,
-    /// `s3://bucket/key` of the output (`s3://bucket/prefix/` for a package).
-    pub destination: String,
-}
-
-/// The body of `POST /v1/jobs`.
-///
-/// Why here: the dispatcher reads it (and validates it into a plan) and the CLI writes it;
-/// one type keeps both sides of the API in step. Fields left unset are not written, so a
-/// body says only what the user asked for and the server's defaults apply.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ApiJob {
-    /// `s3://bucket/key` of the source.
-    pub input: String,
-    /// The outputs (1 to 8): the source is decoded once per segment and encoded once per output.
-    pub outputs: Vec<ApiOutput>,
-    /// Segment length in seconds.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub segment_seconds: Option<f64>,
-    /// Priority 0 (lowest) to 9, default 5: higher-priority jobs' segments are queued first.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub priority: Option<u8>,
-    /// Webhook: the final job view is POSTed here, HMAC-signed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub callback_url: Option<String>,
-    /// Measure PSNR/SSIM of the output.
-    #[serde(default)]
-    pub psnr: bool,
-    /// Mix every audio track of more than two channels down to stereo (else 5.1 stays 5.1).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub stereo_downmix: bool,
-    /// "gpu" (NVENC only), "cpu" (software only) or "any" (default: GPU when GPU workers
-    /// are consuming, else CPU).
-    #[serde(default, skip_serializing_if = "is_any")]
-    pub hardware: Hardware,
-}
-
-/// Whether `hardware` is the default, which a body need not state.
-fn is_any(hardware: &Hardware) -> bool {
-    *hardware == Hardware::Any
-}
-
+mod codec;
 /// Store keys of a job's work area, in one place so every component agrees.
 pub mod keys;
-mod wire;
-pub use wire::{
-    decode_message, encode_message, newer_wire_version, task_identity, valid_job_id, Versioned,
-    MAX_MESSAGE_BYTES,
+pub use codec::{
+    decode_message, encode_message, newer_wire_version, task_identity, valid_job_id, BadMessage,
+    Versioned, MAX_MESSAGE_BYTES,
 };
 
 #[cfg(test)]

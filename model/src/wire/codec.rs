@@ -4,7 +4,20 @@
 use serde::{Deserialize, Serialize};
 
 use super::{keys, SegmentTask, StitchTask, TaskEvent, TaskRef, WIRE_VERSION};
-use crate::FarmError;
+
+/// A message that cannot be read: not JSON of the expected shape, another wire version, an
+/// invalid job id or too large. Why its own type: the model has no farm error; the farm
+/// turns it into its `BadMessage` code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadMessage(pub String);
+
+impl std::fmt::Display for BadMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "bad message: {}", self.0)
+    }
+}
+
+impl std::error::Error for BadMessage {}
 
 /// The job, plan and task a message is about, read leniently: any version, any other fields
 /// (a message without a plan has plan 0).
@@ -77,16 +90,16 @@ pub fn valid_job_id(id: &str) -> bool {
 /// overwrite another job's objects).
 pub fn decode_message<T: for<'de> Deserialize<'de> + Versioned>(
     body: &[u8],
-) -> Result<T, FarmError> {
+) -> Result<T, BadMessage> {
     if body.len() > MAX_MESSAGE_BYTES {
-        return Err(FarmError::BadMessage(format!(
+        return Err(BadMessage(format!(
             "{} bytes, over the {MAX_MESSAGE_BYTES}-byte limit of a message",
             body.len()
         )));
     }
-    let msg: T = serde_json::from_slice(body).map_err(|e| FarmError::BadMessage(e.to_string()))?;
+    let msg: T = serde_json::from_slice(body).map_err(|e| BadMessage(e.to_string()))?;
     if msg.version() != WIRE_VERSION {
-        return Err(FarmError::BadMessage(format!(
+        return Err(BadMessage(format!(
             "wire version {} not supported (this build speaks {WIRE_VERSION})",
             msg.version()
         )));
@@ -94,7 +107,7 @@ pub fn decode_message<T: for<'de> Deserialize<'de> + Versioned>(
     let job = msg.job_id();
     if !valid_job_id(job) {
         let shown: String = job.chars().take(80).collect();
-        return Err(FarmError::BadMessage(format!(
+        return Err(BadMessage(format!(
             "job id '{}' is not 1-64 letters, digits, '-' or '_'",
             shown.escape_debug()
         )));
@@ -105,7 +118,7 @@ pub fn decode_message<T: for<'de> Deserialize<'de> + Versioned>(
         .into_iter()
         .find(|k| !k.starts_with(&area) || k.split('/').any(|part| part.is_empty() || part == ".."))
     {
-        return Err(FarmError::BadMessage(format!(
+        return Err(BadMessage(format!(
             "key '{}' lies outside job {job}'s work area {area}",
             key.escape_debug()
         )));
@@ -189,7 +202,7 @@ mod tests {
         }
     }
 
-    fn probe(job: &str, keys: &[&str]) -> Result<Probe, FarmError> {
+    fn probe(job: &str, keys: &[&str]) -> Result<Probe, BadMessage> {
         let body = serde_json::json!({"v": WIRE_VERSION, "job_id": job, "keys": keys});
         decode_message::<Probe>(body.to_string().as_bytes())
     }
@@ -239,7 +252,7 @@ mod tests {
             worker: "w".into(),
             outcome: super::super::SegmentOutcome::Failed {
                 code: "input_invalid".into(),
-                class: tessera_model::error_code::ErrorClass::Abort,
+                class: crate::error_code::ErrorClass::Abort,
                 message: message.into(),
             },
         };
