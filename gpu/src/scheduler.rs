@@ -273,5 +273,4 @@ impl SessionScheduler {
 }
 
 #[cfg(test)]
-#[path = "scheduler_tests.rs"]
 mod tests;

@@ -329,5 +329,4 @@ fn write_tiles(out: &mut String, dir: &str, set_id: usize, tiles: &TileTrack) {
 pub const THUMBNAIL_TILE_SCHEME: &str = "http://dashif.org/thumbnail_tile";
 
 #[cfg(test)]
-#[path = "dash_tests.rs"]
 mod tests;

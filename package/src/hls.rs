@@ -255,10 +255,8 @@ fn unique_name(names: &mut Vec<String>, language: &str, id: &str) -> String {
     name
 }
 
-#[path = "hls_parse.rs"]
 mod parse;
 pub use parse::{parse_playlist, Attribute, Playlist, PlaylistSegment, Tag, Variant};
 
 #[cfg(test)]
-#[path = "hls_tests.rs"]
 mod tests;

@@ -5,6 +5,7 @@ use super::*;
 use crate::bmff::test_boxes::*;
 use crate::model::{MediaSegment, Package, TileTrack, Track, TrackKind};
 use crate::{dash, hls, vtt};
+use std::collections::HashMap;
 
 pub(super) type Files = HashMap<String, Vec<u8>>;
 

@@ -7,25 +7,15 @@
 use super::ReadFn;
 use crate::bmff::{init_info, segment_info};
 use crate::hls::{dir_of, resolve};
+use context::{attr, child, Ctx, NS};
 use roxmltree::Node;
 use std::collections::HashSet;
-
-const NS: &str = "urn:mpeg:dash:schema:mpd:2011";
-#[path = "validate_tiles.rs"]
-mod tiles;
-#[path = "validate_timeline.rs"]
-mod timeline;
 use timeline::expand;
+
+mod context;
+mod tiles;
+mod timeline;
 pub use timeline::{fill_template, parse_duration};
-
-fn attr<'a>(node: Node<'a, '_>, set: Node<'a, '_>, name: &str) -> Option<&'a str> {
-    node.attribute(name).or_else(|| set.attribute(name))
-}
-
-fn child<'a, 'i>(node: Node<'a, 'i>, name: &str) -> Option<Node<'a, 'i>> {
-    node.children()
-        .find(|c| c.is_element() && c.tag_name().name() == name)
-}
 
 /// Checks a static MPD (`mpd_path`, root-relative) and every file it names. Returns every
 /// problem found; empty means valid.
@@ -90,13 +80,6 @@ pub fn validate_mpd(mpd_path: &str, read: ReadFn<'_>) -> Vec<String> {
         }
     }
     problems
-}
-
-struct Ctx<'a> {
-    mpd: &'a str,
-    dir: &'a str,
-    read: ReadFn<'a>,
-    total: Option<f64>,
 }
 
 fn check_representation(

@@ -2,7 +2,7 @@
 //!
 //! Why apart: these are pure functions over strings and numbers, tested on their own.
 
-use super::NS;
+use super::context::NS;
 use roxmltree::Node;
 
 /// A cap on expanded timeline entries, so a hostile `r` cannot make the check run forever.

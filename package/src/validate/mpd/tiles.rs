@@ -5,7 +5,8 @@
 //! Why apart from the media checks: an image set has no timeline and no init segment; its
 //! sheets follow from the template's fixed duration and the presentation's length.
 
-use super::{attr, child, fill_template, Ctx};
+use super::context::{attr, child, Ctx};
+use super::timeline::fill_template;
 use crate::dash::THUMBNAIL_TILE_SCHEME;
 use crate::hls::resolve;
 use roxmltree::Node;
