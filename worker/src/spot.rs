@@ -8,7 +8,6 @@
 //! GCP (`instance/preempted`), Azure scheduled events (`Preempt`); `auto` finds which one
 //! answers. The metadata URL can be pointed elsewhere (tests, proxies).
 
-#[path = "spot/notice.rs"]
 pub mod notice;
 
 use std::sync::Arc;
