@@ -5,11 +5,6 @@
 
 mod local;
 mod s3;
-mod s3_abort;
-mod s3_config;
-mod s3_copy;
-mod s3_errors;
-mod s3_multipart;
 
 pub use local::LocalStore;
 pub use s3::{ObjectInfo, S3Client, S3Config, S3Store};

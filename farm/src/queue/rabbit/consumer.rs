@@ -1,6 +1,22 @@
 //! The consuming side of the RabbitMQ queue: deliveries, acks, requeue on drop.
+//!
+//! Why a file of its own: a consumer outlives the call that made it and settles deliveries on
+//! its own channel; it needs only the shared connection (`connection.rs`), never the queue.
 
-use super::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::{FutureExt, StreamExt};
+use lapin::options::{BasicAckOptions, BasicNackOptions, BasicQosOptions};
+use lapin::types::AMQPValue;
+use lapin::{BasicProperties, Channel};
+use tokio::time::timeout;
+
+use super::connection::{queue_err, timed, Inner};
+use crate::queue::{Acker, Consumer, Delivery};
+use crate::FarmError;
 
 /// One consumer on its own channel.
 pub(super) struct RabbitConsumer {

@@ -1,9 +1,10 @@
 //! The S3 store's writes: uploads (one streamed PutObject, or a multipart upload whose parts
 //! are streamed from the file a few at a time and which is aborted on any failure or
-//! cancellation, so no parts are left behind), batched prefix deletes, and error reasons.
+//! cancellation, so no parts are left behind), and batched prefix deletes.
 //!
-//! Why a module of its own: the part plan and the abort guard are the subtle part of the S3
-//! store; keeping them apart from the client and the reads keeps both files readable.
+//! Why a module of its own: the part plan and the abort on failure (through the guard of
+//! `abort`) are the subtle part of the S3 store; keeping them apart from the client and the
+//! reads keeps both files readable.
 
 use std::path::Path;
 
@@ -11,15 +12,14 @@ use aws_sdk_s3::primitives::{ByteStream, Length};
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, Delete, ObjectIdentifier};
 use futures_util::{StreamExt, TryStreamExt};
 
-use super::s3::{non_empty, validate_prefix, S3Store};
-use super::s3_abort::{abort, create_upload};
-use super::s3_errors::{sdk_err, store_err};
-use super::validate_key;
+use super::client::{non_empty, validate_prefix, S3Store};
+use super::config::MIB;
+use super::errors::{sdk_err, store_err};
+use crate::store::validate_key;
 use crate::FarmError;
 
-const MIB: u64 = 1024 * 1024;
 /// The smallest part S3 accepts (except the last).
-pub(super) const MIN_PART_SIZE: u64 = 5 * MIB;
+const MIN_PART_SIZE: u64 = 5 * MIB;
 /// The largest part S3 accepts.
 const MAX_PART_SIZE: u64 = 5 * 1024 * MIB;
 /// The most parts one upload may have.
@@ -32,21 +32,21 @@ const DELETE_BATCH: usize = 1000;
 
 /// How a file is cut into parts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct PartPolicy {
+struct PartPolicy {
     part_size: u64,
 }
 
 /// One part: its number (from 1), where it starts in the file, and its length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Part {
-    pub(super) number: i32,
-    pub(super) offset: u64,
-    pub(super) len: u64,
+struct Part {
+    number: i32,
+    offset: u64,
+    len: u64,
 }
 
 impl PartPolicy {
     /// Parts of `part_size` bytes, kept within S3's limits (5 MiB to 5 GiB).
-    pub(super) fn new(part_size: u64) -> Self {
+    fn new(part_size: u64) -> Self {
         PartPolicy {
             part_size: part_size.clamp(MIN_PART_SIZE, MAX_PART_SIZE),
         }
@@ -54,7 +54,7 @@ impl PartPolicy {
 
     /// The parts of a file of `size` bytes: contiguous, covering it exactly, at most 10000
     /// (the part size grows, in whole MiB, for files that would need more).
-    pub(super) fn plan(&self, size: u64) -> Vec<Part> {
+    fn plan(&self, size: u64) -> Vec<Part> {
         let needed = size.div_ceil(MAX_PARTS).div_ceil(MIB) * MIB;
         let part_size = self.part_size.max(needed);
         let count = size.div_ceil(part_size).max(1);
@@ -126,9 +126,9 @@ pub(super) async fn put(store: &S3Store, key: &str, src: &Path) -> Result<u64, F
 
 /// Uploads `src` (`size` bytes) to `key` as a multipart upload; aborts it on any failure.
 async fn put_multipart(store: &S3Store, key: &str, src: &Path, size: u64) -> Result<(), FarmError> {
-    let mut guard = create_upload(store, key, "create multipart upload").await?;
+    let mut guard = store.create_upload(key, "create multipart upload").await?;
     let upload_id = guard.upload_id.clone();
-    let parts = store.tuning.parts.plan(size);
+    let parts = PartPolicy::new(store.tuning.part_size).plan(size);
     tracing::debug!(bucket = %store.bucket, key, size, parts = parts.len(), "multipart upload");
     match upload_and_complete(store, key, src, &upload_id, parts).await {
         Ok(()) => {
@@ -137,7 +137,7 @@ async fn put_multipart(store: &S3Store, key: &str, src: &Path, size: u64) -> Res
         }
         Err(e) => {
             // Still armed while aborting: cancelled here, the guard aborts in the background.
-            abort(store, key, &upload_id).await;
+            store.abort_upload(key, &upload_id).await;
             guard.armed = false;
             Err(e)
         }

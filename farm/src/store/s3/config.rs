@@ -1,7 +1,7 @@
 //! How the S3 store is reached and tuned: [`S3Config`].
 //!
 //! Why a file of its own: the services build it from their settings and tests from a Garage
-//! server, without needing the client code in `s3.rs`.
+//! server, without needing the client code in `client.rs`.
 
 use std::fmt;
 use std::time::Duration;

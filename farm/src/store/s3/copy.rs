@@ -8,10 +8,9 @@
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 use futures_util::{StreamExt, TryStreamExt};
 
-use super::s3::S3Store;
-use super::s3_abort::{abort, create_upload};
-use super::s3_errors::{sdk_err, store_err};
-use super::validate_key;
+use super::client::S3Store;
+use super::errors::{sdk_err, store_err};
+use crate::store::validate_key;
 use crate::FarmError;
 
 /// The largest object one CopyObject may copy.
@@ -23,7 +22,7 @@ const COPIES_IN_FLIGHT: usize = 4;
 
 /// `x-amz-copy-source` for `bucket/key`: the key percent-encoded except `/` and unreserved
 /// characters (keys may hold spaces and other characters users type).
-pub(super) fn copy_source(bucket: &str, key: &str) -> String {
+fn copy_source(bucket: &str, key: &str) -> String {
     let mut out = format!("{bucket}/");
     for b in key.bytes() {
         if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
@@ -103,7 +102,7 @@ impl S3Store {
     }
 
     async fn copy_multipart(&self, source: &str, key: &str, size: u64) -> Result<(), FarmError> {
-        let mut guard = create_upload(self, key, "create multipart copy").await?;
+        let mut guard = self.create_upload(key, "create multipart copy").await?;
         let upload_id = guard.upload_id.clone();
         let parts = futures_util::stream::iter(copy_ranges(size))
             .map(|(number, start, end)| {
@@ -158,7 +157,7 @@ impl S3Store {
         };
         if completed.is_err() {
             // Still armed while aborting: cancelled here, the guard aborts in the background.
-            abort(self, key, &upload_id).await;
+            self.abort_upload(key, &upload_id).await;
         }
         guard.armed = false;
         completed
