@@ -9,8 +9,7 @@ use std::path::Path;
 use ff::Rescale as _;
 use ffmpeg_next as ff;
 
-use crate::demux::{open_audio_decoder, open_input, read_packet};
-use crate::probe::rational;
+use crate::demux::{open_audio_decoder, open_input, rational, read_packet, skip_samples};
 use crate::{ffi, nut, MediaError};
 use tessera_model::audio::AudioRequest;
 use tessera_model::audio::AudioResult;
@@ -146,8 +145,7 @@ fn audio_tracks(req: &AudioRequest) -> Result<AudioResult, MediaError> {
                     // Skip samples count at the decoder's rate (unknown: nothing to skip).
                     let skip = match tr.decoder.rate() {
                         0 => 0,
-                        r => crate::probe::skip_samples(&packet)
-                            .rescale(ff::Rational::new(1, r as i32), t.in_tb),
+                        r => skip_samples(&packet).rescale(ff::Rational::new(1, r as i32), t.in_tb),
                     };
                     tr.first_presented = packet.pts().map(|p| p + skip);
                 }

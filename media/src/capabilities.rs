@@ -11,14 +11,14 @@ use tessera_model::images::ImageFormat;
 /// Asks the linked FFmpeg build; cheap, touches no GPU. Runs in the media child.
 pub fn capabilities() -> Capabilities {
     Capabilities {
-        hw: crate::hw::hw_capabilities(),
+        hw: crate::gpu::hw_capabilities(),
         software_encoders: [VideoCodec::H264, VideoCodec::Hevc, VideoCodec::Av1]
             .into_iter()
-            .filter(|&c| crate::hw::software_encoder_available(c))
+            .filter(|&c| crate::gpu::software_encoder_available(c))
             .collect(),
         image_encoders: [ImageFormat::Jpeg, ImageFormat::Webp]
             .into_iter()
-            .filter(|&f| crate::stills::image_encoder_available(f))
+            .filter(|&f| crate::encode::stills::image_encoder_available(f))
             .collect(),
     }
 }

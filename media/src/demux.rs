@@ -8,6 +8,7 @@ use std::path::Path;
 use ffmpeg_next as ff;
 
 use crate::MediaError;
+use tessera_model::probe::Rational;
 
 /// How many corrupt packets in a row the reader skips before giving up on the file.
 const MAX_SKIPPED_CORRUPT: u32 = 1000;
@@ -137,6 +138,35 @@ pub(crate) fn read_packet(
             Err(e) => return Err(MediaError::decode(path, format!("reading packets: {e}"))),
         }
     }
+}
+
+/// A packet's (pts, dts), falling back to each other; `None` when it has neither.
+///
+/// Why one function: probe and split must skip exactly the same packets, or the packet
+/// indices in a plan would point at the wrong packets.
+pub(crate) fn packet_times(packet: &ff::Packet) -> Option<(i64, i64)> {
+    let pts = packet.pts().or(packet.dts())?;
+    Some((pts, packet.dts().unwrap_or(pts)))
+}
+
+/// The number of samples a packet's skip-samples side data tells the decoder to drop at its
+/// start (0 when none).
+pub(crate) fn skip_samples(packet: &ff::Packet) -> i64 {
+    packet
+        .side_data()
+        .find(|sd| sd.kind() == ff::codec::packet::side_data::Type::SkipSamples)
+        .and_then(|sd| {
+            sd.data()
+                .get(..4)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        })
+        .map(i64::from)
+        .unwrap_or(0)
+}
+
+/// An FFmpeg rational (a stream's time base or rate) as tessera's plain [`Rational`].
+pub(crate) fn rational(r: ff::Rational) -> Rational {
+    Rational::new(r.numerator(), r.denominator())
 }
 
 /// Opens a decoder for a stream, mapping "no decoder" to an unsupported-input error.

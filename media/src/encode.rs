@@ -1,12 +1,27 @@
-//! Encode one segment: check the request, then run the software path (encode_sw.rs) or the
-//! GPU path (encode_hw.rs).
+//! Encode one segment: check the request, then run the software path (sw.rs) or the GPU path
+//! (hw.rs).
 //!
 //! Why one entry: callers (the media child) ask for a segment and need not know which path
-//! runs it; both paths take the same request, select the same frames (range.rs) and answer
-//! the same result (types.rs).
+//! runs it; both paths take the same request, select the same frames (range.rs), encode a
+//! software rendition the same way (rendition.rs), finish every rendition's file the same
+//! way (output.rs) and answer the same result.
+//!
+//! Beside the segment encode: the still images made from its decoded frames (stills.rs,
+//! tone-mapped to SDR as the renditions are, tonemap.rs), the sprite sheets composed from
+//! them (sprite.rs), and FFmpeg-side encoder settings (settings.rs).
 
-use crate::range::check_request;
-use crate::{encode_hw, encode_sw, MediaError};
+pub(crate) mod hw;
+mod output;
+pub(crate) mod range;
+mod rendition;
+mod settings;
+pub(crate) mod sprite;
+pub(crate) mod stills;
+mod sw;
+mod tonemap;
+
+use crate::MediaError;
+use range::check_request;
 use tessera_model::encode::{EncodeRequest, EncodeResult};
 
 /// Encodes the frames of `[start_pts, end_pts)` from the chunk; `progress` gets the running
@@ -19,7 +34,7 @@ pub fn encode_segment(
     crate::init();
     check_request(req)?;
     match &req.hardware {
-        Some(hw) => encode_hw::encode_hw(req, hw, progress),
-        None => encode_sw::encode_sw(req, progress),
+        Some(hw) => hw::encode_hw(req, hw, progress),
+        None => sw::encode_sw(req, progress),
     }
 }

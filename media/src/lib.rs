@@ -3,55 +3,56 @@
 //! Why one crate: FFmpeg's API is unsafe at the edges and version-sensitive; confining it here
 //! keeps the farm, worker and dispatcher plain Rust, and lets them run this crate's functions in
 //! a child process on untrusted input.
+//!
+//! # Layout
+//! The stages of a job, in the order it runs them:
+//! - `probe`: container, streams and the video packet index, by one packet scan; the limits
+//!   every input is held to.
+//! - `split`: the input's video cut by stream copy into one chunk per segment.
+//! - `encode`: one segment, on the software encoders or an NVIDIA card; the still images made
+//!   from its frames and the sprite sheets composed from them.
+//! - `audio`: every kept track transcoded (or copied) once for the whole input.
+//! - `stitch`: the segments and the audio joined into the output, with subtitles, chapters
+//!   and title; a stitched rendition cut into a streaming package's media segments.
+//! - `verify`: the QC gate that decodes the stitched output against the plan; PSNR/SSIM.
+//!
+//! Under them: `gpu` (what the build and a card offer, how GPU failures are read, the NVDEC
+//! check), `demux` (opening inputs, reading packets, opening decoders), `nut` (the NUT
+//! intermediates between stages), `capabilities` (the build's answer as one value), `error`
+//! (`MediaError`), and `ffi`, the only module with `unsafe` code.
+//!
+//! # One public path per name
+//! Every module is private; the items other crates call are re-exported here, at the root,
+//! and that is their only public path (`tessera_media::probe_within`, never
+//! `tessera_media::probe::probe_within`).
 
-mod bitstream;
+mod audio;
 mod capabilities;
 mod demux;
-mod duration;
-mod encode_hw;
-mod encode_sw;
+mod encode;
 mod error;
 mod ffi;
-mod gpu_failure;
+mod gpu;
 mod nut;
-mod range;
-pub mod reorder;
-mod streams;
-mod tonemap;
-mod verify_parts;
-
-#[cfg(test)]
-mod hw_tests;
-
-pub mod audio;
-pub mod encode;
-mod hdr;
-pub mod hw;
-pub mod nvdec;
-pub mod nvenc;
-pub mod probe;
-pub mod quality;
-pub mod segmenter;
-mod settings;
-pub mod split;
-pub mod sprite;
-pub mod stills;
-pub mod stitch;
-pub mod subtitles;
-pub mod verify;
+mod probe;
+mod split;
+mod stitch;
+mod verify;
 
 pub use audio::transcode_audio;
 pub use capabilities::capabilities;
 pub use encode::encode_segment;
+pub use encode::hw::nvenc::nvenc_preset;
+pub use encode::sprite::compose_sprite;
 pub use error::MediaError;
-pub use hw::{choose_decode_path, release_cuda_devices, warm_cuda_device};
-pub use nvdec::nvdec_decode_check;
+pub use gpu::nvdec::nvdec_decode_check;
+pub use gpu::{release_cuda_devices, warm_cuda_device};
+pub use probe::limits::MAX_VIDEO_FRAMES;
 pub use probe::{probe, probe_within};
-pub use quality::measure_quality;
-pub use split::split;
-pub use sprite::compose_sprite;
-pub use stitch::stitch;
-pub use verify::verify_output;
+pub use split::{chunk_file_name, split};
+pub use stitch::segmenter::segment_track;
+pub use stitch::{stitch, temp_path};
+pub use verify::quality::measure_quality;
 
 use std::sync::Once;
 

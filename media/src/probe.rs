@@ -2,31 +2,37 @@
 //!
 //! Why: planning needs every keyframe position and every shown frame's pts; a packet scan
 //! gives both at demux speed (seconds for a feature film), where decoding would take minutes.
+//!
+//! The steps, in order: describe the streams (streams.rs, with HDR metadata from hdr.rs and
+//! subtitle cues collected by subtitles.rs), scan the packets once (scan.rs, which reads the
+//! random-access points with bitstream.rs), repair the video's timestamps (reorder.rs where
+//! the container stores no pts), derive dts, then judge the duration (duration.rs) against
+//! the limits (limits.rs).
+
+mod bitstream;
+mod duration;
+mod hdr;
+pub(crate) mod limits;
+mod reorder;
+mod scan;
+mod streams;
+mod subtitles;
 
 use std::path::Path;
 
 use ffmpeg_next as ff;
 
-use crate::bitstream::{self, Access, Framing, NalCodec};
-use crate::demux::{open_input, read_packet};
-use crate::duration::{checked_duration, covered_until, Header};
+use crate::demux::{open_input, rational};
 use crate::ffi;
-use crate::reorder;
-use crate::streams::{describe_audio, describe_ignored, describe_video};
 use crate::MediaError;
-use tessera_model::probe::{PacketEntry, Probe, ProbeInfo, Rational};
+use duration::{checked_duration, covered_until, Header};
+use limits::MAX_VIDEO_FRAMES;
+use scan::{scan_packets, AudioSpan, VideoScan};
+use streams::{describe_audio, describe_ignored, describe_video};
+use subtitles::Collector;
+use tessera_model::probe::{AudioInfo, Chapter, PacketEntry, Probe, ProbeInfo, Rational};
 use tessera_model::timestamps::DerivedPts;
 use tessera_model::timestamps::DtsRule;
-
-/// Largest width or height tessera accepts (8K is 7680; DCI 8K 8192).
-pub const MAX_DIMENSION: u32 = 16384;
-/// Longest input tessera accepts, in seconds (48 hours).
-pub const MAX_DURATION_SECONDS: f64 = 48.0 * 3600.0;
-/// Most video frames tessera accepts (24 hours at 60 fps): the packet scan stops there, so a
-/// file of millions of tiny frames cannot exhaust the probe's memory.
-pub const MAX_VIDEO_FRAMES: usize = 24 * 3600 * 60;
-/// Highest average frame rate tessera accepts (high-speed cameras shoot 240 fps).
-pub const MAX_FRAME_RATE: f64 = 480.0;
 
 /// Probes `path`: stream facts and the decode-order list of video packets.
 pub fn probe(path: &Path) -> Result<Probe, MediaError> {
@@ -44,129 +50,94 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
     let container = ictx.format().name().to_string();
     let (video_index, mut video) = describe_video(&ictx, path)?;
     if tessera_model::hdr::is_hdr_transfer(video.color.transfer.as_deref()) {
-        let meta = crate::hdr::read_metadata(path, video_index)?;
+        let meta = hdr::read_metadata(path, video_index)?;
         video.color.hdr = (meta != Default::default()).then_some(meta);
     }
     let mut audio = describe_audio(&ictx, path);
-    let mut subtitles = crate::subtitles::Collector::new(&ictx);
+    let mut subtitles = Collector::new(&ictx);
     let ignored = describe_ignored(&ictx, video_index, &audio, &subtitles);
-    let chapters: Vec<tessera_model::probe::Chapter> = ictx
-        .chapters()
+    let chapters = chapters(&ictx);
+    let title = ictx.metadata().get("title").map(str::to_string);
+    let video_delay = ictx
+        .stream(video_index)
+        .map_or(0, |s| ffi::stream_video_delay(&s));
+    let (scan, spans) = scan_packets(
+        &mut ictx,
+        path,
+        &video,
+        &mut audio,
+        &mut subtitles,
+        max_frames,
+    )?;
+    let VideoScan {
+        mut packets,
+        references,
+        pts_missing,
+        pts_differ,
+        untimed,
+    } = scan;
+    let vtb = video.time_base;
+    // Whether the container stores presentation times at all (see `reorder`).
+    let derive = reorder::needs_derived_pts(pts_missing, pts_differ, video_delay);
+    let (derived_pts, warnings) = repair_pts(path, video_index, vtb, &mut packets, derive)?;
+    let dts_rule = derive_dts(&mut packets, &references);
+    let (frames, video_start, video_end) = shown_span(path, &packets, untimed, vtb)?;
+    video.frames = frames as u64;
+    let start_seconds = audio_timing(&mut audio, &spans, video_start);
+    let duration_seconds = checked_duration(
+        path,
+        container_header(&ictx),
+        video_end - video_start,
+        frames,
+        &audio,
+        covered_until(video_start, video_end, frames, &audio, start_seconds),
+    )?;
+    Ok(Probe {
+        info: ProbeInfo {
+            container,
+            duration_seconds,
+            start_seconds,
+            video,
+            audio,
+            size_bytes,
+            ignored,
+            chapters,
+            title,
+            subtitles: subtitles.finish(),
+            warnings,
+        },
+        packets,
+        dts_rule,
+        derived_pts,
+    })
+}
+
+/// The input's chapters, in seconds.
+fn chapters(ictx: &ff::format::context::Input) -> Vec<Chapter> {
+    ictx.chapters()
         .map(|c| {
             let tb = rational(c.time_base());
-            tessera_model::probe::Chapter {
+            Chapter {
                 start_seconds: tb.seconds(c.start()),
                 end_seconds: tb.seconds(c.end()),
                 title: c.metadata().get("title").map(str::to_string),
             }
         })
-        .collect();
-    let title = ictx.metadata().get("title").map(str::to_string);
+        .collect()
+}
 
-    let vtb = video.time_base;
-    let nal = NalCodec::from_name(&video.codec).map(|codec| {
-        let extradata = ictx
-            .stream(video_index)
-            .map(|s| ffi::stream_extradata(&s))
-            .unwrap_or_default();
-        (codec, Framing::from_extradata(codec, &extradata))
-    });
-    let mut packets = Vec::new();
-    // H.264/HEVC: whether each packet is a reference picture (for recovery distances).
-    let mut references: Vec<bool> = Vec::new();
-    // Per audio track: (first shown pts, end of last shown packet), in the track's time base.
-    let mut audio_span: Vec<Option<(i64, i64)>> = vec![None; audio.len()];
-    let mut audio_skip_until: Vec<Option<i64>> = vec![None; audio.len()];
-    // Per audio track: the pts of the last packet seen, and the current run of rising
-    // timestamps (start, end, the length of the runs before it).
-    let mut audio_last: Vec<Option<i64>> = vec![None; audio.len()];
-    let mut audio_runs: Vec<Option<(i64, i64, i64)>> = vec![None; audio.len()];
-    // Whether the container stores presentation times at all (see `reorder`).
-    let (mut pts_missing, mut pts_differ) = (false, false);
-    // Video packets with neither pts nor dts (a raw elementary stream has no timing at all).
-    let mut untimed = 0u64;
-    let video_delay = ictx
-        .stream(video_index)
-        .map_or(0, |s| ffi::stream_video_delay(&s));
-    while let Some(packet) = read_packet(&mut ictx, path)? {
-        let idx = packet.stream();
-        let discard = ffi::packet_is_discard(&packet);
-        if idx == video_index {
-            let Some((pts, dts)) = packet_times(&packet) else {
-                untimed += 1;
-                continue;
-            };
-            pts_missing |= packet.pts().is_none();
-            pts_differ |= packet.pts() != packet.dts();
-            let (key, recovery) = match (packet.is_key(), nal) {
-                (true, Some((codec, framing))) => {
-                    match bitstream::classify(codec, framing, packet.data().unwrap_or(&[])) {
-                        Access::Clean => (true, None),
-                        Access::Recovery(n) => (false, Some(n)),
-                        Access::None => (false, None),
-                    }
-                }
-                (key, _) => (key, None),
-            };
-            if let Some((codec, framing)) = nal {
-                let data = packet.data().unwrap_or(&[]);
-                references.push(bitstream::is_reference(codec, framing, data));
-            }
-            if packets.len() >= max_frames {
-                return Err(MediaError::Unsupported {
-                    path: path.display().to_string(),
-                    reason: format!("more than {max_frames} video frames, over the limit"),
-                });
-            }
-            packets.push(PacketEntry {
-                pts,
-                dts,
-                key,
-                discard,
-                recovery,
-            });
-        } else if subtitles.holds(idx) {
-            subtitles.take(&packet);
-        } else if let Some(pos) = audio.iter().position(|a| a.index == idx) {
-            let Some(pts) = packet.pts().or(packet.dts()) else {
-                continue;
-            };
-            // Samples the decoder drops from here on (priming, edit-list trim): the first
-            // sound heard is that much later. The count may span several packets.
-            let skip = skip_samples(&packet);
-            if skip > 0 {
-                let tb = audio[pos].time_base;
-                let rate = i64::from(audio[pos].sample_rate.max(1));
-                let until = pts + skip * i64::from(tb.den) / (rate * i64::from(tb.num.max(1)));
-                audio_skip_until[pos] = audio_skip_until[pos].max(Some(until));
-            }
-            if discard {
-                audio[pos].trimmed = true;
-                continue;
-            }
-            let end = pts + packet.duration().max(0);
-            // A packet that starts before the previous one: recordings joined, timestamps
-            // that overlap or start over. A stream copy would write them backwards.
-            if audio_last[pos].is_some_and(|last| pts < last) {
-                audio[pos].discontinuous = true;
-            }
-            audio_last[pos] = Some(pts);
-            let span = audio_span[pos].get_or_insert((pts, end));
-            // A jump back of a second or more starts a run of its own: the runs play one
-            // after the other (see `rejoin_runs`), so their lengths add up.
-            let jump = audio[pos].time_base.ticks(1.0);
-            let run = audio_runs[pos].get_or_insert((pts, end, 0));
-            if pts < run.1 - jump {
-                *run = (pts, end, run.2 + run.1 - run.0);
-            }
-            run.1 = run.1.max(end);
-            if run.2 == 0 {
-                span.0 = span.0.min(pts);
-            }
-            span.1 = span.1.max(end);
-        }
-    }
-    let mut derived_pts = if reorder::needs_derived_pts(pts_missing, pts_differ, video_delay) {
+/// Repairs the video's presentation times in `packets`: derived from the decoder's display
+/// order where the container stores none (`derive`, see `reorder`), recordings joined byte
+/// for byte laid one after the other, frames that share a time moved a tick apart. Gives the
+/// repaired times when any repair applied, and a warning per jump back.
+fn repair_pts(
+    path: &Path,
+    video_index: usize,
+    vtb: Rational,
+    packets: &mut [PacketEntry],
+    derive: bool,
+) -> Result<(Option<DerivedPts>, Vec<String>), MediaError> {
+    let mut derived_pts = if derive {
         let ranks = reorder::display_ranks(path, video_index, packets.len())?;
         let dts: Vec<i64> = packets.iter().map(|p| p.dts).collect();
         let derived = reorder::derive_pts(&dts, &ranks);
@@ -218,15 +189,33 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
             hidden,
         });
     }
-    // Demuxers' dts are missing (Matroska), guessed (NUT) or absent (AVI) too often to copy:
-    // every intermediate uses dts derived from the pts by one rule.
+    Ok((derived_pts, warnings))
+}
+
+/// Sets every packet's dts from the pts by one rule, and each recovery point's distance.
+///
+/// Why: demuxers' dts are missing (Matroska), guessed (NUT) or absent (AVI) too often to
+/// copy, so every intermediate uses dts derived from the pts by one rule.
+fn derive_dts(packets: &mut [PacketEntry], references: &[bool]) -> DtsRule {
     let pts_in_decode_order: Vec<i64> = packets.iter().map(|p| p.pts).collect();
     let dts_rule = DtsRule::of(&pts_in_decode_order);
     let mut deriver = dts_rule.deriver();
-    for p in &mut packets {
+    for p in packets.iter_mut() {
         p.dts = deriver.next(p.pts);
     }
-    recovery_in_packets(&mut packets, &references, dts_rule.depth);
+    recovery_in_packets(packets, references, dts_rule.depth);
+    dts_rule
+}
+
+/// The shown video frames: how many, and the first and last pts in seconds. No shown frame is
+/// an error: a raw elementary stream when its `untimed` packets had no timestamp, else a
+/// video stream with no frames.
+fn shown_span(
+    path: &Path,
+    packets: &[PacketEntry],
+    untimed: u64,
+    vtb: Rational,
+) -> Result<(usize, f64, f64), MediaError> {
     let shown: Vec<&PacketEntry> = packets.iter().filter(|p| !p.discard).collect();
     if shown.is_empty() && untimed > 0 {
         return Err(MediaError::Unsupported {
@@ -244,23 +233,23 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
             found: "a video stream with no frames".into(),
         });
     }
-    video.frames = shown.len() as u64;
     let video_start = vtb.seconds(shown.iter().map(|p| p.pts).min().unwrap_or(0));
     let video_end = vtb.seconds(shown.iter().map(|p| p.pts).max().unwrap_or(0));
+    Ok((shown.len(), video_start, video_end))
+}
 
+/// Sets each audio track's start and duration from what the scan saw of it (the first sound
+/// heard comes after the samples its decoder skips; runs joined one after the other add up),
+/// and gives the earliest start of any stream, the video's `video_start` included.
+fn audio_timing(audio: &mut [AudioInfo], spans: &[AudioSpan], video_start: f64) -> f64 {
     let mut start_seconds = video_start;
-    for (i, ((info, span), skip)) in audio
-        .iter_mut()
-        .zip(&audio_span)
-        .zip(&audio_skip_until)
-        .enumerate()
-    {
-        if let Some((first, end)) = span {
-            let first = &(*first).max(skip.unwrap_or(i64::MIN));
-            let s = info.time_base.seconds(*first);
+    for (info, seen) in audio.iter_mut().zip(spans) {
+        if let Some((first, end)) = seen.span {
+            let first = first.max(seen.skip_until.unwrap_or(i64::MIN));
+            let s = info.time_base.seconds(first);
             info.start_seconds = Some(s);
             info.duration_seconds = info.time_base.seconds(end - first);
-            if let Some((run_start, run_end, before)) = audio_runs[i] {
+            if let Some((run_start, run_end, before)) = seen.run {
                 if before > 0 {
                     info.duration_seconds = info.time_base.seconds(before + run_end - run_start);
                 }
@@ -268,40 +257,20 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
             start_seconds = start_seconds.min(s);
         }
     }
-    let container_duration = if ictx.duration() > 0 {
+    start_seconds
+}
+
+/// The duration the container's header states, and whether it was measured.
+fn container_header(ictx: &ff::format::context::Input) -> Header {
+    let seconds = if ictx.duration() > 0 {
         ictx.duration() as f64 / f64::from(ff::ffi::AV_TIME_BASE)
     } else {
         0.0
     };
-    let duration_seconds = checked_duration(
-        path,
-        Header {
-            seconds: container_duration,
-            measured: !ffi::duration_is_bitrate_guess(&ictx),
-        },
-        video_end - video_start,
-        shown.len(),
-        &audio,
-        covered_until(video_start, video_end, shown.len(), &audio, start_seconds),
-    )?;
-    Ok(Probe {
-        info: ProbeInfo {
-            container,
-            duration_seconds,
-            start_seconds,
-            video,
-            audio,
-            size_bytes,
-            ignored,
-            chapters,
-            title,
-            subtitles: subtitles.finish(),
-            warnings,
-        },
-        packets,
-        dts_rule,
-        derived_pts,
-    })
+    Header {
+        seconds,
+        measured: !ffi::duration_is_bitrate_guess(ictx),
+    }
 }
 
 /// Turns each recovery point's count (reference pictures until the picture is whole again)
@@ -326,76 +295,5 @@ fn recovery_in_packets(packets: &mut [PacketEntry], references: &[bool], depth: 
                 .unwrap_or(u32::MAX)
                 .saturating_add(depth)
         });
-    }
-}
-
-/// The number of samples a packet's skip-samples side data tells the decoder to drop at its
-/// start (0 when none).
-pub(crate) fn skip_samples(packet: &ff::Packet) -> i64 {
-    packet
-        .side_data()
-        .find(|sd| sd.kind() == ff::codec::packet::side_data::Type::SkipSamples)
-        .and_then(|sd| {
-            sd.data()
-                .get(..4)
-                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        })
-        .map(i64::from)
-        .unwrap_or(0)
-}
-
-/// A packet's (pts, dts), falling back to each other; `None` when it has neither.
-///
-/// Why one function: probe and split must skip exactly the same packets, or the packet
-/// indices in a plan would point at the wrong packets.
-pub(crate) fn packet_times(packet: &ff::Packet) -> Option<(i64, i64)> {
-    let pts = packet.pts().or(packet.dts())?;
-    Some((pts, packet.dts().unwrap_or(pts)))
-}
-
-pub(crate) fn rational(r: ff::Rational) -> Rational {
-    Rational::new(r.numerator(), r.denominator())
-}
-
-/// Counter-clockwise rotation in degrees encoded by a 3x3 display matrix (16.16 fixed point).
-pub fn rotation_of(matrix: &[u8]) -> f64 {
-    if matrix.len() < 36 {
-        return 0.0;
-    }
-    let m: Vec<f64> = matrix
-        .chunks_exact(4)
-        .map(|c| f64::from(i32::from_ne_bytes([c[0], c[1], c[2], c[3]])))
-        .collect();
-    let scale0 = m[0].hypot(m[3]);
-    let scale1 = m[1].hypot(m[4]);
-    if scale0 == 0.0 || scale1 == 0.0 {
-        return 0.0;
-    }
-    let rotation = (m[1] / scale1).atan2(m[0] / scale0).to_degrees();
-    let r = -rotation;
-    if r == -0.0 {
-        0.0
-    } else {
-        r
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn matrix(a: i32, b: i32, c: i32, d: i32) -> Vec<u8> {
-        let vals = [a, b, 0, c, d, 0, 0, 0, 1 << 30];
-        vals.iter().flat_map(|v| v.to_ne_bytes()).collect()
-    }
-
-    #[test]
-    fn rotation_from_display_matrix() {
-        let one = 1 << 16;
-        assert_eq!(rotation_of(&matrix(one, 0, 0, one)), 0.0);
-        // av_display_rotation_set(m, 90) gives [0, -1, 1, 0] (in 16.16).
-        assert!((rotation_of(&matrix(0, -one, one, 0)) - 90.0).abs() < 1e-9);
-        assert!((rotation_of(&matrix(0, one, -one, 0)) + 90.0).abs() < 1e-9);
-        assert_eq!(rotation_of(&[1, 2, 3]), 0.0);
     }
 }

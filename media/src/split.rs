@@ -8,7 +8,7 @@ use std::path::Path;
 use ff::media::Type;
 use ffmpeg_next as ff;
 
-use crate::demux::{open_input, read_packet};
+use crate::demux::{open_input, packet_times, read_packet};
 use crate::{ffi, nut, MediaError};
 use tessera_model::probe::ChunkInfo;
 use tessera_model::probe::SegmentPlan;
@@ -75,7 +75,7 @@ fn split_chunks(
     let mut deriver = dts_rule.deriver();
 
     while let Some(mut packet) = read_packet(&mut ictx, input)? {
-        if packet.stream() != vindex || crate::probe::packet_times(&packet).is_none() {
+        if packet.stream() != vindex || packet_times(&packet).is_none() {
             continue;
         }
         let i = packet_index;
@@ -95,7 +95,7 @@ fn split_chunks(
             open.push((next_segment, octx, tbs[0]));
             next_segment += 1;
         }
-        let (stored, _) = crate::probe::packet_times(&packet).unwrap_or_default();
+        let (stored, _) = packet_times(&packet).unwrap_or_default();
         // The probe's derived pts where the container stores none (see `reorder`).
         let pts = derived_pts
             .and_then(|d| d.pts.get(i).copied())

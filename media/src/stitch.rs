@@ -4,6 +4,12 @@
 //! the stitch only removes the bias, moves the start to zero and interleaves with the audio;
 //! it costs one read and one write. The output is written under a temporary name and renamed,
 //! so a failure never leaves a partial file at the destination.
+//!
+//! Beside it: the text subtitle tracks it writes (subtitles.rs), and the cutting of a stitched
+//! rendition into a streaming package's media segments (segmenter.rs).
+
+pub(crate) mod segmenter;
+mod subtitles;
 
 use std::path::{Path, PathBuf};
 
@@ -12,6 +18,7 @@ use ffmpeg_next as ff;
 use crate::demux::{open_input, open_own_file, read_packet};
 use crate::verify::verify_output;
 use crate::{ffi, nut, MediaError};
+use subtitles::Writer;
 use tessera_model::encode::Container;
 use tessera_model::stitch::StitchRequest;
 use tessera_model::stitch::StitchResult;
@@ -137,7 +144,7 @@ fn write_output(req: &StitchRequest, tmp: &Path) -> Result<StitchResult, MediaEr
     let mut subtitle_writers = req
         .subtitles
         .iter()
-        .map(|t| crate::subtitles::Writer::add(&mut octx, t, req.container, tmp))
+        .map(|t| Writer::add(&mut octx, t, req.container, tmp))
         .collect::<Result<Vec<_>, _>>()?;
     let mut opts = ff::Dictionary::new();
     if req.container == Container::Mp4 {

@@ -5,14 +5,20 @@
 //! segment that lost frames, timestamps that went backwards, or an audio track that came out
 //! empty are only visible to a reader. A file that fails here is never delivered: the job
 //! fails with `qc_failed` and the reason.
+//!
+//! Beside it: the video decode in parts (parts.rs), and the PSNR/SSIM report of an output
+//! against its source (quality.rs).
+
+mod parts;
+pub(crate) mod quality;
 
 use std::path::Path;
 
 use ffmpeg_next as ff;
 
 use crate::demux::{open_audio_decoder, open_own_file_with_dts, read_packet};
-use crate::verify_parts::{borders, decode_video, seconds, Depth};
 use crate::{ffi, MediaError};
+use parts::{borders, decode_video, seconds, Depth};
 use tessera_model::stitch::OutputCheck;
 use tessera_model::stitch::OutputExpectation;
 
@@ -29,7 +35,7 @@ struct AudioTrack {
 const MIN_FRAMES_PER_PART: u64 = 48;
 
 /// Decodes `path` end to end and checks it against `expect`; the error says what is wrong.
-/// The video is decoded in up to `threads` parts side by side (see [`crate::verify_parts`]),
+/// The video is decoded in up to `threads` parts side by side (see parts.rs),
 /// beside the audio.
 pub fn verify_output(
     path: &Path,

@@ -124,7 +124,7 @@ fn execute(op: &MediaOp, out: &mut dyn Write) -> Result<serde_json::Value, Media
     };
     match op {
         MediaOp::Probe { input, max_frames } => {
-            let limit = max_frames.map_or(tessera_media::probe::MAX_VIDEO_FRAMES, |n| {
+            let limit = max_frames.map_or(tessera_media::MAX_VIDEO_FRAMES, |n| {
                 usize::try_from(n).unwrap_or(usize::MAX)
             });
             to_json(serde_json::to_value(tessera_media::probe_within(
@@ -166,13 +166,11 @@ fn execute(op: &MediaOp, out: &mut dyn Write) -> Result<serde_json::Value, Media
         }
         MediaOp::Audio(req) => to_json(serde_json::to_value(tessera_media::transcode_audio(req)?)),
         MediaOp::Stitch(req) => to_json(serde_json::to_value(tessera_media::stitch(req)?)),
-        MediaOp::Segment(req) => to_json(serde_json::to_value(
-            tessera_media::segmenter::segment_track(req)?,
-        )),
+        MediaOp::Segment(req) => to_json(serde_json::to_value(tessera_media::segment_track(req)?)),
         MediaOp::Sprite(req) => to_json(serde_json::to_value(tessera_media::compose_sprite(req)?)),
         MediaOp::GpuProbe { device } => {
-            tessera_media::hw::warm_cuda_device(*device)?;
-            tessera_media::hw::release_cuda_devices();
+            tessera_media::warm_cuda_device(*device)?;
+            tessera_media::release_cuda_devices();
             Ok(serde_json::Value::Bool(true))
         }
         MediaOp::Quality { output, source } => to_json(serde_json::to_value(

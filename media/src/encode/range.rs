@@ -140,6 +140,15 @@ impl LeadIn {
     }
 }
 
+/// The one video stream of a segment's chunk (stream 0, as split.rs writes it).
+pub(crate) fn chunk_stream<'a>(
+    ictx: &'a ff::format::context::Input,
+    chunk: &std::path::Path,
+) -> Result<ff::format::stream::Stream<'a>, MediaError> {
+    ictx.stream(0)
+        .ok_or_else(|| MediaError::invalid(chunk, "chunk has no stream"))
+}
+
 /// A decoder's rejection of a packet: `Some(error)` stops decoding, `None` skips the packet.
 pub(crate) type RejectPolicy<'a> = Option<&'a dyn Fn(ff::Error) -> Option<MediaError>>;
 

@@ -6,8 +6,8 @@
 
 use ffmpeg_next as ff;
 
+use super::stills::{scale, write_image};
 use crate::MediaError;
-use crate::{stills::scale, stills::write_image};
 use tessera_model::images::SpriteRequest;
 use tessera_model::images::SpriteResult;
 use tessera_model::images::StillImage;

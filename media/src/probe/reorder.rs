@@ -54,7 +54,7 @@ pub(crate) fn display_ranks(
     };
     let mut seq = 0usize;
     while let Some(mut packet) = read_packet(&mut ictx, path)? {
-        if packet.stream() != video_index || crate::probe::packet_times(&packet).is_none() {
+        if packet.stream() != video_index || crate::demux::packet_times(&packet).is_none() {
             continue;
         }
         packet.set_pts(Some(seq as i64));

@@ -1,16 +1,22 @@
 //! The GPU path's public face: what this FFmpeg build offers, which decode path a source
-//! takes, and how GPU failures are told apart (what a hardware encode asks for,
-//! `HardwareEncode`, is request data in types.rs). Pure except `hw_capabilities` and the
-//! device-cache calls.
+//! takes, the CUDA device cache, and how GPU failures are told apart (failure.rs). What a
+//! hardware encode asks for, `HardwareEncode`, is request data in tessera-model; the encode
+//! itself is encode/hw.rs. Pure except `hw_capabilities` and the device-cache calls.
 //!
 //! Why: the worker decides per segment whether to run on a card and must react differently to
 //! "no session free" (back off, requeue), "driver fault" (mark the card unhealthy) and "this
 //! host cannot do it" (run on the CPU); it needs those answers without FFmpeg types.
+//!
+//! Beside it: the NVDEC smoke check (nvdec.rs) and the GPU path's tests that need no card
+//! (tests.rs).
 
-pub(crate) use crate::gpu_failure::{
-    classify_gpu_failure, gpu_error, gpu_unavailable, GpuFailure, GpuStage,
-};
+mod failure;
+pub(crate) mod nvdec;
+#[cfg(test)]
+mod tests;
+
 use crate::{ffi, MediaError};
+pub(crate) use failure::{classify_gpu_failure, gpu_error, gpu_unavailable, GpuFailure, GpuStage};
 use tessera_model::capabilities::DecodePath;
 use tessera_model::capabilities::DecodePlan;
 use tessera_model::capabilities::HwCapabilities;
@@ -113,71 +119,5 @@ pub fn choose_decode_path(
         path: DecodePath::Nvdec,
         gpu_format: if bit_depth > 8 { "p010le" } else { "nv12" },
         reason: format!("NVDEC decodes {codec} {pix_fmt}"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use tessera_model::encode::HardwareEncode;
-
-    #[test]
-    fn nvdec_for_420_sources_it_knows() {
-        let p = choose_decode_path("h264", "yuv420p", 8, true, false);
-        assert_eq!((p.path, p.gpu_format), (DecodePath::Nvdec, "nv12"));
-        let p = choose_decode_path("hevc", "yuv420p10le", 10, true, true);
-        assert_eq!((p.path, p.gpu_format), (DecodePath::Nvdec, "p010le"));
-        let p = choose_decode_path("vp9", "yuvj420p", 8, true, true);
-        assert_eq!(p.path, DecodePath::Nvdec);
-    }
-
-    #[test]
-    fn software_upload_where_nvdec_cannot() {
-        // AV1 on a T4: the caller says the card cannot.
-        let p = choose_decode_path("av1", "yuv420p", 8, false, false);
-        assert_eq!((p.path, p.gpu_format), (DecodePath::SoftwareUpload, "nv12"));
-        let p = choose_decode_path("prores", "yuv422p10le", 10, true, true);
-        assert_eq!(
-            (p.path, p.gpu_format),
-            (DecodePath::SoftwareUpload, "p010le")
-        );
-        let p = choose_decode_path("hevc", "yuv444p", 8, true, false);
-        assert_eq!(p.path, DecodePath::SoftwareUpload);
-        assert!(p.reason.contains("yuv444p"));
-        let p = choose_decode_path("h264", "yuv420p10le", 10, true, false);
-        assert_eq!((p.path, p.gpu_format), (DecodePath::SoftwareUpload, "nv12"));
-        let p = choose_decode_path("hevc", "yuv420p12le", 12, true, true);
-        assert_eq!(p.path, DecodePath::SoftwareUpload);
-    }
-
-    /// Review M1: AV1 on NVDEC opens the native decoder (FFmpeg's default AV1 decoder,
-    /// libdav1d or libaom, has no hwaccel); the native one exists in this build.
-    #[test]
-    fn av1_on_nvdec_opens_the_native_decoder() {
-        assert_eq!(nvdec_decoder_name("av1"), Some("av1"));
-        assert_eq!(nvdec_decoder_name("h264"), None);
-        assert_eq!(nvdec_decoder_name("hevc"), None);
-        crate::init();
-        let native = ffmpeg_next::decoder::find_by_name("av1").expect("native av1 decoder");
-        let default = ffmpeg_next::decoder::find(ffmpeg_next::codec::Id::AV1).unwrap();
-        assert_ne!(
-            default.name(),
-            "av1",
-            "the default AV1 decoder is a library one"
-        );
-        assert_eq!(native.name(), "av1");
-    }
-
-    #[test]
-    fn hardware_request_defaults_from_json() {
-        let hw: HardwareEncode = serde_json::from_str(r#"{"device":1}"#).unwrap();
-        assert_eq!(
-            hw,
-            HardwareEncode {
-                device: 1,
-                ..HardwareEncode::default()
-            }
-        );
-        assert!(hw.nvdec);
     }
 }

@@ -3,7 +3,7 @@
 use ffmpeg_next as ff;
 
 use crate::ffi::cuda::{self, HwRef};
-use crate::hw::{gpu_error, GpuStage};
+use crate::gpu::{gpu_error, GpuStage};
 use crate::MediaError;
 
 /// Software-decoded frames to CUDA frames: one conversion to nv12/p010 on the CPU (source size)

@@ -9,9 +9,10 @@ use std::time::Instant;
 
 use ffmpeg_next as ff;
 
+use super::{classify_gpu_failure, gpu_error, gpu_unavailable, hw_capabilities};
+use super::{GpuFailure, GpuStage};
 use crate::demux::{open_input, open_video_decoder_with, read_packet};
 use crate::ffi::cuda::{self, AvFailure, LogCapture};
-use crate::hw::{classify_gpu_failure, gpu_error, gpu_unavailable, GpuFailure, GpuStage};
 use crate::{ffi, MediaError};
 use tessera_model::capabilities::NvdecReport;
 
@@ -19,7 +20,7 @@ use tessera_model::capabilities::NvdecReport;
 /// Fails (rather than silently decoding on the CPU) when NVDEC does not take the stream.
 pub fn nvdec_decode_check(path: &Path, device: u32) -> Result<NvdecReport, MediaError> {
     crate::init();
-    if !crate::hw::hw_capabilities().cuda_hwaccel {
+    if !hw_capabilities().cuda_hwaccel {
         return Err(gpu_unavailable(
             device,
             "this FFmpeg build lacks the CUDA hwaccel",

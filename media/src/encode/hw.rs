@@ -6,43 +6,30 @@
 //! context must be known before filters and encoders can be configured, so each rendition's
 //! scale_cuda graph and encoder are built when the first frame in range arrives.
 
+mod dts;
+mod filters;
+pub(crate) mod nvenc;
+mod rendition;
+mod upload;
+
 use std::str::FromStr;
 use std::time::Instant;
 
 use ffmpeg_next as ff;
 
-mod dts;
-mod filters;
-mod rendition;
-mod upload;
-
-use rendition::HwRendition;
-use upload::Uploader;
-
-use crate::demux::{open_input, open_video_decoder_with};
+use super::range::{chunk_stream, decode_all, RangeGate};
+use crate::demux::{open_input, open_named_video_decoder, open_video_decoder_with};
 use crate::ffi::cuda::{self, AvFailure, LogCapture};
-use crate::nvenc::{nvenc_encoder_name, nvenc_settings};
-use crate::range::{decode_all, RangeGate};
-use crate::{ffi, MediaError};
-use crate::{
-    hw::choose_decode_path, hw::classify_gpu_failure, hw::gpu_error, hw::gpu_unavailable,
-    hw::hw_capabilities, hw::GpuFailure, hw::GpuStage,
+use crate::gpu::{
+    choose_decode_path, classify_gpu_failure, gpu_error, gpu_unavailable, hw_capabilities,
+    nvdec_decoder_name, GpuFailure, GpuStage,
 };
+use crate::{ffi, MediaError};
+use nvenc::{nvenc_encoder_name, nvenc_settings, NvencSettings};
+use rendition::HwRendition;
 use tessera_model::capabilities::DecodePath;
 use tessera_model::encode::{EncodeRequest, EncodeResult, HardwareEncode};
-
-/// Maps a failed call while frames flow: GPU conditions get their codes, the rest `other`.
-pub(super) fn running(dev: u32, e: ff::Error, what: &str, other: &str) -> MediaError {
-    gpu_error(
-        dev,
-        GpuStage::Running,
-        &AvFailure::from_error(e, what),
-        |r| MediaError::encode(other, r),
-    )
-}
-
-/// "Send more input" or "no more output": the normal ends of a receive loop.
-pub(super) use crate::range::is_end_or_again as is_again;
+use upload::Uploader;
 
 /// Encodes the frames of `[start_pts, end_pts)` from the chunk on card `hw.device`;
 /// `progress` gets the running count of frames encoded. The request is already checked.
@@ -87,9 +74,7 @@ pub(crate) fn encode_hw(
 
     let chunk = req.chunk.as_path();
     let mut ictx = open_input(chunk)?;
-    let stream = ictx
-        .stream(0)
-        .ok_or_else(|| MediaError::invalid(chunk, "chunk has no stream"))?;
+    let stream = chunk_stream(&ictx, chunk)?;
     let chunk_tb = stream.time_base();
     let pix = ffi::codecpar_format(&stream);
     let pix_name = pix.descriptor().map_or("unknown", |d| d.name());
@@ -189,7 +174,7 @@ pub(crate) fn encode_hw(
 fn software_settings(
     spec: &tessera_model::encode::RenditionSpec,
     source_bit_depth: u8,
-) -> Result<crate::nvenc::NvencSettings, MediaError> {
+) -> Result<NvencSettings, MediaError> {
     let encoder = tessera_model::settings::encoder_name(spec.codec);
     if ff::encoder::find_by_name(encoder).is_none() {
         return Err(MediaError::encode(
@@ -199,7 +184,7 @@ fn software_settings(
     }
     let ten_bit =
         tessera_model::settings::output_pix_fmt(spec.codec, source_bit_depth).contains("10");
-    Ok(crate::nvenc::NvencSettings {
+    Ok(NvencSettings {
         encoder,
         options: Vec::new(),
         sw_format: if ten_bit { "p010le" } else { "nv12" },
@@ -222,10 +207,10 @@ fn open_gpu_decoder(
         return open_video_decoder_with(stream, chunk, threads, |_| {});
     }
     let attach = |ctx: &mut ff::codec::Context| cuda::attach_nvdec(ctx, device);
-    match crate::hw::nvdec_decoder_name(stream.parameters().id().name()) {
+    match nvdec_decoder_name(stream.parameters().id().name()) {
         Some(name) => {
             cuda::clear_log();
-            match crate::demux::open_named_video_decoder(stream, chunk, name, attach) {
+            match open_named_video_decoder(stream, chunk, name, attach) {
                 Ok(d) => Ok(d),
                 Err(e) => {
                     tracing::debug!(device = dev, error = %e, "{name} on NVDEC refused; CPU decode");

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::probe::{MAX_DURATION_SECONDS, MAX_FRAME_RATE};
+use super::limits::{MAX_DURATION_SECONDS, MAX_FRAME_RATE};
 use crate::MediaError;
 use tessera_model::probe::AudioInfo;
 

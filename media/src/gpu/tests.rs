@@ -1,12 +1,12 @@
 //! Tests of the GPU path that run on a machine without a GPU: the build's capabilities against
-//! the ffmpeg CLI, clean failures where no CUDA driver is present, request compatibility, and
-//! the shared range gate.
+//! the ffmpeg CLI, clean failures where no CUDA driver is present, request compatibility, the
+//! shared range gate, and the decode-path choice.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::hw::hw_capabilities;
-use crate::range::RangeGate;
+use super::*;
+use crate::encode::range::RangeGate;
 use crate::{encode_segment, nvdec_decode_check};
 use tessera_model::encode::{
     EncodeRequest, HardwareEncode, RateControl, RenditionOutput, RenditionSpec, VideoCodec,
@@ -185,7 +185,7 @@ fn range_gate_selects_and_orders_frames() {
 
 #[test]
 fn nvenc_options_exist_in_this_build() {
-    use crate::nvenc::nvenc_settings;
+    use crate::encode::hw::nvenc::{nvenc_encoder_name, nvenc_settings};
     // Options of AVCodecContext itself, not listed under the encoder's private options.
     const GENERIC: [&str; 5] = ["g", "bf", "b", "maxrate", "bufsize"];
     let hw = HardwareEncode {
@@ -195,7 +195,7 @@ fn nvenc_options_exist_in_this_build() {
         ..HardwareEncode::default()
     };
     for (codec, depth) in [(VideoCodec::H264, 8), (VideoCodec::Hevc, 10)] {
-        let Some(help) = ffmpeg_lists_encoder(crate::nvenc::nvenc_encoder_name(codec)) else {
+        let Some(help) = ffmpeg_lists_encoder(nvenc_encoder_name(codec)) else {
             continue;
         };
         for rate in [RateControl::Crf(23.0), RateControl::Bitrate(3_000_000)] {
@@ -222,4 +222,64 @@ fn ffmpeg_lists_encoder(name: &str) -> Option<String> {
         .ok()?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.contains("AVOptions").then_some(text)
+}
+
+#[test]
+fn nvdec_for_420_sources_it_knows() {
+    let p = choose_decode_path("h264", "yuv420p", 8, true, false);
+    assert_eq!((p.path, p.gpu_format), (DecodePath::Nvdec, "nv12"));
+    let p = choose_decode_path("hevc", "yuv420p10le", 10, true, true);
+    assert_eq!((p.path, p.gpu_format), (DecodePath::Nvdec, "p010le"));
+    let p = choose_decode_path("vp9", "yuvj420p", 8, true, true);
+    assert_eq!(p.path, DecodePath::Nvdec);
+}
+
+#[test]
+fn software_upload_where_nvdec_cannot() {
+    // AV1 on a T4: the caller says the card cannot.
+    let p = choose_decode_path("av1", "yuv420p", 8, false, false);
+    assert_eq!((p.path, p.gpu_format), (DecodePath::SoftwareUpload, "nv12"));
+    let p = choose_decode_path("prores", "yuv422p10le", 10, true, true);
+    assert_eq!(
+        (p.path, p.gpu_format),
+        (DecodePath::SoftwareUpload, "p010le")
+    );
+    let p = choose_decode_path("hevc", "yuv444p", 8, true, false);
+    assert_eq!(p.path, DecodePath::SoftwareUpload);
+    assert!(p.reason.contains("yuv444p"));
+    let p = choose_decode_path("h264", "yuv420p10le", 10, true, false);
+    assert_eq!((p.path, p.gpu_format), (DecodePath::SoftwareUpload, "nv12"));
+    let p = choose_decode_path("hevc", "yuv420p12le", 12, true, true);
+    assert_eq!(p.path, DecodePath::SoftwareUpload);
+}
+
+/// Review M1: AV1 on NVDEC opens the native decoder (FFmpeg's default AV1 decoder,
+/// libdav1d or libaom, has no hwaccel); the native one exists in this build.
+#[test]
+fn av1_on_nvdec_opens_the_native_decoder() {
+    assert_eq!(nvdec_decoder_name("av1"), Some("av1"));
+    assert_eq!(nvdec_decoder_name("h264"), None);
+    assert_eq!(nvdec_decoder_name("hevc"), None);
+    crate::init();
+    let native = ffmpeg_next::decoder::find_by_name("av1").expect("native av1 decoder");
+    let default = ffmpeg_next::decoder::find(ffmpeg_next::codec::Id::AV1).unwrap();
+    assert_ne!(
+        default.name(),
+        "av1",
+        "the default AV1 decoder is a library one"
+    );
+    assert_eq!(native.name(), "av1");
+}
+
+#[test]
+fn hardware_request_defaults_from_json() {
+    let hw: HardwareEncode = serde_json::from_str(r#"{"device":1}"#).unwrap();
+    assert_eq!(
+        hw,
+        HardwareEncode {
+            device: 1,
+            ..HardwareEncode::default()
+        }
+    );
+    assert!(hw.nvdec);
 }

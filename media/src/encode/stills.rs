@@ -9,7 +9,7 @@ use std::path::Path;
 
 use ffmpeg_next as ff;
 
-use crate::tonemap::Tonemapper;
+use super::tonemap::Tonemapper;
 use crate::MediaError;
 use tessera_model::images::ImageFormat;
 use tessera_model::images::StillImage;
@@ -97,7 +97,7 @@ pub(crate) fn scale(
         ff::software::scaling::Flags::BICUBIC,
     )
     .map_err(|e| MediaError::encode("swscale", e))?;
-    if crate::settings::is_full_range_format(frame.format()) {
+    if super::settings::is_full_range_format(frame.format()) {
         crate::ffi::scaler_keeps_full_range(&mut ctx);
     }
     let mut out = ff::frame::Video::empty();

@@ -9,9 +9,10 @@ use std::path::Path;
 use ff::media::Type;
 use ffmpeg_next as ff;
 
-use crate::demux::{open_audio_decoder, open_video_decoder};
+use super::limits::MAX_DIMENSION;
+use super::subtitles::Collector;
+use crate::demux::{open_audio_decoder, open_video_decoder, rational};
 use crate::ffi;
-use crate::probe::{rational, rotation_of, MAX_DIMENSION};
 use crate::MediaError;
 use tessera_model::probe::{AudioInfo, ColorInfo, VideoInfo};
 
@@ -117,7 +118,7 @@ pub(crate) fn describe_ignored(
     ictx: &ff::format::context::Input,
     video_index: usize,
     audio: &[AudioInfo],
-    subtitles: &crate::subtitles::Collector,
+    subtitles: &Collector,
 ) -> Vec<String> {
     ictx.streams()
         .filter(|s| s.index() != video_index && !audio.iter().any(|a| a.index == s.index()))
@@ -133,4 +134,47 @@ pub(crate) fn describe_ignored(
             format!("stream {}: {kind} {codec}{lang}", s.index())
         })
         .collect()
+}
+
+/// Counter-clockwise rotation in degrees encoded by a 3x3 display matrix (16.16 fixed point).
+pub(crate) fn rotation_of(matrix: &[u8]) -> f64 {
+    if matrix.len() < 36 {
+        return 0.0;
+    }
+    let m: Vec<f64> = matrix
+        .chunks_exact(4)
+        .map(|c| f64::from(i32::from_ne_bytes([c[0], c[1], c[2], c[3]])))
+        .collect();
+    let scale0 = m[0].hypot(m[3]);
+    let scale1 = m[1].hypot(m[4]);
+    if scale0 == 0.0 || scale1 == 0.0 {
+        return 0.0;
+    }
+    let rotation = (m[1] / scale1).atan2(m[0] / scale0).to_degrees();
+    let r = -rotation;
+    if r == -0.0 {
+        0.0
+    } else {
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matrix(a: i32, b: i32, c: i32, d: i32) -> Vec<u8> {
+        let vals = [a, b, 0, c, d, 0, 0, 0, 1 << 30];
+        vals.iter().flat_map(|v| v.to_ne_bytes()).collect()
+    }
+
+    #[test]
+    fn rotation_from_display_matrix() {
+        let one = 1 << 16;
+        assert_eq!(rotation_of(&matrix(one, 0, 0, one)), 0.0);
+        // av_display_rotation_set(m, 90) gives [0, -1, 1, 0] (in 16.16).
+        assert!((rotation_of(&matrix(0, -one, one, 0)) - 90.0).abs() < 1e-9);
+        assert!((rotation_of(&matrix(0, one, -one, 0)) + 90.0).abs() < 1e-9);
+        assert_eq!(rotation_of(&[1, 2, 3]), 0.0);
+    }
 }

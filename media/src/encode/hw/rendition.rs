@@ -8,25 +8,35 @@ use ffmpeg_next as ff;
 
 use super::dts::{frame_step, NvencDts};
 use super::filters::{nvenc_frame_rate, rendition_filters};
-use super::{is_again, running};
-use crate::encode_sw::SwRendition;
+use super::nvenc::{NvencSettings, NVENC_B_FRAMES};
+use crate::encode::output::RenditionFile;
+use crate::encode::range::is_end_or_again as is_again;
+use crate::encode::rendition::SwRendition;
 use crate::ffi::cuda::{self, clear_log, AvFailure, HwRef};
-use crate::hw::{gpu_error, GpuStage};
-use crate::nvenc::NvencSettings;
-use crate::{ffi, nut, MediaError};
+use crate::gpu::{gpu_error, GpuStage};
+use crate::{ffi, MediaError};
 use tessera_model::encode::{EncodeRequest, RenditionOutput, RenditionResult};
 use tessera_model::settings::output_size;
 
 /// What a filter graph was built for: input size and the input pool's format and size.
 type GraphKey = (u32, u32, ff::format::Pixel, u32, u32);
 
+/// The NVENC encoder and its output, opened when the first frame shows the input pool.
 struct Opened {
     encoder: ff::encoder::Video,
-    octx: ff::format::context::Output,
-    enc_tb: ff::Rational,
-    out_tb: ff::Rational,
+    file: RenditionFile,
     /// Packet dts from the pts sent (FFmpeg 5.1's NVENC dts is wrong outside 1/fps).
     dts: NvencDts,
+}
+
+/// Maps a failed call while frames flow: GPU conditions get their codes, the rest `other`.
+fn running(dev: u32, e: ff::Error, what: &str, other: &str) -> MediaError {
+    gpu_error(
+        dev,
+        GpuStage::Running,
+        &AvFailure::from_error(e, what),
+        |r| MediaError::encode(other, r),
+    )
 }
 
 pub(super) struct HwRendition {
@@ -45,10 +55,8 @@ pub(super) struct HwRendition {
     /// Software encode (`HardwareEncode::software_encode`): frames leave the card after
     /// scale_cuda and go to this encoder instead of NVENC.
     software: Option<SwRendition>,
+    /// Frames pushed out of the graph (the first is made an IDR).
     frames: u64,
-    first_pts: Option<i64>,
-    last_pts: Option<i64>,
-    first_key: Option<bool>,
     /// Biased pts of the frames that must be IDRs (a streaming package's segment starts).
     keyframes: Vec<i64>,
 }
@@ -102,9 +110,6 @@ impl HwRendition {
             opened: None,
             software,
             frames: 0,
-            first_pts: None,
-            last_pts: None,
-            first_key: None,
             keyframes: req.keyframes.iter().map(|k| k + req.bias).collect(),
         })
     }
@@ -213,7 +218,7 @@ impl HwRendition {
             enc,
             codec,
             &self.settings,
-            &self.path,
+            (&self.name, &self.path, (self.width, self.height)),
             (self.tb, self.frame_rate),
             dev,
         )?);
@@ -258,7 +263,7 @@ impl HwRendition {
             let pts = out.pts();
             if let Some(sw) = self.software.as_mut() {
                 let p = pts.ok_or_else(|| MediaError::encode("scale_cuda", "frame without pts"))?;
-                sw.encode(&out, p)?;
+                sw.encode(&out, p, kind == ff::picture::Type::I)?;
                 self.frames += 1;
                 continue;
             }
@@ -270,9 +275,8 @@ impl HwRendition {
             }
             self.send(&out, dev)?;
             self.frames += 1;
-            if let Some(p) = pts {
-                self.first_pts.get_or_insert(p);
-                self.last_pts = Some(p);
+            if let Some(o) = self.opened.as_mut() {
+                o.file.sent(pts);
             }
             self.drain(dev)?;
         }
@@ -334,13 +338,10 @@ impl HwRendition {
                 Err(e) if is_again(&e) => return Ok(()),
                 Err(e) => return Err(running(dev, e, "receiving a packet", self.settings.encoder)),
             }
-            self.first_key.get_or_insert(packet.is_key());
             if let Some(pts) = packet.pts() {
                 packet.set_dts(Some(o.dts.next(pts)));
             }
-            packet.set_stream(0);
-            packet.rescale_ts(o.enc_tb, o.out_tb);
-            nut::write(&mut o.octx, &packet, &self.path)?;
+            o.file.write(&mut packet)?;
         }
     }
 
@@ -372,20 +373,10 @@ impl HwRendition {
                 .map_err(|e| running(dev, e, "flushing", self.settings.encoder))?;
         }
         self.drain(dev)?;
-        let Some(mut o) = self.opened.take() else {
+        let Some(o) = self.opened.take() else {
             unreachable!("opened above")
         };
-        nut::finish(&mut o.octx, &self.path)?;
-        Ok(RenditionResult {
-            name: self.name,
-            frames: self.frames,
-            first_pts: self.first_pts.map(|p| p - req.bias),
-            last_pts: self.last_pts.map(|p| p - req.bias),
-            width: self.width,
-            height: self.height,
-            bytes: nut::file_size(&self.path),
-            starts_with_keyframe: self.first_key.unwrap_or(false),
-        })
+        o.file.finish(req.bias)
     }
 }
 
@@ -393,11 +384,11 @@ fn open_encoder(
     mut enc: ff::encoder::video::Video,
     codec: ff::Codec,
     settings: &NvencSettings,
-    path: &std::path::Path,
+    (name, path, size): (&str, &std::path::Path, (u32, u32)),
     (tb, rate): (ff::Rational, Option<ff::Rational>),
     dev: u32,
 ) -> Result<Opened, MediaError> {
-    let name = settings.encoder;
+    let encoder_name = settings.encoder;
     enc.set_flags(ff::codec::Flags::GLOBAL_HEADER);
     let mut dict = ff::Dictionary::new();
     for (k, v) in &settings.options {
@@ -407,26 +398,18 @@ fn open_encoder(
     let encoder = enc.open_as_with(codec, dict).map_err(|e| {
         let f = AvFailure::from_error(e, "opening the encoder");
         gpu_error(dev, GpuStage::EncoderOpen, &f, |r| {
-            MediaError::encode(name, format!("cannot open: {r}"))
+            MediaError::encode(encoder_name, format!("cannot open: {r}"))
         })
     })?;
-    let mut octx = nut::create(path)?;
-    let mut ost = octx
-        .add_stream(codec)
-        .map_err(|e| MediaError::write(path, e))?;
-    ost.set_parameters(&encoder);
-    ost.set_time_base(tb);
+    let file = RenditionFile::create(name, path, size, codec, &encoder, tb)?;
     let enc_tb = encoder.time_base();
-    let out_tb = nut::write_header(&mut octx, path)?[0];
     let step = frame_step(
         (enc_tb.numerator(), enc_tb.denominator()),
         rate.map(|r| (r.numerator(), r.denominator())),
     );
     Ok(Opened {
         encoder,
-        octx,
-        enc_tb,
-        out_tb,
-        dts: NvencDts::new(crate::nvenc::NVENC_B_FRAMES, step),
+        file,
+        dts: NvencDts::new(NVENC_B_FRAMES, step),
     })
 }

@@ -1,0 +1,96 @@
+//! The software path of a segment encode: decode its chunk, keep exactly the frames of its
+//! range, encode them for every rendition from one decode (libx264, libx265, libsvtav1; each
+//! rendition is a `SwRendition`, rendition.rs).
+//!
+//! Why one decode for all renditions: decoding is a large share of the work; a ladder of three
+//! renditions from one decode costs one decode, not three.
+
+use std::time::Instant;
+
+use ffmpeg_next as ff;
+
+use super::range::{chunk_stream, decode_all, RangeGate};
+use super::rendition::SwRendition;
+use super::stills::StillMaker;
+use crate::demux::{open_input, open_video_decoder};
+use crate::MediaError;
+use tessera_model::encode::{EncodeRequest, EncodeResult};
+
+/// Encodes the frames of `[start_pts, end_pts)` from the chunk with the software encoders;
+/// `progress` gets the running count of frames encoded. The request is already checked.
+pub(crate) fn encode_sw(
+    req: &EncodeRequest,
+    progress: &mut dyn FnMut(u64),
+) -> Result<EncodeResult, MediaError> {
+    let started = Instant::now();
+    let chunk = req.chunk.as_path();
+    let mut ictx = open_input(chunk)?;
+    let stream = chunk_stream(&ictx, chunk)?;
+    let chunk_tb = stream.time_base();
+    let mut decoder = open_video_decoder(&stream, chunk, req.threads)?;
+
+    let (sw, sh) = req
+        .source_size
+        .unwrap_or((decoder.width(), decoder.height()));
+    let mut renditions = req
+        .outputs
+        .iter()
+        .map(|o| SwRendition::open(req, o, (sw, sh), decoder.format()))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let mut gate = RangeGate::new(req, chunk_tb);
+    let lead_in = gate.lead_in();
+    let mut stills = StillMaker::new(&req.color);
+    let mut stills_made = 0usize;
+    let mut on_frame = |frame: &mut ff::frame::Video| -> Result<(), MediaError> {
+        let Some(pts) = gate.admit_frame(frame) else {
+            return Ok(());
+        };
+        frame.set_kind(ff::picture::Type::None);
+        // A streaming package's media segment starts here: every rendition makes it an IDR.
+        let key = req.keyframes.binary_search(&(pts - req.bias)).is_ok();
+        for shot in req.stills.iter().filter(|s| s.pts == pts - req.bias) {
+            stills.make(frame, shot)?;
+            stills_made += 1;
+        }
+        for r in renditions.iter_mut() {
+            r.encode(frame, pts, key)?;
+        }
+        progress(gate.in_range);
+        Ok(())
+    };
+    let rejected = decode_all(
+        &mut ictx,
+        &mut decoder,
+        chunk,
+        &mut on_frame,
+        None,
+        Some(lead_in),
+    )?;
+    let (decoded, in_range) = (gate.decoded, gate.in_range);
+    if decoded == 0 {
+        return Err(MediaError::decode(chunk, "no frame could be decoded"));
+    }
+    if stills_made != req.stills.len() {
+        return Err(MediaError::decode(
+            chunk,
+            format!(
+                "{} of {} still frames were not in the decoded range",
+                req.stills.len() - stills_made,
+                req.stills.len()
+            ),
+        ));
+    }
+
+    let mut results = Vec::with_capacity(renditions.len());
+    for r in renditions {
+        results.push(r.finish(req)?);
+    }
+    Ok(EncodeResult {
+        decoded_frames: decoded,
+        frames_in_range: in_range,
+        renditions: results,
+        media_seconds: started.elapsed().as_secs_f64(),
+        decode_errors: rejected + gate.damaged,
+    })
+}
