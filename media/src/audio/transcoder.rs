@@ -1,0 +1,283 @@
+//! One audio track's transcode to AAC: its decoder, the resampler to the encoder's layout
+//! and rate, the samples laid into full encoder frames, and the encoder's packets written to
+//! the intermediate.
+//!
+//! Why apart from audio.rs: audio.rs picks the tracks and routes their packets (copy or
+//! transcode); this is the decode-resample-encode chain of one transcoded track.
+
+use std::path::Path;
+
+use ff::Rescale as _;
+use ffmpeg_next as ff;
+
+use crate::demux::{open_audio_decoder, skip_samples};
+use crate::{ffi, nut, MediaError};
+use tessera_model::audio::AudioRequest;
+
+/// Sample rates the AAC encoder accepts; anything else is resampled to 48 kHz.
+const AAC_RATES: [u32; 12] = [
+    96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000,
+];
+
+/// A transcoded track's decoder, resampler and AAC encoder, and the samples between them.
+pub(crate) struct Transcoder {
+    decoder: ff::decoder::Audio,
+    resampler: Option<ff::software::resampling::Context>,
+    pub(crate) encoder: ff::encoder::Audio,
+    layout: ff::ChannelLayout,
+    pub(crate) rate: u32,
+    frame_size: usize,
+    /// The input stream's time base.
+    in_tb: ff::Rational,
+    /// Added to every output pts, in samples (the request's `bias_seconds`); set once the
+    /// output's header is written.
+    pub(crate) bias: i64,
+    /// Planar f32 samples waiting to fill an encoder frame.
+    fifo: Vec<Vec<f32>>,
+    /// Pts (in samples, biased) of the first sample in `fifo`.
+    next_pts: Option<i64>,
+    /// Where the container presents the track's first sample (input time base): the first
+    /// packet not discarded, plus the samples its side data says to skip.
+    first_presented: Option<i64>,
+}
+
+/// Where a transcoded track's packets go: the output, its path for errors, the track's
+/// stream in it, and the count of packets written.
+pub(crate) struct Sink<'a> {
+    /// The intermediate, header written.
+    pub(crate) octx: &'a mut ff::format::context::Output,
+    /// Its path, for errors.
+    pub(crate) path: &'a Path,
+    /// The track's stream index in it.
+    pub(crate) stream: usize,
+    /// Packets written so far.
+    pub(crate) packets: &'a mut u64,
+}
+
+impl Transcoder {
+    /// Opens the decoder of `stream` and an AAC encoder for it, as `req` asks.
+    pub(crate) fn open(
+        stream: &ff::format::stream::Stream,
+        input: &Path,
+        req: &AudioRequest,
+    ) -> Result<Transcoder, MediaError> {
+        let bitrate_per_channel = req.bitrate_per_channel;
+        let decoder = open_audio_decoder(stream, input)?;
+        let layout = output_layout(decoder.channels(), req.stereo_downmix);
+        let rate = if AAC_RATES.contains(&decoder.rate()) {
+            decoder.rate()
+        } else {
+            48000
+        };
+        let codec = ff::encoder::find(ff::codec::Id::AAC)
+            .ok_or_else(|| MediaError::encode("aac", "encoder not in this FFmpeg build"))?;
+        let mut enc = ff::codec::Context::new_with_codec(codec)
+            .encoder()
+            .audio()
+            .map_err(|e| MediaError::encode("aac", e))?;
+        enc.set_rate(rate as i32);
+        enc.set_channel_layout(layout);
+        enc.set_format(ff::format::Sample::F32(ff::format::sample::Type::Planar));
+        enc.set_time_base(ff::Rational::new(1, rate as i32));
+        enc.set_bit_rate((bitrate_per_channel * layout.channels().max(1) as u64) as usize);
+        enc.set_flags(ff::codec::Flags::GLOBAL_HEADER);
+        let encoder = enc
+            .open_as(codec)
+            .map_err(|e| MediaError::encode("aac", format!("cannot open: {e}")))?;
+        let frame_size = (encoder.frame_size() as usize).max(1);
+        Ok(Transcoder {
+            decoder,
+            resampler: None,
+            encoder,
+            layout,
+            rate,
+            frame_size,
+            fifo: vec![Vec::new(); layout.channels().max(1) as usize],
+            next_pts: None,
+            in_tb: stream.time_base(),
+            bias: 0,
+            first_presented: None,
+        })
+    }
+
+    /// Decodes one packet and encodes what it completes (a corrupt packet costs a few ms
+    /// of sound, not the job).
+    pub(crate) fn feed(&mut self, packet: &ff::Packet, out: &mut Sink) -> Result<(), MediaError> {
+        if self.first_presented.is_none() && !ffi::packet_is_discard(packet) {
+            // Skip samples count at the decoder's rate (unknown: nothing to skip).
+            let skip = match self.decoder.rate() {
+                0 => 0,
+                r => skip_samples(packet).rescale(ff::Rational::new(1, r as i32), self.in_tb),
+            };
+            self.first_presented = packet.pts().map(|p| p + skip);
+        }
+        if self.decoder.send_packet(packet).is_ok() {
+            pump(self, out, false)?;
+        }
+        Ok(())
+    }
+
+    /// Drains the decoder, the resampler and the encoder (end of input).
+    pub(crate) fn finish(&mut self, out: &mut Sink) -> Result<(), MediaError> {
+        let _ = self.decoder.send_eof();
+        pump(self, out, true)
+    }
+}
+
+/// The AAC layout a track of `channels` channels is coded in: mono and 5.1 as they are (AAC
+/// has one 5.1, which a 5.1(side) source maps to, as FFmpeg's encoder does), everything else,
+/// or anything over two channels with `stereo_downmix`, as stereo.
+fn output_layout(channels: u16, stereo_downmix: bool) -> ff::ChannelLayout {
+    match channels.max(1) {
+        1 => ff::ChannelLayout::MONO,
+        6 if !stereo_downmix => ff::ChannelLayout::_5POINT1_BACK,
+        _ => ff::ChannelLayout::STEREO,
+    }
+}
+
+/// Moves decoded frames through the resampler into full encoder frames, and encoded packets to
+/// the muxer. With `flush`, drains everything (end of input).
+fn pump(t: &mut Transcoder, out: &mut Sink, flush: bool) -> Result<(), MediaError> {
+    let mut decoded = ff::frame::Audio::empty();
+    while t.decoder.receive_frame(&mut decoded).is_ok() {
+        if t.next_pts.is_none() {
+            // The first sound is where the container presents it. A decoder with a delay
+            // (WMA, Vorbis: the first packets only prime it) stamps its first frame a packet
+            // or two later; laying the samples from there would move the track away from
+            // the video by that delay.
+            let decoded_ts = decoded.timestamp();
+            let ts = match (t.first_presented, decoded_ts) {
+                (Some(p), Some(d)) => p.min(d),
+                (p, d) => d.or(p).unwrap_or(0),
+            };
+            let samples = ts.rescale(t.in_tb, ff::Rational::new(1, t.rate as i32));
+            t.next_pts = Some(samples + t.bias);
+        }
+        // A decoder may leave the layout unset (PCM in AVI/MXF, mono guessed): name the
+        // default one on the frame itself, since the resampler compares every frame with
+        // what it was built for and refuses a difference ("Input changed").
+        if decoded.channel_layout().is_empty() {
+            decoded.set_channel_layout(ff::ChannelLayout::default(i32::from(decoded.channels())));
+        }
+        let same_input = t.resampler.as_ref().is_some_and(|r| {
+            let input = r.input();
+            input.format == decoded.format()
+                && input.channel_layout == decoded.channel_layout()
+                && input.rate == decoded.rate()
+        });
+        if !same_input {
+            // First frame, or the stream changed format mid-way: keep what the old resampler
+            // still holds, then build one for what comes now.
+            if let Some(old) = t.resampler.as_mut() {
+                let mut rest = ff::frame::Audio::empty();
+                if old.flush(&mut rest).is_ok() && rest.samples() > 0 {
+                    push_samples(&mut t.fifo, &rest);
+                }
+            }
+            let r = ff::software::resampling::Context::get(
+                decoded.format(),
+                decoded.channel_layout(),
+                decoded.rate(),
+                ff::format::Sample::F32(ff::format::sample::Type::Planar),
+                t.layout,
+                t.rate,
+            )
+            .map_err(|e| MediaError::encode("swresample", e))?;
+            t.resampler = Some(r);
+        }
+        let Some(resampler) = t.resampler.as_mut() else {
+            continue;
+        };
+        let mut resampled = ff::frame::Audio::empty();
+        resampler
+            .run(&decoded, &mut resampled)
+            .map_err(|e| MediaError::encode("swresample", e))?;
+        push_samples(&mut t.fifo, &resampled);
+        emit_frames(t, out, false)?;
+    }
+    if flush {
+        if let Some(r) = &mut t.resampler {
+            let mut rest = ff::frame::Audio::empty();
+            if r.flush(&mut rest).is_ok() && rest.samples() > 0 {
+                push_samples(&mut t.fifo, &rest);
+            }
+        }
+        emit_frames(t, out, true)?;
+        t.encoder
+            .send_eof()
+            .map_err(|e| MediaError::encode("aac", e))?;
+        write_packets(t, out)?;
+    }
+    Ok(())
+}
+
+fn push_samples(fifo: &mut [Vec<f32>], frame: &ff::frame::Audio) {
+    let n = frame.samples();
+    for (ch, buf) in fifo.iter_mut().enumerate() {
+        if ch < frame.planes() {
+            buf.extend_from_slice(&frame.plane::<f32>(ch)[..n]);
+        }
+    }
+}
+
+fn emit_frames(t: &mut Transcoder, out: &mut Sink, last: bool) -> Result<(), MediaError> {
+    loop {
+        let available = t.fifo[0].len();
+        if available == 0 || (available < t.frame_size && !last) {
+            return Ok(());
+        }
+        let n = available.min(t.frame_size);
+        let mut frame = ff::frame::Audio::new(
+            ff::format::Sample::F32(ff::format::sample::Type::Planar),
+            n,
+            t.layout,
+        );
+        frame.set_rate(t.rate);
+        for (ch, buf) in t.fifo.iter_mut().enumerate() {
+            frame.plane_mut::<f32>(ch)[..n].copy_from_slice(&buf[..n]);
+            buf.drain(..n);
+        }
+        let pts = t.next_pts.unwrap_or(0);
+        frame.set_pts(Some(pts));
+        t.next_pts = Some(pts + n as i64);
+        t.encoder
+            .send_frame(&frame)
+            .map_err(|e| MediaError::encode("aac", e))?;
+        write_packets(t, out)?;
+    }
+}
+
+fn write_packets(t: &mut Transcoder, out: &mut Sink) -> Result<(), MediaError> {
+    let mut packet = ff::Packet::empty();
+    let enc_tb = t.encoder.time_base();
+    let out_tb = out
+        .octx
+        .stream(out.stream)
+        .map(|s| s.time_base())
+        .unwrap_or(enc_tb);
+    while t.encoder.receive_packet(&mut packet).is_ok() {
+        packet.set_stream(out.stream);
+        packet.rescale_ts(enc_tb, out_tb);
+        nut::write(out.octx, &packet, out.path)?;
+        *out.packets += 1;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn surround_stays_surround_unless_mixed_down() {
+        assert_eq!(output_layout(1, false), ff::ChannelLayout::MONO);
+        assert_eq!(output_layout(2, false), ff::ChannelLayout::STEREO);
+        assert_eq!(output_layout(6, false), ff::ChannelLayout::_5POINT1_BACK);
+        assert_eq!(output_layout(6, true), ff::ChannelLayout::STEREO);
+        // Mono is never "mixed down" to two channels.
+        assert_eq!(output_layout(1, true), ff::ChannelLayout::MONO);
+        // Layouts AAC has no configuration for here go to stereo either way.
+        assert_eq!(output_layout(4, false), ff::ChannelLayout::STEREO);
+        assert_eq!(output_layout(0, false), ff::ChannelLayout::MONO);
+    }
+}
