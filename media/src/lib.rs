@@ -19,7 +19,7 @@
 //! Under them: `gpu` (what the build and a card offer, how GPU failures are read, the NVDEC
 //! check), `demux` (opening inputs, reading packets, opening decoders), `nut` (the NUT
 //! intermediates between stages), `capabilities` (the build's answer as one value), `error`
-//! (`MediaError`), and `ffi`, the only module with `unsafe` code.
+//! (`MediaError`), and `ffi`, the only module with `unsafe` code outside tests.
 //!
 //! # One public path per name
 //! Every module is private; the items other crates call are re-exported here, at the root,
