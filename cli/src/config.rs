@@ -248,7 +248,7 @@ impl TranscodeConfig {
             .unwrap_or_else(|| default_preset(codec).to_string());
         let gpu = args.gpu.or(file.gpu).unwrap_or_default();
         if gpu == GpuChoice::Require {
-            tessera_media::nvenc::nvenc_preset(codec, &preset).map_err(|e| anyhow::anyhow!(e))?;
+            tessera_media::nvenc_preset(codec, &preset).map_err(|e| anyhow::anyhow!(e))?;
         } else {
             resolve_preset(codec, &preset).map_err(|e| anyhow::anyhow!(e))?;
         }
@@ -285,7 +285,7 @@ impl TranscodeConfig {
         let max_decode_error_share = args
             .max_decode_error_share
             .or(file.max_decode_error_share)
-            .unwrap_or(tessera_dispatcher::DEFAULT_MAX_DECODE_ERROR_SHARE);
+            .unwrap_or(tessera_engine::DEFAULT_MAX_DECODE_ERROR_SHARE);
         if !(0.0..=1.0).contains(&max_decode_error_share) {
             bail!("max decode error share {max_decode_error_share} must be between 0 and 1");
         }

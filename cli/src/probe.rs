@@ -60,7 +60,7 @@ pub async fn run(args: &ProbeArgs) -> anyhow::Result<()> {
             probe.info.video.time_base,
             args.segment_seconds,
             workers,
-            tessera_dispatcher::audio_step_frames(&probe.info, &transcoded, 1),
+            tessera_engine::audio_step_frames(&probe.info, &transcoded, 1),
         )
     });
     let facts = describe(&probe, plans.as_deref());

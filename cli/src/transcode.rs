@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use tessera_dispatcher::{
+use tessera_engine::{
     run_job, Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage, PackageJob,
 };
 use tessera_farm::queue::{MemoryQueue, Queue};
@@ -184,7 +184,7 @@ async fn run_farm(
         }
     }
     // A task that runs out of deliveries fails the job with the reason, as in the farm.
-    tessera_dispatcher::dead_letters::spawn_forwarders(&shared_queue, &workers_stop);
+    tessera_engine::dead_letters::spawn_forwarders(&shared_queue, &workers_stop);
     let p = progress.clone();
     let ctx = DispatchContext {
         queue: shared_queue.clone(),
@@ -202,7 +202,7 @@ async fn run_farm(
         },
         max_decode_error_share: cfg.max_decode_error_share,
         max_input_frames: None,
-        task_deadline: tessera_dispatcher::DEFAULT_TASK_DEADLINE,
+        task_deadline: tessera_engine::DEFAULT_TASK_DEADLINE,
         on_stage: Arc::new(move |stage: &JobStage| {
             match stage {
                 JobStage::Planned {
@@ -251,7 +251,7 @@ async fn run_farm(
     let mut events = shared_queue.consume(QUEUE_EVENTS, 64).await?;
     let result = run_job(&ctx, &request, events.as_mut(), shutdown).await;
     // Nothing records the outcome here: the job ends at once.
-    tessera_dispatcher::end_job(&*ctx.store, None, &ctx.staging_dir, &request.id).await;
+    tessera_engine::end_job(&*ctx.store, None, &ctx.staging_dir, &request.id).await;
 
     // Stop the workers: close the queue so idle ones return, cancel the rest.
     queue.close(QUEUE_ENCODE_CPU);

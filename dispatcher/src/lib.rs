@@ -1,43 +1,191 @@
-//! tessera-dispatcher: turns a job into segment tasks and the segments back into an output.
+//! tessera-dispatcher: the service around the job engine (tessera-engine's `run_job`).
 //!
-//! Why a library: the one-process farm (`tessera transcode`) and the dispatcher service run
-//! the same job logic over different queue and store implementations.
+//! Why a crate apart from the engine: the HTTP server, the job database, tokens, uploads,
+//! the bucket watcher, webhooks, scaling and metrics are the service's alone; the one-process
+//! CLI runs jobs with the engine and compiles none of this.
 //!
-//! Layout, a job's stages in order (job.rs runs them; each imports request.rs and the
-//! previous stage's output, never job.rs or a later stage):
-//! - request.rs: the shared types (`JobRequest`, `DispatchContext`, `JobStage`, `JobReport`).
-//! - prepare.rs: probe, plan (planning.rs), split, publish; gives `Prepared`.
-//! - audio_step.rs: the audio transcode prepare starts and the stitch step waits for.
-//! - collect.rs: waits for every segment; gives `Collected`.
-//! - stitching.rs: stitch tasks, frame check, quality, delivery.
-//! - packaging.rs: a streaming package cut from the stitched rungs, its manifests checked,
-//!   delivered media first and manifests last.
-//! - task_events.rs, patience.rs, gate.rs: event reading and task deadlines, store and
-//!   record retries, priority admission.
-//! - dead_letters.rs: dead-lettered tasks become failure events of their jobs.
-//! - service/: the HTTP dispatcher service around `run_job`.
+//! Layout:
+//! - settings.rs: the service's settings (defaults, file, env, flags); `serve` below wires
+//!   them to RabbitMQ, S3, the media sandbox and the database (db.rs, instance.rs).
+//! - api.rs: the router and the job handlers over `AppState`; error.rs the error answer,
+//!   jobview.rs what a client sees of a job; auth.rs (tokens, tenants) and uploads.rs take
+//!   their own narrow state, not `AppState`.
+//! - jobspec.rs, job_plan.rs: an API job validated into the stored plan; openapi.rs.
+//! - runner.rs: runs a stored plan through the engine and records it; resume.rs, events.rs
+//!   (the events queue routed to jobs), seen.rs.
+//! - watch.rs + watch/: the bucket watcher (polling and S3 event notifications).
+//! - webhook.rs, webhook_guard.rs: signed callbacks, and where they may go.
+//! - scaling.rs, metrics.rs, http_server.rs: the autoscaler's signal, Prometheus, limits.
 
-mod audio_step;
-mod collect;
-pub mod dead_letters;
-mod gate;
-mod job;
-mod package_images;
-mod packaging;
-mod parallel;
-mod patience;
-mod planning;
-mod prepare;
-mod request;
-pub mod service;
-mod stitching;
-mod task_events;
+mod api;
+mod auth;
+mod db;
+mod error;
+mod events;
+mod http_server;
+mod instance;
+mod job_plan;
+mod jobspec;
+#[cfg(test)]
+mod jobspec_fuzz;
+mod jobview;
+mod metrics;
+mod openapi;
+mod resume;
+mod runner;
+pub mod scaling;
+mod seen;
+mod settings;
+mod uploads;
+mod watch;
+mod webhook;
+mod webhook_guard;
 
-pub use audio_step::audio_step_frames;
-pub use gate::{GateCounts, PublishGate};
-pub use job::{end_job, run_job};
-pub use request::{
-    Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage, OutputReport,
-    OutputSink, PackageJob, Resume, StageRecorder, DEFAULT_MAX_DECODE_ERROR_SHARE,
-    DEFAULT_TASK_DEADLINE,
-};
+pub use api::{router, AppState};
+pub use auth::constant_time_eq;
+pub use db::{Db, JobRow, JobState};
+pub use events::EventRouter;
+pub use http_server::HttpLimits;
+pub use job_plan::{JobPlan, PlannedOutput, S3Uri};
+pub use runner::Runner;
+pub use settings::{AdmissionLimits, DispatcherArgs, Settings};
+pub use watch::Watch;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tessera_farm::queue::{Queue, RabbitQueue};
+use tessera_farm::sandbox::{Limits, Sandbox};
+use tessera_farm::store::S3Client;
+use tessera_farm::FarmError;
+use tessera_model::error_code::ErrorCode;
+use tessera_model::wire::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH};
+use tokio_util::sync::CancellationToken;
+
+/// Runs the dispatcher until `shutdown`: resumes unfinished jobs, serves the API.
+pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<(), FarmError> {
+    // Held until the process exits: one dispatcher per database, and per broker below.
+    let _lock = instance::lock_database(&settings.db)?;
+    let db = Db::open(&settings.db)?;
+    let queue = RabbitQueue::connect(settings.service.rabbit.clone()).await?;
+    for q in [
+        QUEUE_ENCODE_CPU,
+        QUEUE_ENCODE_GPU,
+        QUEUE_STITCH,
+        QUEUE_EVENTS,
+    ] {
+        queue.declare(q).await?;
+    }
+    let queue: Arc<dyn Queue> = Arc::new(queue);
+    let events = instance::claim_events(&*queue).await?;
+    let s3 = S3Client::new(settings.service.s3.clone()).await?;
+    let router = EventRouter::default();
+    let limits = Limits {
+        timeout: Duration::from_secs(6 * 3600),
+        ..Limits::default()
+    };
+    let runner = Arc::new(Runner {
+        db: db.clone(),
+        queue: queue.clone(),
+        work: Arc::new(s3.store(&settings.service.work_bucket)),
+        s3,
+        // Two spares: a job's audio runs beside its split.
+        sandbox: Sandbox::current()?.with_spares(2, limits),
+        staging_dir: settings.staging_dir.clone(),
+        router: router.clone(),
+        limits,
+        parallelism: settings.parallelism,
+        gate: tessera_engine::PublishGate::new(settings.queue_window),
+        webhook_secret: settings.webhook_secret.clone(),
+        webhook_guard: Arc::new(settings.webhook_guard.clone()),
+        admission: Arc::new(tokio::sync::Semaphore::new(settings.limits.running_jobs)),
+        max_input_bytes: settings.limits.input_bytes,
+        metrics: Default::default(),
+        scaling: Arc::new(scaling::Scaling::new(settings.scaling)),
+        max_decode_error_share: settings.max_decode_error_share,
+        max_input_frames: settings.max_input_frames,
+        task_deadline: settings.task_deadline,
+    });
+    // What the media child's FFmpeg offers; a dispatcher whose child cannot answer does not
+    // start.
+    let caps = runner.sandbox.capabilities().await?;
+    let state = Arc::new(AppState {
+        db: db.clone(),
+        runner,
+        tokens: Arc::new(settings.tokens.clone()),
+        buckets: settings.buckets.clone(),
+        upload_bucket: settings.upload_bucket.clone(),
+        segment_seconds: settings.segment_seconds,
+        gpu: caps.hw,
+        max_jobs_per_tenant: settings.limits.jobs_per_tenant,
+        running: Mutex::new(Default::default()),
+    });
+    // Jobs whose outcome was recorded but whose end did not complete (marker, work area).
+    for id in db.ended_uncleaned()? {
+        let runner = state.runner.clone();
+        tokio::spawn(async move {
+            tessera_engine::end_job(&*runner.work, Some(&runner.gate), &runner.staging_dir, &id)
+                .await;
+            if let Err(e) = runner.db.forget_progress(&id) {
+                tracing::warn!(job = %id, error = %e, "ended job's progress not removed");
+            }
+        });
+    }
+    // Jobs a previous run left unfinished start again (each registers its route in `spawn`,
+    // before the router below reads an event).
+    for row in db.unfinished()? {
+        match serde_json::from_value::<JobPlan>(row.request.clone()) {
+            Ok(plan) => {
+                tracing::info!(job = %row.id, "resuming job");
+                state.spawn(row.id.clone(), plan);
+            }
+            Err(e) => db.fail(
+                &row.id,
+                JobState::Failed,
+                ErrorCode::BadRequest.as_str(),
+                &format!("stored request unreadable: {e}"),
+            )?,
+        }
+    }
+    tokio::spawn(router.run(events, queue.clone(), shutdown.clone()));
+    tokio::spawn(db::prune_every_hour(
+        db.clone(),
+        settings.limits.retention,
+        shutdown.clone(),
+    ));
+    // A task dead-lettered (deliveries spent, unreadable) fails its job with the reason.
+    tessera_engine::dead_letters::spawn_forwarders(&queue, &shutdown);
+    watch::spawn(
+        &settings.watches,
+        settings.watch_interval,
+        settings.s3_events_queue.as_deref(),
+        &state,
+        &queue,
+        &shutdown,
+    );
+
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .map_err(|e| FarmError::Io {
+            path: settings.listen.to_string(),
+            reason: e.to_string(),
+        })?;
+    let addr = listener.local_addr().map_err(|e| FarmError::Io {
+        path: settings.listen.to_string(),
+        reason: e.to_string(),
+    })?;
+    // Tests and scripts read the bound address from this line.
+    println!("tessera-dispatcher listening on http://{addr}");
+    tracing::info!(%addr, "API listening");
+    let limits = settings.http;
+    let deadline = limits.request_timeout;
+    let app = api::router(state)
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                http_server::request_deadline(deadline, req, next)
+            },
+        ))
+        .layer(axum::middleware::from_fn(http_server::json_errors));
+    http_server::serve(listener, app, limits, shutdown).await;
+    Ok(())
+}

@@ -1,7 +1,7 @@
 //! `tessera-dispatcher`: parses its settings and serves until SIGTERM.
 
 use clap::Parser;
-use tessera_dispatcher::service::{serve, DispatcherArgs, Settings};
+use tessera_dispatcher::{serve, DispatcherArgs, Settings};
 
 fn main() -> anyhow::Result<()> {
     let args = DispatcherArgs::parse();

@@ -6,6 +6,7 @@
 
 mod error;
 
+pub mod backoff;
 pub mod config;
 pub mod disk;
 pub mod queue;

@@ -124,7 +124,7 @@ fn the_audio_step_of_a_one_round_job_waits_for_a_free_child() {
     let src_audio = tessera_tests::Summary::of(&src).audio[0].duration();
     for (segment_seconds, one_round) in [(10, true), (1, false)] {
         let job = Job::new(&src, &format!("out-{segment_seconds}.mp4"));
-        let log = ["--log", "tessera_dispatcher=info,tessera_worker=info"];
+        let log = ["--log", "tessera_engine=info,tessera_worker=info"];
         let run = job.run_ok(segment_seconds, &log);
         let (began, segments) = audio_and_segments(&run.stderr);
         if one_round {

@@ -13,6 +13,7 @@ pub mod metrics;
 mod qc;
 mod retry;
 mod segment;
+#[cfg(feature = "service")]
 pub mod service;
 pub mod spot;
 mod stills;

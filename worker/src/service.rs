@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
+use tessera_farm::backoff::Backoff;
 use tessera_farm::config::{ServiceArgs, ServiceConfig, ServiceFile};
 use tessera_farm::queue::{Queue, RabbitQueue};
 use tessera_farm::sandbox::{Limits, Sandbox};
@@ -18,6 +19,8 @@ use crate::drain::DrainReason;
 use crate::gpu::{GpuMode, GpuSettings, Gpus};
 use crate::spot::{SpotMode, SpotSettings};
 use crate::WorkerConfig;
+
+mod http;
 
 /// `tessera-worker` flags; each has a `TESSERA_*` variable and a key in the config file.
 #[derive(Debug, Clone, clap::Parser)]
@@ -236,7 +239,7 @@ pub async fn serve(
     let http_stop = CancellationToken::new();
     let _http_stop = http_stop.clone().drop_guard();
     if let Some(addr) = settings.metrics_listen {
-        crate::metrics::serve(
+        http::serve(
             addr,
             metrics.clone(),
             settings.worker.gpus.clone(),
@@ -256,26 +259,26 @@ pub async fn serve(
     let drained = drain.stopped();
     let s3 = S3Client::new(settings.service.s3.clone()).await?;
     let store = Arc::new(s3.store(&settings.service.work_bucket));
-    let mut backoff = Duration::from_secs(1);
+    // At most 5 s: a broker back from a failover should see its workers within seconds (a
+    // connect attempt is cheap, and the waits are jittered).
+    let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(5)).jittered();
     let mut quick_failures = 0u32;
     tracing::info!(worker = %settings.worker.id, slots = settings.worker.slots, "worker starting");
     while !shutdown.is_cancelled() && !drain.is_draining() {
         let queue = match connect(&settings).await {
             Ok(q) => q,
             Err(e) => {
-                tracing::warn!(error = %e, retry_in = ?backoff, "broker unavailable");
+                tracing::warn!(error = %e, retry_in = ?backoff.current(), "broker unavailable");
+                let delay = backoff.next_delay();
                 tokio::select! {
                     _ = shutdown.cancelled() => break,
                     _ = drained.cancelled() => break,
-                    _ = tokio::time::sleep(tessera_farm::queue::jittered(backoff)) => {}
+                    _ = tokio::time::sleep(delay) => {}
                 }
-                // At most 5 s: a broker back from a failover should see its workers within
-                // seconds (a connect attempt is cheap, and the sleep is jittered).
-                backoff = (backoff * 2).min(Duration::from_secs(5));
                 continue;
             }
         };
-        backoff = Duration::from_secs(1);
+        backoff.reset();
         let started = std::time::Instant::now();
         let result = crate::run(
             settings.worker.clone(),

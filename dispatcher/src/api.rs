@@ -16,10 +16,12 @@ use tokio_util::sync::CancellationToken;
 use tessera_model::api::ApiJob;
 use tessera_model::error_code::ErrorCode;
 
-use super::auth::Principal;
-use super::db::{Db, JobRow, JobState};
-use super::jobspec::validate;
-use super::runner::Runner;
+use crate::auth::Principal;
+use crate::db::{Db, JobState};
+use crate::error::error;
+use crate::jobspec::validate;
+use crate::jobview::{view, visible};
+use crate::runner::Runner;
 
 /// State shared by the handlers.
 pub struct AppState {
@@ -27,8 +29,8 @@ pub struct AppState {
     pub db: Db,
     /// Runs accepted jobs.
     pub runner: Arc<Runner>,
-    /// Accepted bearer tokens.
-    pub tokens: Vec<super::auth::ApiToken>,
+    /// Accepted bearer tokens (the auth layer's state).
+    pub tokens: crate::auth::Tokens,
     /// Buckets jobs may read from and write to.
     pub buckets: Vec<String>,
     /// Bucket that `POST /v1/uploads` with only a filename puts uploads in ("": none set).
@@ -44,10 +46,20 @@ pub struct AppState {
     pub running: Mutex<HashMap<String, CancellationToken>>,
 }
 
+impl axum::extract::FromRef<Arc<AppState>> for crate::uploads::Uploads {
+    fn from_ref(state: &Arc<AppState>) -> Self {
+        crate::uploads::Uploads {
+            buckets: state.buckets.clone(),
+            upload_bucket: state.upload_bucket.clone(),
+            s3: state.runner.s3.clone(),
+        }
+    }
+}
+
 impl AppState {
     /// Starts a job in the background. Its event route exists when this returns, so no
     /// event of the job (a resumed one has events waiting) can arrive before it.
-    pub fn spawn(self: &Arc<Self>, id: String, plan: super::job_plan::JobPlan) {
+    pub fn spawn(self: &Arc<Self>, id: String, plan: crate::job_plan::JobPlan) {
         let events = self.runner.router.register(&id);
         let cancel = CancellationToken::new();
         self.running
@@ -70,29 +82,15 @@ impl AppState {
     }
 }
 
-/// The HTTP status of an error code (the catalog's, as axum's type).
-pub fn status(code: &ErrorCode) -> StatusCode {
-    StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
-}
-
-/// A JSON error with a stable code, answered with the code's HTTP status.
-pub fn error(code: ErrorCode, message: impl Into<String>) -> Response {
-    (
-        status(&code),
-        Json(json!({"error": {"code": code, "message": message.into()}})),
-    )
-        .into_response()
-}
-
 /// The router: `/v1/*` behind the token, the rest open.
 pub fn router(state: Arc<AppState>) -> Router {
     let v1 = Router::new()
         .route("/v1/jobs", get(list_jobs).post(create_job))
         .route("/v1/jobs/{id}", get(get_job).delete(cancel_job))
-        .route("/v1/uploads", post(super::uploads::create_upload))
+        .route("/v1/uploads", post(crate::uploads::create_upload))
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            super::auth::auth,
+            state.tokens.clone(),
+            crate::auth::auth,
         ));
     Router::new()
         .merge(v1)
@@ -102,7 +100,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/scaling", get(scaling))
         .route(
             "/openapi.json",
-            get(|| async { Json(super::openapi::document()) }),
+            get(|| async { Json(crate::openapi::document()) }),
         )
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::from_fn(refuse_declared_oversize))
@@ -211,73 +209,6 @@ async fn create_job(
     }
 }
 
-/// The output URIs of a job: what was delivered when done, else what was asked for.
-fn outputs(row: &JobRow, report: &serde_json::Value) -> serde_json::Value {
-    let field = |list: Option<&serde_json::Value>, name: &str| -> Vec<serde_json::Value> {
-        list.and_then(|l| l.as_array())
-            .map(|l| l.iter().filter_map(|o| o.get(name).cloned()).collect())
-            .unwrap_or_default()
-    };
-    let delivered = field(report.get("outputs"), "destination");
-    if delivered.is_empty() {
-        let asked = field(row.request.get("outputs"), "destination");
-        // Requested destinations are stored as {bucket, key}.
-        let uris = asked.iter().filter_map(|d| {
-            Some(format!(
-                "s3://{}/{}",
-                d.get("bucket")?.as_str()?,
-                d.get("key")?.as_str()?
-            ))
-        });
-        // A package is stored as {spec, bucket, prefix}.
-        let package = row.request.get("package").and_then(|p| {
-            Some(format!(
-                "s3://{}/{}",
-                p.get("bucket")?.as_str()?,
-                p.get("prefix")?.as_str()?
-            ))
-        });
-        serde_json::Value::from(uris.chain(package).collect::<Vec<_>>())
-    } else {
-        serde_json::Value::from(delivered)
-    }
-}
-
-/// The API view of a job row.
-pub fn view(row: &JobRow) -> serde_json::Value {
-    let percent = if row.state == JobState::Done {
-        100.0
-    } else if row.segments_total > 0 {
-        (f64::from(row.segments_done) * 100.0 / f64::from(row.segments_total) * 10.0).round() / 10.0
-    } else {
-        0.0
-    };
-    let report = row.report.clone().unwrap_or(serde_json::Value::Null);
-    json!({
-        "id": row.id,
-        "state": row.state,
-        "segments_total": row.segments_total,
-        "segments_done": row.segments_done,
-        "percent": percent,
-        "input": row.request.get("input"),
-        "outputs": outputs(row, &report),
-        "priority": row.request.get("priority"),
-        "hardware": row.request.get("hardware"),
-        "encode_fps": report.get("encode_fps"),
-        "frames": report.get("frames"),
-        "median_segment_overhead_s": report.get("median_segment_overhead_s"),
-        "psnr": report.get("quality").and_then(|q| q.get("psnr")),
-        "timings": {"created_at": row.created_at, "updated_at": row.updated_at, "wall_s": report.get("wall_s")},
-        "error": row.error_code.as_ref().map(|c| json!({"code": c, "message": row.error_message})),
-    })
-}
-
-/// A job `who` may see: another tenant's job is answered as missing, not as forbidden, so
-/// its existence does not leak.
-fn visible(row: Option<JobRow>, who: &Principal) -> Option<JobRow> {
-    row.filter(|r| who.sees(&r.owner))
-}
-
 async fn get_job(
     State(state): State<Arc<AppState>>,
     Extension(who): Extension<Principal>,
@@ -377,7 +308,7 @@ async fn ready(State(state): State<Arc<AppState>>) -> Response {
 /// `pools.cpu.desired_workers`); unauthenticated like `/metrics`, and as public.
 async fn scaling(State(state): State<Arc<AppState>>) -> Response {
     let s = &state.runner.scaling;
-    let pools: serde_json::Map<String, serde_json::Value> = super::scaling::Pool::ALL
+    let pools: serde_json::Map<String, serde_json::Value> = crate::scaling::Pool::ALL
         .iter()
         .map(|&p| (p.as_str().to_string(), serde_json::json!(s.figures(p))))
         .collect();
@@ -390,7 +321,7 @@ async fn scaling(State(state): State<Arc<AppState>>) -> Response {
 
 /// Prometheus text: the registry's counters plus the database's and the gate's figures now.
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    let jobs_by_state = super::metrics::jobs_by_state(&state.db)
+    let jobs_by_state = crate::metrics::jobs_by_state(&state.db)
         .inspect_err(|e| tracing::warn!(error = %e, "job counts unavailable for /metrics"))
         .ok();
     let running = state
@@ -398,7 +329,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .len();
-    let live = super::metrics::Live {
+    let live = crate::metrics::Live {
         jobs_by_state,
         running,
         gate: Some(state.runner.gate.counts()),

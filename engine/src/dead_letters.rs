@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tessera_farm::backoff::Backoff;
 use tessera_farm::queue::{dead_letter_queue, Delivery, Queue};
 use tessera_model::error_code::{ErrorClass, ErrorCode};
 use tessera_model::wire::{
@@ -110,7 +111,7 @@ pub async fn forward_dead_letters(
     shutdown: CancellationToken,
 ) {
     let dead = dead_letter_queue(&source);
-    let mut backoff = Duration::from_millis(500);
+    let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
     while !shutdown.is_cancelled() {
         let consumer = match queue.declare(&source).await {
             Ok(()) => queue.consume(&dead, 16).await,
@@ -120,15 +121,13 @@ pub async fn forward_dead_letters(
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(queue = %dead, error = %e, "dead-letter queue unavailable");
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(backoff) => {}
+                if !backoff.wait(&shutdown).await {
+                    return;
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(30));
                 continue;
             }
         };
-        backoff = Duration::from_millis(500);
+        backoff.reset();
         loop {
             let next = tokio::select! {
                 _ = shutdown.cancelled() => return,
@@ -172,7 +171,7 @@ async fn forward_one(
     tracing::warn!(job = %event.job_id, %task, queue = source,
         reason = dead.dead_reason.as_deref().unwrap_or("unknown"), "task dead-lettered: its job fails");
     let body = encode_message(&event);
-    let mut backoff = Duration::from_millis(500);
+    let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
     loop {
         match queue.publish(QUEUE_EVENTS, body.clone()).await {
             Ok(()) => {
@@ -181,11 +180,9 @@ async fn forward_one(
             }
             Err(e) => tracing::warn!(error = %e, "lost-task event not published; retrying"),
         }
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(backoff) => {}
+        if !backoff.wait(shutdown).await {
+            return;
         }
-        backoff = (backoff * 2).min(Duration::from_secs(30));
     }
 }
 

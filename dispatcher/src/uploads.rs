@@ -1,7 +1,4 @@
 //! `POST /v1/uploads`: presigned URLs so clients upload inputs straight to S3.
-
-use std::sync::Arc;
-
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -10,10 +7,10 @@ use serde::Deserialize;
 use serde_json::json;
 use tessera_model::error_code::ErrorCode;
 
-use super::api::{error, AppState};
-use super::auth::Principal;
-use super::job_plan::S3Uri;
-use super::jobspec::Invalid;
+use crate::auth::Principal;
+use crate::error::error;
+use crate::job_plan::S3Uri;
+use crate::jobspec::Invalid;
 
 /// How long an upload URL stays valid: long enough to start a large upload, short enough
 /// that a leaked URL is soon worthless.
@@ -52,9 +49,20 @@ fn sanitise_filename(name: &str) -> String {
     }
 }
 
+/// What `POST /v1/uploads` needs of the service: the handler's narrow state.
+#[derive(Clone)]
+pub struct Uploads {
+    /// Buckets jobs may read from and write to.
+    pub buckets: Vec<String>,
+    /// Bucket a filename-only upload goes to ("": none set).
+    pub upload_bucket: String,
+    /// Presigns the upload URL.
+    pub s3: tessera_farm::store::S3Client,
+}
+
 /// Where an upload of `who` goes (bucket allowed, key valid and, for a tenant, under its
 /// upload prefix), or (code, message).
-fn upload_target(state: &AppState, who: &Principal, body: &[u8]) -> Result<S3Uri, Invalid> {
+fn upload_target(state: &Uploads, who: &Principal, body: &[u8]) -> Result<S3Uri, Invalid> {
     let invalid = |m: String| (ErrorCode::InvalidUpload, m);
     let req: UploadRequest = serde_json::from_slice(body).map_err(|e| {
         let msg = format!("invalid upload JSON: {e}");
@@ -91,8 +99,8 @@ fn upload_target(state: &AppState, who: &Principal, body: &[u8]) -> Result<S3Uri
 }
 
 /// Answers a presigned PUT URL (valid 15 min) so a client uploads its input straight to S3.
-pub(super) async fn create_upload(
-    State(state): State<Arc<AppState>>,
+pub(crate) async fn create_upload(
+    State(state): State<Uploads>,
     Extension(who): Extension<Principal>,
     body: axum::body::Bytes,
 ) -> Response {
@@ -100,7 +108,7 @@ pub(super) async fn create_upload(
         Ok(u) => u,
         Err((code, msg)) => return error(code, msg),
     };
-    let store = state.runner.s3.store(&uri.bucket);
+    let store = state.s3.store(&uri.bucket);
     match store.presign_put(&uri.key, UPLOAD_EXPIRES).await {
         // The URL is a credential for one object: it goes to the caller, never to the log.
         Ok(url) => {

@@ -1,10 +1,10 @@
 //! What a job's run has done so far, kept so a restarted dispatcher resumes it without
 //! republishing its segments or waiting again for the ones already done.
 
-use crate::Resume;
 use rusqlite::{params, OptionalExtension};
+use tessera_engine::Resume;
 
-use super::db::Db;
+use crate::db::Db;
 use tessera_farm::FarmError;
 
 impl Db {
@@ -131,7 +131,7 @@ mod tests {
 
     #[test]
     fn a_final_job_with_progress_left_is_one_whose_end_did_not_complete() {
-        use crate::service::db::JobState;
+        use crate::db::JobState;
         let db = Db::open(Path::new(":memory:")).unwrap();
         for id in ["a", "b", "c"] {
             db.insert(id, "t", None, &serde_json::json!({})).unwrap();

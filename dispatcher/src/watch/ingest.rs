@@ -14,9 +14,9 @@ use tessera_model::error_code::ErrorCode;
 use tokio_util::sync::CancellationToken;
 
 use super::Watch;
-use crate::service::api::AppState;
-use crate::service::db::JobState;
-use crate::service::jobspec::validate;
+use crate::api::AppState;
+use crate::db::JobState;
+use crate::jobspec::validate;
 
 /// Limit for one S3 call of the watcher (listing a page, HEAD, fetching a sidecar).
 const S3_TIMEOUT: Duration = Duration::from_secs(120);
@@ -145,13 +145,10 @@ impl Ingest {
             }
         };
         // A package's files lie under its prefix: its playlist stands for them.
-        let package_file = plan
-            .package
-            .as_ref()
-            .map(|p| super::super::job_plan::S3Uri {
-                bucket: p.bucket.clone(),
-                key: format!("{}master.m3u8", p.prefix),
-            });
+        let package_file = plan.package.as_ref().map(|p| crate::job_plan::S3Uri {
+            bucket: p.bucket.clone(),
+            key: format!("{}master.m3u8", p.prefix),
+        });
         let destinations = plan.outputs.iter().map(|o| &o.destination);
         if let Some(out) = destinations
             .chain(package_file.as_ref())
@@ -165,8 +162,7 @@ impl Ingest {
         }
         let stored =
             serde_json::to_value(&plan).map_err(|e| FarmError::BadMessage(e.to_string()))?;
-        let (id, created) =
-            db.insert(&id, super::super::auth::WATCH_TENANT, Some(&idem), &stored)?;
+        let (id, created) = db.insert(&id, crate::auth::WATCH_TENANT, Some(&idem), &stored)?;
         if !created {
             return Ok(Outcome::Seen);
         }
@@ -191,7 +187,7 @@ impl Ingest {
         let (id, created) =
             self.state
                 .db
-                .insert(id, super::super::auth::WATCH_TENANT, Some(idem), &request)?;
+                .insert(id, crate::auth::WATCH_TENANT, Some(idem), &request)?;
         if !created {
             return Ok(Outcome::Seen);
         }

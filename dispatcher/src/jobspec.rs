@@ -7,7 +7,7 @@ use tessera_model::error_code::ErrorCode;
 use tessera_model::settings::{default_crf, default_preset, resolve_preset};
 use tessera_model::wire::Hardware;
 
-use super::job_plan::{default_priority, JobPlan, PlannedOutput, PlannedPackage, S3Uri};
+use crate::job_plan::{default_priority, JobPlan, PlannedOutput, PlannedPackage, S3Uri};
 use tessera_model::package::Ladder;
 
 /// Why a job is refused: its code (which carries the HTTP status) and the reason.
@@ -71,7 +71,7 @@ fn validate_output(
     };
     if hardware == Hardware::Gpu {
         // NVENC presets p1-p7, or the x264 names mapped onto them.
-        tessera_media::nvenc::nvenc_preset(codec, &rendition.preset).map_err(bad)?;
+        tessera_media::nvenc_preset(codec, &rendition.preset).map_err(bad)?;
     } else {
         tessera_model::settings::encoder_options(&rendition, 1).map_err(bad)?;
         resolve_preset(codec, &rendition.preset).map_err(bad)?;
@@ -225,7 +225,7 @@ fn validate_package(out: &ApiOutput, buckets: &[String]) -> Result<PlannedPackag
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::service::api::status;
+    use crate::error::status;
     use axum::http::StatusCode;
 
     fn job(body: serde_json::Value) -> ApiJob {

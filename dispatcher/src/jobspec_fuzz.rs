@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use tessera_model::api::ApiJob;
 use tessera_model::encode::RateControl;
 
-use super::jobspec::{validate, MAX_OUTPUTS};
+use crate::jobspec::{validate, MAX_OUTPUTS};
 
 /// URIs that have broken validators before, or could: traversal, empty parts, other
 /// schemes, control characters, non-ASCII, prefixes, odd buckets.

@@ -12,12 +12,12 @@ use tessera_farm::FarmError;
 use tessera_model::error_code::{ErrorClass, ErrorCode};
 use tokio_util::sync::CancellationToken;
 
-use super::db::{Db, JobState};
-use super::events::EventRouter;
-use super::job_plan::JobPlan;
-use super::metrics::Metrics;
-use super::scaling::Pool;
-use crate::{
+use crate::db::{Db, JobState};
+use crate::events::EventRouter;
+use crate::job_plan::JobPlan;
+use crate::metrics::Metrics;
+use crate::scaling::Pool;
+use tessera_engine::{
     run_job, Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage, OutputSink,
     PackageJob,
 };
@@ -68,15 +68,15 @@ pub struct Runner {
     /// Segments expected to encode at once across the farm.
     pub parallelism: usize,
     /// Admits segments to the encode queue by job priority.
-    pub gate: Arc<crate::PublishGate>,
+    pub gate: Arc<tessera_engine::PublishGate>,
     /// Key of the webhook signatures; callbacks are refused without one.
     pub webhook_secret: Option<String>,
     /// Where webhooks may go (public addresses, plus the farm's allow-list).
-    pub webhook_guard: Arc<super::webhook_guard::WebhookGuard>,
+    pub webhook_guard: Arc<crate::webhook_guard::WebhookGuard>,
     /// Counters and histograms served at `/metrics`.
     pub metrics: Arc<Metrics>,
     /// Backlog per worker pool and the workers it needs (`/scaling`).
-    pub scaling: Arc<super::scaling::Scaling>,
+    pub scaling: Arc<crate::scaling::Scaling>,
     /// See [`DispatchContext::max_decode_error_share`].
     pub max_decode_error_share: f64,
     /// See [`DispatchContext::max_input_frames`].
@@ -96,7 +96,7 @@ impl Runner {
         self: Arc<Self>,
         id: String,
         plan: JobPlan,
-        mut events: super::events::JobEvents,
+        mut events: crate::events::JobEvents,
         cancel: CancellationToken,
     ) {
         let staging = self.staging_dir.join(&id);
@@ -137,7 +137,7 @@ impl Runner {
         // finds a final job to clean up, never an unfinished one whose tasks workers drop.
         self.record_outcome(&id, result, cancel.is_cancelled())
             .await;
-        crate::end_job(&*self.work, Some(&self.gate), &self.staging_dir, &id).await;
+        tessera_engine::end_job(&*self.work, Some(&self.gate), &self.staging_dir, &id).await;
         // A task still running when the job ended (a redelivered duplicate) may store its
         // result after the cleanup: workers stop within seconds of the end marker, so one
         // more sweep a minute later leaves the work area empty.
@@ -157,11 +157,11 @@ impl Runner {
         if let (Some(url), Some(secret)) = (plan.callback_url.clone(), self.webhook_secret.clone())
         {
             if let Ok(Some(row)) = self.db.get(&id) {
-                let body = super::api::view(&row).to_string().into_bytes();
+                let body = crate::jobview::view(&row).to_string().into_bytes();
                 let metrics = self.metrics.clone();
                 let agent = self.webhook_guard.agent();
                 tokio::spawn(async move {
-                    metrics.webhook(super::webhook::deliver(agent, url, body, secret).await);
+                    metrics.webhook(crate::webhook::deliver(agent, url, body, secret).await);
                 });
             }
         }
@@ -225,7 +225,7 @@ impl Runner {
         plan: &JobPlan,
         staging: &std::path::Path,
     ) -> Result<(), FarmError> {
-        let head = crate::patience::patiently("look at input", || source.head(&plan.input.key));
+        let head = tessera_engine::patiently("look at input", || source.head(&plan.input.key));
         let size = match head.await {
             Ok(Some(info)) => info.size,
             Ok(None) => {
@@ -334,7 +334,7 @@ impl Runner {
         id: &str,
         plan: &JobPlan,
         staging: &std::path::Path,
-        events: &mut super::events::JobEvents,
+        events: &mut crate::events::JobEvents,
         cancel: CancellationToken,
     ) -> Result<JobReport, FarmError> {
         self.db.set_state(id, JobState::Splitting)?;
@@ -343,7 +343,7 @@ impl Runner {
         let marker = tessera_model::wire::keys::ended(id);
         if self.work.exists(&marker).await.unwrap_or(false) {
             tracing::warn!(job = %id, "stale end marker of an unfinished job removed");
-            crate::patience::patiently("remove stale end marker", || self.work.delete(&marker))
+            tessera_engine::patiently("remove stale end marker", || self.work.delete(&marker))
                 .await?;
         }
         tokio::fs::create_dir_all(staging)
@@ -352,7 +352,7 @@ impl Runner {
         let input = staging.join("input");
         let source = self.s3.store(&plan.input.bucket);
         self.admit_input(&source, plan, staging).await?;
-        crate::patience::patiently("fetch input", || source.get_file(&plan.input.key, &input))
+        tessera_engine::patiently("fetch input", || source.get_file(&plan.input.key, &input))
             .await
             .map_err(|e| FarmError::Media {
                 code: ErrorCode::InputUnreadable,

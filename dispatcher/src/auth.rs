@@ -12,7 +12,7 @@ use axum::response::Response;
 use sha2::{Digest, Sha256};
 use tessera_model::error_code::ErrorCode;
 
-use super::api::{error, AppState};
+use crate::error::error;
 
 /// Shortest token accepted: a guessable token is no protection.
 pub const MIN_TOKEN_LEN: usize = 16;
@@ -116,13 +116,12 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The accepted bearer tokens: the auth layer's whole state.
+pub type Tokens = Arc<Vec<ApiToken>>;
+
 /// Lets a request with a valid bearer token through, its [`Principal`] in the request's
 /// extensions; answers 401 otherwise.
-pub(super) async fn auth(
-    State(state): State<Arc<AppState>>,
-    mut req: Request,
-    next: Next,
-) -> Response {
+pub(crate) async fn auth(State(tokens): State<Tokens>, mut req: Request, next: Next) -> Response {
     let presented = req
         .headers()
         .get("authorization")
@@ -134,7 +133,7 @@ pub(super) async fn auth(
                 .then_some(token.trim())
         })
         .map(str::as_bytes);
-    match presented.and_then(|p| principal_of(&state.tokens, p)) {
+    match presented.and_then(|p| principal_of(&tokens, p)) {
         Some(principal) => {
             req.extensions_mut().insert(principal);
             next.run(req).await

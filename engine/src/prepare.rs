@@ -226,7 +226,7 @@ async fn split_and_publish(
                 .ok()
                 .and_then(|i| plans.get(i))
                 .ok_or_else(|| FarmError::BadMessage(format!("split reported chunk {index}")))?;
-            let path = chunk_dir.join(tessera_media::split::chunk_file_name(plan.index));
+            let path = chunk_dir.join(tessera_media::chunk_file_name(plan.index));
             let segments = (plan, plans.len());
             let task = segment_task(
                 req,

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::Deserialize;
+use tessera_farm::backoff::Backoff;
 use tessera_farm::queue::{Consumer, Delivery, Queue, HELD_ELSEWHERE};
 use tessera_farm::FarmError;
 use tessera_model::wire::{valid_job_id, MAX_MESSAGE_BYTES, QUEUE_EVENTS};
@@ -94,7 +95,8 @@ impl EventRouter {
         queue: Arc<dyn Queue>,
         shutdown: CancellationToken,
     ) {
-        let mut backoff = Duration::from_millis(500);
+        let mut backoff =
+            Backoff::new(Duration::from_millis(500), Duration::from_secs(30)).jittered();
         let mut consumer = Some(first);
         while !shutdown.is_cancelled() {
             let mut current = match consumer.take() {
@@ -108,16 +110,14 @@ impl EventRouter {
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "events queue unavailable");
-                        tokio::select! {
-                            _ = shutdown.cancelled() => return,
-                            _ = tokio::time::sleep(tessera_farm::queue::jittered(backoff)) => {}
+                        if !backoff.wait(&shutdown).await {
+                            return;
                         }
-                        backoff = (backoff * 2).min(Duration::from_secs(30));
                         continue;
                     }
                 },
             };
-            backoff = Duration::from_millis(500);
+            backoff.reset();
             loop {
                 let next = tokio::select! {
                     _ = shutdown.cancelled() => return,
@@ -150,8 +150,8 @@ impl EventRouter {
 /// After an outage the broker connection is new: the dispatcher lock is taken again before
 /// the events queue is consumed again.
 async fn reclaim(queue: &dyn Queue) -> Result<Box<dyn Consumer>, FarmError> {
-    queue.hold_lock(super::instance::DISPATCHER_LOCK).await?;
+    queue.hold_lock(crate::instance::DISPATCHER_LOCK).await?;
     queue
-        .consume(QUEUE_EVENTS, super::instance::EVENTS_PREFETCH)
+        .consume(QUEUE_EVENTS, crate::instance::EVENTS_PREFETCH)
         .await
 }

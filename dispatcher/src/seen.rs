@@ -3,7 +3,7 @@
 use rusqlite::{params, OptionalExtension};
 use tessera_farm::FarmError;
 
-use super::db::{now, Db};
+use crate::db::{now, Db};
 
 /// Uploads seen in watched buckets: one row per object version (bucket, key, ETag).
 ///

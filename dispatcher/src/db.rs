@@ -408,5 +408,4 @@ pub async fn prune_every_hour(db: Db, retention: Duration, shutdown: Cancellatio
 }
 
 #[cfg(test)]
-#[path = "db_tests.rs"]
 mod tests;

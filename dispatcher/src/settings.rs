@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use tessera_farm::config::{ServiceArgs, ServiceConfig, ServiceFile};
 
-use super::watch::{self, Watch};
+use crate::watch::{self, Watch};
 
 /// `tessera-dispatcher` flags; each has a `TESSERA_*` variable and a key in the config file.
 #[derive(Debug, Clone, clap::Parser)]
@@ -177,7 +177,7 @@ pub struct Settings {
     /// Bucket that uploads by file name go to (one of `buckets`; "" when no bucket is allowed).
     pub upload_bucket: String,
     /// Bearer tokens (from `TESSERA_API_TOKENS` or the file; never flags or logs).
-    pub tokens: Vec<super::auth::ApiToken>,
+    pub tokens: Vec<crate::auth::ApiToken>,
     /// Webhook signing key (from `TESSERA_WEBHOOK_SECRET` or the file; never flags or logs).
     pub webhook_secret: Option<String>,
     /// Default segment length.
@@ -192,20 +192,20 @@ pub struct Settings {
     pub watch_interval: Duration,
     /// RabbitMQ queue of S3 event notifications, if consumed.
     pub s3_events_queue: Option<String>,
-    /// See [`crate::DispatchContext::max_decode_error_share`].
+    /// See [`tessera_engine::DispatchContext::max_decode_error_share`].
     pub max_decode_error_share: f64,
-    /// See [`crate::DispatchContext::max_input_frames`].
+    /// See [`tessera_engine::DispatchContext::max_input_frames`].
     pub max_input_frames: Option<u64>,
-    /// See [`crate::DispatchContext::task_deadline`].
+    /// See [`tessera_engine::DispatchContext::task_deadline`].
     pub task_deadline: Duration,
     /// The scaling signal's target and first throughput guesses.
-    pub scaling: super::scaling::ScalingSettings,
+    pub scaling: crate::scaling::ScalingSettings,
     /// Where webhooks may go.
-    pub webhook_guard: super::webhook_guard::WebhookGuard,
+    pub webhook_guard: crate::webhook_guard::WebhookGuard,
     /// Admission control: jobs at once, per tenant, input size, retention.
     pub limits: AdmissionLimits,
     /// The API server's limits against slow and numerous clients.
-    pub http: super::http_server::HttpLimits,
+    pub http: crate::http_server::HttpLimits,
 }
 
 /// What the dispatcher admits, so that one client cannot exhaust its disk, memory or
@@ -243,7 +243,7 @@ impl Settings {
         }
         let tokens = entries
             .iter()
-            .map(|e| super::auth::ApiToken::parse(e))
+            .map(|e| crate::auth::ApiToken::parse(e))
             .collect::<Result<Vec<_>, _>>()?;
         let buckets = if args.buckets.is_empty() {
             d.buckets.unwrap_or_default()
@@ -312,7 +312,7 @@ impl Settings {
                 args.max_decode_error_share.or(d.max_decode_error_share),
             )?,
             max_input_frames: args.max_input_frames.or(d.max_input_frames),
-            webhook_guard: super::webhook_guard::WebhookGuard::parse(
+            webhook_guard: crate::webhook_guard::WebhookGuard::parse(
                 &(if args.webhook_allow.is_empty() {
                     d.webhook_allow.clone().unwrap_or_default()
                 } else {
@@ -343,11 +343,11 @@ impl Settings {
                 ),
             },
             http: {
-                let default = super::http_server::HttpLimits::default();
+                let default = crate::http_server::HttpLimits::default();
                 let secs = |flag: Option<u64>, file: Option<u64>, d: Duration| {
                     flag.or(file).map_or(d, |s| Duration::from_secs(s.max(1)))
                 };
-                super::http_server::HttpLimits {
+                crate::http_server::HttpLimits {
                     header_timeout: secs(
                         args.http_header_timeout_seconds,
                         d.http_header_timeout_seconds,
@@ -368,7 +368,7 @@ impl Settings {
             task_deadline: args
                 .task_deadline_seconds
                 .or(d.task_deadline_seconds)
-                .map_or(crate::DEFAULT_TASK_DEADLINE, |s| {
+                .map_or(tessera_engine::DEFAULT_TASK_DEADLINE, |s| {
                     Duration::from_secs(s.max(1))
                 }),
             scaling,
@@ -380,14 +380,14 @@ impl Settings {
 fn scaling_settings(
     args: &DispatcherArgs,
     d: &DispatcherFile,
-) -> Result<super::scaling::ScalingSettings, String> {
-    let default = super::scaling::ScalingSettings::default();
+) -> Result<crate::scaling::ScalingSettings, String> {
+    let default = crate::scaling::ScalingSettings::default();
     let positive = |name: &str, v: Option<f64>, default: f64| match v {
         None => Ok(default),
         Some(v) if v.is_finite() && v > 0.0 => Ok(v),
         Some(v) => Err(format!("{name} {v} must be a positive number")),
     };
-    Ok(super::scaling::ScalingSettings {
+    Ok(crate::scaling::ScalingSettings {
         target_drain_seconds: positive(
             "scaling_target_seconds",
             args.scaling_target_seconds.or(d.scaling_target_seconds),
@@ -409,7 +409,7 @@ fn scaling_settings(
 /// The decode-error share from flag or file, checked to lie in 0..=1.
 fn decode_error_share(value: Option<f64>) -> Result<f64, String> {
     match value {
-        None => Ok(crate::request::DEFAULT_MAX_DECODE_ERROR_SHARE),
+        None => Ok(tessera_engine::DEFAULT_MAX_DECODE_ERROR_SHARE),
         Some(v) if (0.0..=1.0).contains(&v) => Ok(v),
         Some(v) => Err(format!(
             "max_decode_error_share {v}: must be a share between 0 and 1"

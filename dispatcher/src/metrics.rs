@@ -11,9 +11,9 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use super::db::{Db, JobState};
-use crate::dead_letters::{DROPPED, NAMED_JOB};
-use crate::{GateCounts, JobReport};
+use crate::db::{Db, JobState};
+use tessera_engine::dead_letters::{DROPPED, NAMED_JOB};
+use tessera_engine::{GateCounts, JobReport};
 
 /// Distinct label values a labelled counter keeps; later new values count under `other`.
 /// Why: error codes come from workers over the wire, and a scrape must stay small.
@@ -398,5 +398,4 @@ fn fmt_f64(v: f64) -> String {
 }
 
 #[cfg(test)]
-#[path = "metrics_tests.rs"]
 mod tests;

@@ -23,9 +23,9 @@ use tessera_model::api::{ApiJob, ApiOutput};
 use tessera_model::encode::{Container, VideoCodec};
 use tokio_util::sync::CancellationToken;
 
-use super::api::AppState;
-use super::job_plan::S3Uri;
-use super::jobspec::validate;
+use crate::api::AppState;
+use crate::job_plan::S3Uri;
+use crate::jobspec::validate;
 
 /// One watched prefix and the output its uploads get unless a sidecar says otherwise.
 ///

@@ -1,0 +1,77 @@
+//! What a client sees of a job: the API's view of a job row (state, progress, outputs,
+//! report fields), and which jobs a caller may see at all.
+//!
+//! Why a file of its own: the API answers it and the runner posts the same view to a job's
+//! webhook; neither should import the other for it.
+
+use serde_json::json;
+
+use crate::auth::Principal;
+use crate::db::{JobRow, JobState};
+
+/// The API view of a job row.
+pub fn view(row: &JobRow) -> serde_json::Value {
+    let percent = if row.state == JobState::Done {
+        100.0
+    } else if row.segments_total > 0 {
+        (f64::from(row.segments_done) * 100.0 / f64::from(row.segments_total) * 10.0).round() / 10.0
+    } else {
+        0.0
+    };
+    let report = row.report.clone().unwrap_or(serde_json::Value::Null);
+    json!({
+        "id": row.id,
+        "state": row.state,
+        "segments_total": row.segments_total,
+        "segments_done": row.segments_done,
+        "percent": percent,
+        "input": row.request.get("input"),
+        "outputs": outputs(row, &report),
+        "priority": row.request.get("priority"),
+        "hardware": row.request.get("hardware"),
+        "encode_fps": report.get("encode_fps"),
+        "frames": report.get("frames"),
+        "median_segment_overhead_s": report.get("median_segment_overhead_s"),
+        "psnr": report.get("quality").and_then(|q| q.get("psnr")),
+        "timings": {"created_at": row.created_at, "updated_at": row.updated_at, "wall_s": report.get("wall_s")},
+        "error": row.error_code.as_ref().map(|c| json!({"code": c, "message": row.error_message})),
+    })
+}
+
+/// The output URIs of a job: what was delivered when done, else what was asked for.
+fn outputs(row: &JobRow, report: &serde_json::Value) -> serde_json::Value {
+    let field = |list: Option<&serde_json::Value>, name: &str| -> Vec<serde_json::Value> {
+        list.and_then(|l| l.as_array())
+            .map(|l| l.iter().filter_map(|o| o.get(name).cloned()).collect())
+            .unwrap_or_default()
+    };
+    let delivered = field(report.get("outputs"), "destination");
+    if delivered.is_empty() {
+        let asked = field(row.request.get("outputs"), "destination");
+        // Requested destinations are stored as {bucket, key}.
+        let uris = asked.iter().filter_map(|d| {
+            Some(format!(
+                "s3://{}/{}",
+                d.get("bucket")?.as_str()?,
+                d.get("key")?.as_str()?
+            ))
+        });
+        // A package is stored as {spec, bucket, prefix}.
+        let package = row.request.get("package").and_then(|p| {
+            Some(format!(
+                "s3://{}/{}",
+                p.get("bucket")?.as_str()?,
+                p.get("prefix")?.as_str()?
+            ))
+        });
+        serde_json::Value::from(uris.chain(package).collect::<Vec<_>>())
+    } else {
+        serde_json::Value::from(delivered)
+    }
+}
+
+/// A job `who` may see: another tenant's job is answered as missing, not as forbidden, so
+/// its existence does not leak.
+pub fn visible(row: Option<JobRow>, who: &Principal) -> Option<JobRow> {
+    row.filter(|r| who.sees(&r.owner))
+}
