@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::check::Summary;
 use crate::farm::{Farm, TOKEN};
 use crate::fixture::{fixture, Fixture};
+use crate::playback::Summary;
 use crate::rabbit::rabbitmqctl;
 
 /// One fault the schedule can inject.

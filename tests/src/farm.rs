@@ -30,6 +30,9 @@ pub struct Farm {
     pub(crate) workers: Vec<Child>,
     /// Extra environment of the dispatcher (applied at each (re)start).
     dispatcher_env: Vec<(String, String)>,
+    /// The dispatcher's flags besides `--listen`, `--db` and `--staging-dir` (see
+    /// [`test_dispatcher_args`]).
+    dispatcher_args: Vec<String>,
     /// Temporary directory holding databases, staging and logs.
     pub dir: tempfile::TempDir,
     /// The dispatcher's database, relative to `dir` (used at each (re)start).
@@ -59,6 +62,18 @@ impl Farm {
 
     /// [`Farm::start`] with extra `TESSERA_*` settings for the dispatcher.
     pub fn start_with(tag: &str, workers: usize, dispatcher_env: &[(&str, &str)]) -> Farm {
+        Farm::start_with_args(tag, workers, test_dispatcher_args(), dispatcher_env)
+    }
+
+    /// [`Farm::start_with`], the dispatcher's flags ([`test_dispatcher_args`]) replaced by
+    /// `dispatcher_args`: a farm set up as a user would (the benchmark's: default segment
+    /// length, no bucket watch), on the same Garage, vhost, tokens and binaries.
+    pub fn start_with_args(
+        tag: &str,
+        workers: usize,
+        dispatcher_args: Vec<String>,
+        dispatcher_env: &[(&str, &str)],
+    ) -> Farm {
         let garage = Garage::start(&["input", "output", "work", "private"]);
         let vhost = TestVhost::new(tag);
         let dir = tempfile::tempdir().expect("tempdir");
@@ -72,6 +87,7 @@ impl Farm {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            dispatcher_args,
             dir,
             db: "jobs.db".into(),
         };
@@ -154,30 +170,18 @@ impl Farm {
     fn dispatcher_command(&self, db: &str) -> Command {
         let mut cmd = Command::new(bin("tessera-dispatcher"));
         self.env(&mut cmd);
-        cmd.args([
-            "--listen",
-            "127.0.0.1:0",
-            "--buckets",
-            "input,output",
-            "--segment-seconds",
-            "1",
-            "--watch",
-            "input/incoming/=output/processed/",
-            "--watch-interval-seconds",
-            "1",
-            "--s3-events-queue",
-            WATCH_EVENTS_QUEUE,
-        ])
-        .arg("--db")
-        .arg(self.dir.path().join(db))
-        .arg("--staging-dir")
-        .arg(self.dir.path().join("dispatcher-staging"))
-        .env(
-            "TESSERA_API_TOKENS",
-            format!("{TOKEN},acme={ACME_TOKEN},beta={BETA_TOKEN}"),
-        )
-        .env("TESSERA_WEBHOOK_SECRET", WEBHOOK_SECRET)
-        .env("TESSERA_MAX_INPUT_FRAMES", MAX_INPUT_FRAMES.to_string());
+        cmd.args(["--listen", "127.0.0.1:0"])
+            .args(&self.dispatcher_args)
+            .arg("--db")
+            .arg(self.dir.path().join(db))
+            .arg("--staging-dir")
+            .arg(self.dir.path().join("dispatcher-staging"))
+            .env(
+                "TESSERA_API_TOKENS",
+                format!("{TOKEN},acme={ACME_TOKEN},beta={BETA_TOKEN}"),
+            )
+            .env("TESSERA_WEBHOOK_SECRET", WEBHOOK_SECRET)
+            .env("TESSERA_MAX_INPUT_FRAMES", MAX_INPUT_FRAMES.to_string());
         for (k, v) in &self.dispatcher_env {
             cmd.env(k, v);
         }
@@ -240,17 +244,7 @@ impl Farm {
     where
         F: std::future::Future<Output = R>,
     {
-        let cfg = self.garage.s3_config();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("rt");
-        rt.block_on(async {
-            let client = tessera_farm::store::S3Client::new(cfg)
-                .await
-                .expect("s3 client");
-            f(client.store(bucket)).await
-        })
+        with_s3_store(self.garage.s3_config(), bucket, f)
     }
 
     /// Uploads a local file to `s3://bucket/key`.
@@ -310,8 +304,8 @@ impl Farm {
         let out = self.dir.path().join(key.replace('/', "_"));
         self.download("output", key, &out);
         let (s, o) = (
-            crate::check::Summary::of(src),
-            crate::check::Summary::of(&out),
+            crate::playback::Summary::of(src),
+            crate::playback::Summary::of(&out),
         );
         assert_eq!(o.frame_count, s.frame_count, "{key}: decoded frame counts");
         let tol = s.min_frame_interval();
@@ -358,3 +352,46 @@ impl Drop for Farm {
 /// The RabbitMQ queue the test farm's dispatcher consumes S3 event notifications from (its
 /// watch: `input/incoming/` to `output/processed/`, listed every second).
 pub const WATCH_EVENTS_QUEUE: &str = "tessera.s3events";
+
+/// The dispatcher flags of the test farm: the listed buckets, 1 s segments (several per
+/// fixture), the bucket watch `input/incoming/` to `output/processed/` (listed every second)
+/// and the S3 event queue [`WATCH_EVENTS_QUEUE`].
+pub fn test_dispatcher_args() -> Vec<String> {
+    [
+        "--buckets",
+        "input,output",
+        "--segment-seconds",
+        "1",
+        "--watch",
+        "input/incoming/=output/processed/",
+        "--watch-interval-seconds",
+        "1",
+        "--s3-events-queue",
+        WATCH_EVENTS_QUEUE,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Runs `f` with a store of `bucket` on the S3 server of `cfg`, on a one-off runtime: how
+/// synchronous test code reads and writes objects (the test farm's Garage, or the compose
+/// farm's).
+pub fn with_s3_store<R, F>(
+    cfg: tessera_farm::store::S3Config,
+    bucket: &str,
+    f: impl FnOnce(tessera_farm::store::S3Store) -> F,
+) -> R
+where
+    F: std::future::Future<Output = R>,
+{
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("rt");
+    rt.block_on(async {
+        let client = tessera_farm::store::S3Client::new(cfg)
+            .await
+            .expect("s3 client");
+        f(client.store(bucket)).await
+    })
+}

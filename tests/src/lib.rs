@@ -14,7 +14,9 @@
 //!   [`stream_info`], [`psnr`], ...).
 //! - [`job`]: one transcode in a private temp dir ([`Job`]) and its
 //!   [`Report`].
-//! - [`check`]: the invariants ([`check_transcode`],
+//! - [`playback`]: what a file plays as ([`Summary`]) and whether an output plays as
+//!   its source ([`playback::compare_media`]).
+//! - [`check`]: the invariants of a transcode run ([`check_transcode`],
 //!   [`transcode_and_check`]).
 //! - [`matrix`]: a generated matrix of inputs (container x video x audio x
 //!   timing), each checked into a pass/fail row ([`matrix::check`]), and
@@ -25,8 +27,10 @@
 //! default `target/tessera-fixtures`), `TESSERA_KEEP_TMP` (keep each job's
 //! temp dir for debugging).
 
+pub mod bench;
 pub mod chaos;
 pub mod check;
+pub mod docker_farm;
 pub mod farm;
 mod farm_jobs;
 mod farm_workers;
@@ -35,6 +39,7 @@ pub mod garage;
 pub mod imds;
 pub mod job;
 pub mod matrix;
+pub mod playback;
 pub mod poison;
 pub mod probe;
 pub mod rabbit;
@@ -44,8 +49,9 @@ pub mod soak;
 pub mod stills;
 pub mod streaming;
 
-pub use check::{check_transcode, transcode_and_check, Comparison, Summary};
+pub use check::{check_transcode, transcode_and_check, Comparison};
 pub use fixture::{fixture, Fixture};
 pub use job::{Job, Report};
+pub use playback::Summary;
 pub use probe::{format_start, frame_count, probe_frames, psnr, stream_info, streams_of};
 pub use run::{run_tessera, tessera_bin, Run};

@@ -31,10 +31,12 @@ mod bad;
 mod field;
 mod row;
 
-pub use axes::{audio_fits, av1_encoder, timing_fits, video_fits, Audio, Container, Timing, Video};
+pub use axes::{
+    audio_fits, av1_encoder, timing_fits, video_fits, Audio, Container, Labels, Timing, Video,
+};
 pub use bad::{bad_inputs, BadInput};
 pub use field::{field_cases, FieldCase, FieldClass, FIELD_SEGMENT_SECONDS};
-pub use row::{check, check_field, markdown_report, summary_line, Labels, Row, TABLE_HEADER};
+pub use row::{check, check_field, markdown_report, summary_line, Row, TABLE_HEADER};
 
 /// The seed [`matrix`] uses (the full matrix in `scripts/input-matrix.sh`).
 pub const MATRIX_SEED: u64 = 0x7e55_e2a0;

@@ -86,6 +86,20 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
+    run_command_env(program, args, &[], timeout)
+}
+
+/// [`run_command`] with `env` set for the program (over this process's environment).
+pub fn run_command_env<I, S>(
+    program: &Path,
+    args: I,
+    env: &[(&str, &str)],
+    timeout: Duration,
+) -> Run
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
     let args: Vec<OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
     let cmdline = std::iter::once(program.as_os_str())
         .chain(args.iter().map(OsString::as_os_str))
@@ -96,6 +110,7 @@ where
     let mut command = Command::new(program);
     command
         .args(&args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

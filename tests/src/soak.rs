@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::check::Summary;
 use crate::farm::Farm;
 use crate::fixture::{fixture, Fixture};
+use crate::playback::Summary;
 
 /// What the soak measured.
 #[derive(Debug, Default)]

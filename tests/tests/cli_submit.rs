@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use tessera_tests::check::Summary;
 use tessera_tests::farm::{Farm, TOKEN};
 use tessera_tests::fixture::{fixture, random_file, Fixture};
+use tessera_tests::playback::Summary;
 use tessera_tests::run::{run_command, tessera_bin, Run};
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(180);

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use serde_json::json;
-use tessera_tests::check::Summary;
 use tessera_tests::farm::{Farm, TOKEN};
 use tessera_tests::fixture::{fixture, random_file, Fixture};
+use tessera_tests::playback::Summary;
 use tessera_tests::probe::psnr;
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(180);

@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use serde_json::json;
-use tessera_tests::check::{compare_media, Summary};
 use tessera_tests::farm::Farm;
 use tessera_tests::matrix::{field_cases, FieldClass};
+use tessera_tests::playback::{compare_media, Summary};
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(600);
 

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tessera_farm::queue::{dead_letter_queue, Queue};
-use tessera_tests::check::Summary;
 use tessera_tests::farm::{Farm, WATCH_EVENTS_QUEUE};
 use tessera_tests::fixture::{fixture, Fixture};
+use tessera_tests::playback::Summary;
 use tessera_tests::probe::streams_of;
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(180);

@@ -169,3 +169,17 @@ pub fn av1_encoder() -> Option<&'static str> {
             .find(|e| has(e))
     })
 }
+
+/// What a table row says about its input, besides the name: a label per axis (a field
+/// case, which is no point of the cross product, gives its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Labels {
+    /// The container.
+    pub container: &'static str,
+    /// The video.
+    pub video: &'static str,
+    /// The audio.
+    pub audio: &'static str,
+    /// The timing (or geometry) variant.
+    pub timing: &'static str,
+}

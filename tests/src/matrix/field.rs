@@ -9,7 +9,7 @@
 //! 10 s segments gives three segments, and the last round is halved for two workers, so two
 //! cuts land between keyframes wherever the seed puts them.
 
-use super::row::Labels;
+use super::axes::Labels;
 use super::{hash, MATRIX_SEED};
 use crate::fixture::{build_recipe, Recipe};
 

@@ -6,6 +6,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use super::axes::Labels;
 use super::field::{FieldCase, FIELD_SEGMENT_SECONDS};
 use super::{Case, MATRIX_SEED};
 use crate::check::measure_transcode;
@@ -17,19 +18,6 @@ use crate::run::{run_command, Run};
 pub const SEGMENT_SECONDS: u32 = 1;
 /// Reasons longer than this are cut in table rows.
 const REASON_MAX: usize = 200;
-
-/// What a table row says about its input, besides the name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Labels {
-    /// The container.
-    pub container: &'static str,
-    /// The video.
-    pub video: &'static str,
-    /// The audio.
-    pub audio: &'static str,
-    /// The timing (or geometry) variant.
-    pub timing: &'static str,
-}
 
 impl Case {
     /// The labels of the case's four axes.
