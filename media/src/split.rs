@@ -81,18 +81,8 @@ fn split_chunks(
         let i = packet_index;
         packet_index += 1;
         while next_segment < segments.len() && segments[next_segment].first_packet == i {
-            let path = &chunks[next_segment].path;
-            let mut octx = nut::create(path)?;
-            {
-                let mut ost = octx
-                    .add_stream(ff::encoder::find(ff::codec::Id::None))
-                    .map_err(|e| MediaError::write(path, e))?;
-                ost.set_parameters(params.clone());
-                ost.set_time_base(in_tb);
-            }
-            ffi::set_nut_codec_tag(&mut octx, 0, params.id());
-            let tbs = nut::write_header(&mut octx, path)?;
-            open.push((next_segment, octx, tbs[0]));
+            let (octx, out_tb) = create_chunk(&chunks[next_segment].path, &params, in_tb)?;
+            open.push((next_segment, octx, out_tb));
             next_segment += 1;
         }
         let (stored, _) = packet_times(&packet).unwrap_or_default();
@@ -116,19 +106,15 @@ fn split_chunks(
         while k < open.len() {
             let seg = open[k].0;
             if segments[seg].last_packet <= i {
-                let (_, mut octx, _) = open.remove(k);
-                nut::finish(&mut octx, &chunks[seg].path)?;
-                chunks[seg].bytes = nut::file_size(&chunks[seg].path);
-                on_chunk(chunks[seg].index);
+                let (_, octx, _) = open.remove(k);
+                finish_chunk(octx, &mut chunks[seg], on_chunk)?;
             } else {
                 k += 1;
             }
         }
     }
-    for (seg, mut octx, _) in open.drain(..) {
-        nut::finish(&mut octx, &chunks[seg].path)?;
-        chunks[seg].bytes = nut::file_size(&chunks[seg].path);
-        on_chunk(chunks[seg].index);
+    for (seg, octx, _) in open.drain(..) {
+        finish_chunk(octx, &mut chunks[seg], on_chunk)?;
     }
     if next_segment < segments.len() {
         return Err(MediaError::decode(
@@ -141,4 +127,36 @@ fn split_chunks(
         ));
     }
     Ok(chunks)
+}
+
+/// Creates the chunk at `path` with one stream of the input's video `params` in `in_tb`,
+/// header written; gives it with the time base NUT chose.
+fn create_chunk(
+    path: &Path,
+    params: &ff::codec::Parameters,
+    in_tb: ff::Rational,
+) -> Result<(ff::format::context::Output, ff::Rational), MediaError> {
+    let mut octx = nut::create(path)?;
+    {
+        let mut ost = octx
+            .add_stream(ff::encoder::find(ff::codec::Id::None))
+            .map_err(|e| MediaError::write(path, e))?;
+        ost.set_parameters(params.clone());
+        ost.set_time_base(in_tb);
+    }
+    ffi::set_nut_codec_tag(&mut octx, 0, params.id());
+    let tbs = nut::write_header(&mut octx, path)?;
+    Ok((octx, tbs[0]))
+}
+
+/// Closes a complete chunk, notes its size and tells `on_chunk`.
+fn finish_chunk(
+    mut octx: ff::format::context::Output,
+    chunk: &mut ChunkInfo,
+    on_chunk: &mut dyn FnMut(u32),
+) -> Result<(), MediaError> {
+    nut::finish(&mut octx, &chunk.path)?;
+    chunk.bytes = nut::file_size(&chunk.path);
+    on_chunk(chunk.index);
+    Ok(())
 }

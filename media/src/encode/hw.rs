@@ -7,11 +7,13 @@
 //! scale_cuda graph and encoder are built when the first frame in range arrives.
 
 mod dts;
+mod encoder;
 mod filters;
 pub(crate) mod nvenc;
 mod rendition;
 mod upload;
 
+use std::path::Path;
 use std::str::FromStr;
 use std::time::Instant;
 
@@ -27,7 +29,7 @@ use crate::gpu::{
 use crate::{ffi, MediaError};
 use nvenc::{nvenc_encoder_name, nvenc_settings, NvencSettings};
 use rendition::HwRendition;
-use tessera_model::capabilities::DecodePath;
+use tessera_model::capabilities::{DecodePath, DecodePlan, HwCapabilities};
 use tessera_model::encode::{EncodeRequest, EncodeResult, HardwareEncode};
 use upload::Uploader;
 
@@ -47,26 +49,7 @@ pub(crate) fn encode_hw(
             "this FFmpeg build lacks the CUDA hwaccel or the scale_cuda filter",
         ));
     }
-    let mut settings = Vec::with_capacity(req.outputs.len());
-    for o in &req.outputs {
-        if hw.software_encode {
-            settings.push(software_settings(&o.spec, req.source_bit_depth)?);
-            continue;
-        }
-        if !caps.has_encoder(o.spec.codec) {
-            // The codec, not the card: a job that may run anywhere then runs on the CPU.
-            return Err(MediaError::GpuRequestUnsupported {
-                device: dev,
-                reason: format!(
-                    "this FFmpeg build has no {}",
-                    nvenc_encoder_name(o.spec.codec)
-                ),
-            });
-        }
-        let s = nvenc_settings(&o.spec, hw, req.source_bit_depth)
-            .map_err(MediaError::InvalidRequest)?;
-        settings.push(s);
-    }
+    let settings = rendition_settings(req, hw, &caps)?;
     let _capture = LogCapture::start();
     cuda::clear_log();
     let device = cuda::device(dev)
@@ -76,18 +59,7 @@ pub(crate) fn encode_hw(
     let mut ictx = open_input(chunk)?;
     let stream = chunk_stream(&ictx, chunk)?;
     let chunk_tb = stream.time_base();
-    let pix = ffi::codecpar_format(&stream);
-    let pix_name = pix.descriptor().map_or("unknown", |d| d.name());
-    let codec_name = stream.parameters().id().name();
-    let ten_bit = settings.iter().any(|s| s.sw_format == "p010le");
-    let plan = choose_decode_path(
-        codec_name,
-        pix_name,
-        ffi::pixel_depth(pix),
-        hw.nvdec,
-        ten_bit,
-    );
-    tracing::debug!(device = dev, path = ?plan.path, reason = %plan.reason, "gpu decode path");
+    let plan = decode_plan(&stream, &settings, hw);
     let nvdec = plan.path == DecodePath::Nvdec;
     let mut decoder = open_gpu_decoder(&stream, chunk, nvdec, req.threads, &device, dev)?;
     let upload_format = ff::format::Pixel::from_str(plan.gpu_format)
@@ -126,24 +98,7 @@ pub(crate) fn encode_hw(
         progress(gate.in_range);
         Ok(())
     };
-    // On NVDEC every decode error stops the segment (a failed surface map or "No decoder
-    // surfaces left" would otherwise drop frames silently); a software decode skips a bad
-    // packet, as the software path does, unless the error is a GPU condition.
-    // An NVDEC error that is no GPU condition (a damaged packet, a stream NVDEC refuses) is
-    // `gpu_request_unsupported`: a job that may run anywhere then runs on the CPU path, whose
-    // decoder skips and counts damaged packets against the job's limit.
-    let reject = |e: ff::Error| {
-        let f = AvFailure::from_error(e, "decoding");
-        match classify_gpu_failure(GpuStage::Running, f.code, &f.describe()) {
-            GpuFailure::Other if !nvdec => None,
-            _ => Some(gpu_error(dev, GpuStage::Running, &f, |r| {
-                MediaError::GpuRequestUnsupported {
-                    device: dev,
-                    reason: format!("NVDEC could not decode {}: {r}", chunk.display()),
-                }
-            })),
-        }
-    };
+    let reject = |e: ff::Error| decode_failure(e, dev, nvdec, chunk);
     // Not on the GPU path yet: NVDEC's frame pool with skipped frames is unproven on a card.
     let rejected = decode_all(
         &mut ictx,
@@ -167,6 +122,80 @@ pub(crate) fn encode_hw(
         media_seconds: started.elapsed().as_secs_f64(),
         decode_errors: rejected + gate.damaged,
     })
+}
+
+/// The GPU path's answer to a decode error: `None` skips the packet, `Some` stops the segment.
+///
+/// On NVDEC every decode error stops the segment (a failed surface map or "No decoder
+/// surfaces left" would otherwise drop frames silently); a software decode skips a bad
+/// packet, as the software path does, unless the error is a GPU condition.
+/// An NVDEC error that is no GPU condition (a damaged packet, a stream NVDEC refuses) is
+/// `gpu_request_unsupported`: a job that may run anywhere then runs on the CPU path, whose
+/// decoder skips and counts damaged packets against the job's limit.
+fn decode_failure(e: ff::Error, dev: u32, nvdec: bool, chunk: &Path) -> Option<MediaError> {
+    let f = AvFailure::from_error(e, "decoding");
+    match classify_gpu_failure(GpuStage::Running, f.code, &f.describe()) {
+        GpuFailure::Other if !nvdec => None,
+        _ => Some(gpu_error(dev, GpuStage::Running, &f, |r| {
+            MediaError::GpuRequestUnsupported {
+                device: dev,
+                reason: format!("NVDEC could not decode {}: {r}", chunk.display()),
+            }
+        })),
+    }
+}
+
+/// Each rendition's encoder settings: NVENC's, or with `software_encode` what a software
+/// encoder needs of the GPU side. A codec this build has no NVENC encoder for is
+/// `gpu_request_unsupported`.
+fn rendition_settings(
+    req: &EncodeRequest,
+    hw: &HardwareEncode,
+    caps: &HwCapabilities,
+) -> Result<Vec<NvencSettings>, MediaError> {
+    let mut settings = Vec::with_capacity(req.outputs.len());
+    for o in &req.outputs {
+        if hw.software_encode {
+            settings.push(software_settings(&o.spec, req.source_bit_depth)?);
+            continue;
+        }
+        if !caps.has_encoder(o.spec.codec) {
+            // The codec, not the card: a job that may run anywhere then runs on the CPU.
+            return Err(MediaError::GpuRequestUnsupported {
+                device: hw.device,
+                reason: format!(
+                    "this FFmpeg build has no {}",
+                    nvenc_encoder_name(o.spec.codec)
+                ),
+            });
+        }
+        let s = nvenc_settings(&o.spec, hw, req.source_bit_depth)
+            .map_err(MediaError::InvalidRequest)?;
+        settings.push(s);
+    }
+    Ok(settings)
+}
+
+/// NVDEC or a software decode and upload for the chunk's `stream`, as `choose_decode_path`
+/// rules from its codec and pixel format and the renditions' bit depth.
+fn decode_plan(
+    stream: &ff::format::stream::Stream,
+    settings: &[NvencSettings],
+    hw: &HardwareEncode,
+) -> DecodePlan {
+    let pix = ffi::codecpar_format(stream);
+    let pix_name = pix.descriptor().map_or("unknown", |d| d.name());
+    let codec_name = stream.parameters().id().name();
+    let ten_bit = settings.iter().any(|s| s.sw_format == "p010le");
+    let plan = choose_decode_path(
+        codec_name,
+        pix_name,
+        ffi::pixel_depth(pix),
+        hw.nvdec,
+        ten_bit,
+    );
+    tracing::debug!(device = hw.device, path = ?plan.path, reason = %plan.reason, "gpu decode path");
+    plan
 }
 
 /// What a software-encoded rendition needs of the GPU side: the frames' format on the card
@@ -197,7 +226,7 @@ fn software_settings(
 /// build), and on the software-upload path, frame threads decode on the CPU.
 fn open_gpu_decoder(
     stream: &ff::format::stream::Stream,
-    chunk: &std::path::Path,
+    chunk: &Path,
     nvdec: bool,
     threads: usize,
     device: &cuda::HwRef,

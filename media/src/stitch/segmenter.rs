@@ -57,6 +57,7 @@ fn leading_shift(input: &Path) -> Result<f64, MediaError> {
     Ok(0.0)
 }
 
+/// Cuts the chosen stream into `dir` through FFmpeg's HLS muxer and describes what it wrote.
 fn write(req: &SegmentRequest, dir: &Path) -> Result<SegmentedTrack, MediaError> {
     let input = req.input.as_path();
     let mut ictx = open_input(input)?;
@@ -77,79 +78,17 @@ fn write(req: &SegmentRequest, dir: &Path) -> Result<SegmentedTrack, MediaError>
         })?;
     let index = stream.index();
     let in_tb = stream.time_base();
-    let params = stream.parameters();
-    let codec_id = params.id();
+    let codec_id = stream.parameters().id();
     let config = ffi::stream_extradata(&stream);
     let language = stream
         .metadata()
         .get("language")
         .unwrap_or("und")
         .to_string();
-    let (size, frame_rate, audio) = {
-        // SAFETY-free reads through ffmpeg-next's decoder view of the parameters.
-        let ctx = ff::codec::Context::from_parameters(params.clone())
-            .map_err(|e| MediaError::invalid(input, e))?;
-        match wanted {
-            ff::media::Type::Video => {
-                let v = ctx
-                    .decoder()
-                    .video()
-                    .map_err(|e| MediaError::invalid(input, e))?;
-                let r = stream.avg_frame_rate();
-                (
-                    (v.width(), v.height()),
-                    (r.numerator().max(0) as u32, r.denominator().max(1) as u32),
-                    (0, 0),
-                )
-            }
-            _ => {
-                let a = ctx
-                    .decoder()
-                    .audio()
-                    .map_err(|e| MediaError::invalid(input, e))?;
-                ((0, 0), (0, 1), (u32::from(a.channels()), a.rate()))
-            }
-        }
-    };
+    let (size, frame_rate, audio) = stream_facts(&stream, wanted, input)?;
 
-    let ext = if req.ts { "ts" } else { "m4s" };
     let playlist = dir.join("muxer.m3u8");
-    let mut opts = ff::Dictionary::new();
-    opts.set("hls_time", &format!("{}", req.segment_seconds));
-    opts.set("hls_playlist_type", "vod");
-    opts.set("hls_list_size", "0");
-    opts.set("start_number", "0");
-    opts.set("hls_segment_type", if req.ts { "mpegts" } else { "fmp4" });
-    opts.set(
-        "hls_segment_filename",
-        &dir.join(format!("seg-%05d.{ext}")).display().to_string(),
-    );
-    if !req.ts {
-        opts.set("hls_fmp4_init_filename", "init.mp4");
-    }
-    let mut octx =
-        ff::format::output_as(&playlist, "hls").map_err(|e| MediaError::write(dir, e))?;
-    {
-        let mut ost = octx
-            .add_stream(ff::encoder::find(ff::codec::Id::None))
-            .map_err(|e| MediaError::write(dir, e))?;
-        ost.set_parameters(params);
-        ost.set_time_base(in_tb);
-        ffi::adapt_codec_tag(&mut ost, true);
-        if codec_id == ff::codec::Id::HEVC && !req.ts {
-            ffi::set_codec_tag(&mut ost, *b"hvc1");
-        }
-        if wanted == ff::media::Type::Video {
-            ost.set_avg_frame_rate(stream.avg_frame_rate());
-        }
-        ost.set_metadata(stream.metadata().to_owned());
-    }
-    octx.write_header_with(opts)
-        .map_err(|e| MediaError::write(dir, format!("header: {e}")))?;
-    let out_tb = octx
-        .stream(0)
-        .map(|s| s.time_base())
-        .ok_or_else(|| MediaError::write(dir, "no output stream"))?;
+    let (mut octx, out_tb) = open_muxer(req, dir, &playlist, &stream, wanted)?;
     // Every track of the package moves by the same amount, so they stay in sync.
     let shift = {
         let seconds = leading_shift(input)?;
@@ -179,8 +118,114 @@ fn write(req: &SegmentRequest, dir: &Path) -> Result<SegmentedTrack, MediaError>
         .map_err(|e| MediaError::write(dir, format!("trailer: {e}")))?;
     drop(octx);
 
-    let text = std::fs::read_to_string(&playlist).map_err(|e| MediaError::write(&playlist, e))?;
-    let _ = std::fs::remove_file(&playlist);
+    let segments = written_segments(req, dir, &playlist)?;
+    let init = (!req.ts).then(|| format!("{}/init.mp4", req.dir));
+    Ok(SegmentedTrack {
+        init,
+        segments,
+        codec: codec_id_name(codec_id),
+        config,
+        size,
+        frame_rate,
+        audio,
+        language,
+        first_seconds: first_seconds.unwrap_or(0.0),
+    })
+}
+
+/// A stream's (width, height), (frame rate numerator, denominator), (channels, sample rate).
+type StreamFacts = ((u32, u32), (u32, u32), (u32, u32));
+
+/// What a manifest says of the stream: a video's size and frame rate, or an audio track's
+/// channels and sample rate (the other pairs zero, and the frame rate 0/1).
+fn stream_facts(
+    stream: &ff::format::stream::Stream,
+    wanted: ff::media::Type,
+    input: &Path,
+) -> Result<StreamFacts, MediaError> {
+    // SAFETY-free reads through ffmpeg-next's decoder view of the parameters.
+    let ctx = ff::codec::Context::from_parameters(stream.parameters())
+        .map_err(|e| MediaError::invalid(input, e))?;
+    Ok(match wanted {
+        ff::media::Type::Video => {
+            let v = ctx
+                .decoder()
+                .video()
+                .map_err(|e| MediaError::invalid(input, e))?;
+            let r = stream.avg_frame_rate();
+            (
+                (v.width(), v.height()),
+                (r.numerator().max(0) as u32, r.denominator().max(1) as u32),
+                (0, 0),
+            )
+        }
+        _ => {
+            let a = ctx
+                .decoder()
+                .audio()
+                .map_err(|e| MediaError::invalid(input, e))?;
+            ((0, 0), (0, 1), (u32::from(a.channels()), a.rate()))
+        }
+    })
+}
+
+/// FFmpeg's HLS muxer writing `playlist` and its segments into `dir`, with the one stream
+/// copied from `stream`, header written; gives it with its stream's time base.
+fn open_muxer(
+    req: &SegmentRequest,
+    dir: &Path,
+    playlist: &Path,
+    stream: &ff::format::stream::Stream,
+    wanted: ff::media::Type,
+) -> Result<(ff::format::context::Output, ff::Rational), MediaError> {
+    let ext = if req.ts { "ts" } else { "m4s" };
+    let mut opts = ff::Dictionary::new();
+    opts.set("hls_time", &format!("{}", req.segment_seconds));
+    opts.set("hls_playlist_type", "vod");
+    opts.set("hls_list_size", "0");
+    opts.set("start_number", "0");
+    opts.set("hls_segment_type", if req.ts { "mpegts" } else { "fmp4" });
+    opts.set(
+        "hls_segment_filename",
+        &dir.join(format!("seg-%05d.{ext}")).display().to_string(),
+    );
+    if !req.ts {
+        opts.set("hls_fmp4_init_filename", "init.mp4");
+    }
+    let mut octx = ff::format::output_as(playlist, "hls").map_err(|e| MediaError::write(dir, e))?;
+    {
+        let mut ost = octx
+            .add_stream(ff::encoder::find(ff::codec::Id::None))
+            .map_err(|e| MediaError::write(dir, e))?;
+        ost.set_parameters(stream.parameters());
+        ost.set_time_base(stream.time_base());
+        ffi::adapt_codec_tag(&mut ost, true);
+        if stream.parameters().id() == ff::codec::Id::HEVC && !req.ts {
+            ffi::set_codec_tag(&mut ost, *b"hvc1");
+        }
+        if wanted == ff::media::Type::Video {
+            ost.set_avg_frame_rate(stream.avg_frame_rate());
+        }
+        ost.set_metadata(stream.metadata().to_owned());
+    }
+    octx.write_header_with(opts)
+        .map_err(|e| MediaError::write(dir, format!("header: {e}")))?;
+    let out_tb = octx
+        .stream(0)
+        .map(|s| s.time_base())
+        .ok_or_else(|| MediaError::write(dir, "no output stream"))?;
+    Ok((octx, out_tb))
+}
+
+/// The media segments the muxer listed in its own `playlist` (then removed), as (URI under
+/// the package root, seconds); each must exist.
+fn written_segments(
+    req: &SegmentRequest,
+    dir: &Path,
+    playlist: &Path,
+) -> Result<Vec<(String, f64)>, MediaError> {
+    let text = std::fs::read_to_string(playlist).map_err(|e| MediaError::write(playlist, e))?;
+    let _ = std::fs::remove_file(playlist);
     let segments = muxer_segments(&text)
         .into_iter()
         .map(|(name, secs)| (format!("{}/{name}", req.dir), secs))
@@ -197,18 +242,7 @@ fn write(req: &SegmentRequest, dir: &Path) -> Result<SegmentedTrack, MediaError>
             ));
         }
     }
-    let init = (!req.ts).then(|| format!("{}/init.mp4", req.dir));
-    Ok(SegmentedTrack {
-        init,
-        segments,
-        codec: codec_id_name(codec_id),
-        config,
-        size,
-        frame_rate,
-        audio,
-        language,
-        first_seconds: first_seconds.unwrap_or(0.0),
-    })
+    Ok(segments)
 }
 
 fn codec_id_name(id: ff::codec::Id) -> String {

@@ -6,10 +6,9 @@ use std::str::FromStr;
 
 use ffmpeg_next as ff;
 
-use super::dts::{frame_step, NvencDts};
+use super::encoder::{open_encoder, Opened};
 use super::filters::{nvenc_frame_rate, rendition_filters};
-use super::nvenc::{NvencSettings, NVENC_B_FRAMES};
-use crate::encode::output::RenditionFile;
+use super::nvenc::NvencSettings;
 use crate::encode::range::is_end_or_again as is_again;
 use crate::encode::rendition::SwRendition;
 use crate::ffi::cuda::{self, clear_log, AvFailure, HwRef};
@@ -20,14 +19,6 @@ use tessera_model::settings::output_size;
 
 /// What a filter graph was built for: input size and the input pool's format and size.
 type GraphKey = (u32, u32, ff::format::Pixel, u32, u32);
-
-/// The NVENC encoder and its output, opened when the first frame shows the input pool.
-struct Opened {
-    encoder: ff::encoder::Video,
-    file: RenditionFile,
-    /// Packet dts from the pts sent (FFmpeg 5.1's NVENC dts is wrong outside 1/fps).
-    dts: NvencDts,
-}
 
 /// Maps a failed call while frames flow: GPU conditions get their codes, the rest `other`.
 fn running(dev: u32, e: ff::Error, what: &str, other: &str) -> MediaError {
@@ -378,38 +369,4 @@ impl HwRendition {
         };
         o.file.finish(req.bias)
     }
-}
-
-fn open_encoder(
-    mut enc: ff::encoder::video::Video,
-    codec: ff::Codec,
-    settings: &NvencSettings,
-    (name, path, size): (&str, &std::path::Path, (u32, u32)),
-    (tb, rate): (ff::Rational, Option<ff::Rational>),
-    dev: u32,
-) -> Result<Opened, MediaError> {
-    let encoder_name = settings.encoder;
-    enc.set_flags(ff::codec::Flags::GLOBAL_HEADER);
-    let mut dict = ff::Dictionary::new();
-    for (k, v) in &settings.options {
-        dict.set(k, v);
-    }
-    clear_log();
-    let encoder = enc.open_as_with(codec, dict).map_err(|e| {
-        let f = AvFailure::from_error(e, "opening the encoder");
-        gpu_error(dev, GpuStage::EncoderOpen, &f, |r| {
-            MediaError::encode(encoder_name, format!("cannot open: {r}"))
-        })
-    })?;
-    let file = RenditionFile::create(name, path, size, codec, &encoder, tb)?;
-    let enc_tb = encoder.time_base();
-    let step = frame_step(
-        (enc_tb.numerator(), enc_tb.denominator()),
-        rate.map(|r| (r.numerator(), r.denominator())),
-    );
-    Ok(Opened {
-        encoder,
-        file,
-        dts: NvencDts::new(NVENC_B_FRAMES, step),
-    })
 }
