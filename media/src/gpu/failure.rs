@@ -4,7 +4,7 @@
 //! that cannot run the GPU path, a request the card's NVENC refuses (run the job on the CPU),
 //! or not a GPU condition at all.
 //!
-//! Why apart from hw.rs: the marks and the rules are the part of the GPU path most likely to
+//! Why apart from gpu.rs: the marks and the rules are the part of the GPU path most likely to
 //! change with what cards and drivers say; they are pure and tested here on their own.
 
 use crate::{ffi, MediaError};
