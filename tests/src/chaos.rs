@@ -304,26 +304,9 @@ pub fn run(plan: Plan) -> Report {
             &mut live,
             &plan,
         );
-        let started = Instant::now();
-        let after = jobs_view(&farm, &ids);
-        if all_final(&after) {
-            continue;
+        if let Some(secs) = recovery(&farm, &ids) {
+            report.recoveries.push((fault, secs));
         }
-        let before = progress(&after);
-        // Recovery: from the fault's end to the farm's next progress.
-        loop {
-            let views = jobs_view(&farm, &ids);
-            if progress(&views) > before || all_final(&views) {
-                break;
-            }
-            if started.elapsed() > Duration::from_secs(300) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        }
-        report
-            .recoveries
-            .push((fault, started.elapsed().as_secs_f64()));
     }
     // Every job must end; a job that does not within the budget is hung.
     let deadline = Instant::now() + Duration::from_secs(600 + 20 * plan.jobs as u64);
@@ -334,7 +317,53 @@ pub fn run(plan: Plan) -> Report {
         }
         std::thread::sleep(Duration::from_secs(1));
     };
-    for (i, (job, kind)) in views.iter().zip(&mixed).enumerate() {
+    check_jobs(&farm, &views, &mixed, &mut report);
+    report.duplicated = duplicated_deliveries(&farm.log("dispatcher.log"));
+    check_clean(&farm, &mut report);
+    eprintln!("chaos report:\n{}", report.table());
+    let failed_without_reason = views.len() - report.done - report.failed_with_reason - report.hung;
+    assert!(
+        report.hung == 0
+            && report.lost == 0
+            && report.duplicated == 0
+            && report.corrupt == 0
+            && report.partial == 0
+            && failed_without_reason == 0
+            && report.queued_left == 0
+            && report.work_left == 0,
+        "chaos invariants broken:\n{}\n--- dispatcher\n{}",
+        report.table(),
+        crate::run::tail(&farm.log("dispatcher.log"), 6000)
+    );
+    report
+}
+
+/// Recovery from a fault just injected: seconds from its end to the farm's next progress
+/// (300 at most); None when every job had already ended.
+fn recovery(farm: &Farm, ids: &[String]) -> Option<f64> {
+    let started = Instant::now();
+    let after = jobs_view(farm, ids);
+    if all_final(&after) {
+        return None;
+    }
+    let before = progress(&after);
+    loop {
+        let views = jobs_view(farm, ids);
+        if progress(&views) > before || all_final(&views) {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(300) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    Some(started.elapsed().as_secs_f64())
+}
+
+/// Each job's end against S3: a done job has both outputs, each with its source's frame
+/// count; a failed one has a reason and no output. Counts into `report`.
+fn check_jobs(farm: &Farm, views: &[Value], mixed: &[Fixture], report: &mut Report) {
+    for (i, (job, kind)) in views.iter().zip(mixed).enumerate() {
         let outputs = [format!("chaos/{i}/a.mp4"), format!("chaos/{i}/b.mkv")];
         let present: Vec<&String> = outputs
             .iter()
@@ -367,10 +396,12 @@ pub fn run(plan: Plan) -> Report {
             _ => report.hung += 1,
         }
     }
-    report.duplicated = duplicated_deliveries(&farm.log("dispatcher.log"));
-    // The farm is left clean: queues drained, work area empty (cleanup is asynchronous).
-    // Workers stop a dead job's tasks within seconds; the dispatcher sweeps an ended job's
-    // work area again a minute after its end.
+}
+
+/// The farm is left clean: queues drained, work area empty (cleanup is asynchronous).
+/// Workers stop a dead job's tasks within seconds; the dispatcher sweeps an ended job's
+/// work area again a minute after its end. Waits up to 2 minutes; counts into `report`.
+fn check_clean(farm: &Farm, report: &mut Report) {
     let clean_by = Instant::now() + Duration::from_secs(120);
     loop {
         report.queued_left = ["tessera.encode.cpu", "tessera.stitch", "tessera.events"]
@@ -386,20 +417,4 @@ pub fn run(plan: Plan) -> Report {
         }
         std::thread::sleep(Duration::from_secs(1));
     }
-    eprintln!("chaos report:\n{}", report.table());
-    let failed_without_reason = views.len() - report.done - report.failed_with_reason - report.hung;
-    assert!(
-        report.hung == 0
-            && report.lost == 0
-            && report.duplicated == 0
-            && report.corrupt == 0
-            && report.partial == 0
-            && failed_without_reason == 0
-            && report.queued_left == 0
-            && report.work_left == 0,
-        "chaos invariants broken:\n{}\n--- dispatcher\n{}",
-        report.table(),
-        crate::run::tail(&farm.log("dispatcher.log"), 6000)
-    );
-    report
 }

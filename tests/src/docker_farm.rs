@@ -179,7 +179,11 @@ impl Compose {
     pub fn wait_api(&self) {
         let url = format!("{}/healthz", self.server());
         for _ in 0..120 {
-            let run = run_command(Path::new("curl"), ["-fsS", &url], DOCKER_TIMEOUT);
+            let run = run_command(
+                Path::new("curl"),
+                ["-fsS", "-m", "10", &url],
+                DOCKER_TIMEOUT,
+            );
             if run.status.success() {
                 return;
             }
