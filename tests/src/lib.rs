@@ -21,6 +21,11 @@
 //! - [`matrix`]: a generated matrix of inputs (container x video x audio x
 //!   timing), each checked into a pass/fail row ([`matrix::check`]), and
 //!   generated bad inputs ([`matrix::bad_inputs`]).
+//! - [`farm`]: the distributed farm as real processes (with [`garage`] and [`rabbit`]);
+//!   [`bench`]: the distributed benchmark on it; [`docker_farm`]: the compose farm on a
+//!   real Docker engine. The scripts `bench/distributed.sh` and
+//!   `scripts/docker-farm-test.sh` run their ignored tests; `scripts/gpu-smoke.sh` runs the
+//!   `tessera-gpu-smoke` binary (`src/bin/`), which needs no cargo on the card's host.
 //!
 //! Environment: `TESSERA_BIN` (binary path), `TESSERA_TEST_TIMEOUT_S`
 //! (per-run limit, default 300), `TESSERA_FIXTURE_DIR` (fixture cache,
