@@ -22,7 +22,7 @@
 # Every rung of both sides must have the source's frame count, and tessera's rungs must be
 # the sizes below, or the script fails (exit 1).
 #
-# Equal on both sides (from package/src/ladder.rs auto() and media/src/settings.rs):
+# Equal on both sides (from package/src/ladder.rs auto() and model/src/settings/mod.rs):
 #   rungs 1920x1080 6000k, 1280x720 3000k, 960x540 2000k, 640x360 730k; libx264 preset
 #   medium, profile high, yuv420p, b = the rate, maxrate 1.5x, bufsize 2x maxrate;
 #   downscale with swscale bicubic (rung 0 is not scaled); an IDR (forced-idr=1) at the first
@@ -30,7 +30,7 @@
 #   segments of 6 s, VOD playlists, one separate audio rendition (AUDIO group): FFmpeg's AAC
 #   encoder at 128 kb/s, 48 kHz stereo. (Tessera re-encodes this input's AAC: its MP4 edit
 #   list discards the priming packet, so media/src/probe.rs marks the track trimmed and
-#   dispatcher/src/audio_step.rs does not stream-copy it.)
+#   engine/src/audio_step.rs does not stream-copy it.)
 # Not equal: tessera encodes farm segments (12 s, 2 at once, cores/2 x264 threads each)
 #   in child processes and then packages them; ffmpeg runs one process with x264's default
 #   threads per rung. File names, playlist text and BANDWIDTH figures differ; FFmpeg 5.1

@@ -9,7 +9,7 @@
 #      kubernetes-validate (strict: unknown fields are errors), the KEDA and Prometheus
 #      Operator objects against their CRD schemas, rebuilt from the PyPI wheels pinned (version
 #      and sha256) in deploy/tools/crd-schema-packages.txt (deploy/k8s/README.md, "CRD schemas");
-#   3. checks references between objects, the queue names against farm/src/model.rs, the
+#   3. checks references between objects, the queue names against model/src/wire.rs, the
 #      TESSERA_* names against the Rust sources, and each worker's TESSERA_GRACE_SECONDS
 #      against its pod's terminationGracePeriodSeconds.
 # Prints one line per object and "N valid, M invalid"; exits 1 when anything is invalid.

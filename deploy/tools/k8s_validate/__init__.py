@@ -15,7 +15,7 @@ agree with the code (queue names, TESSERA_* settings, grace periods). No cluster
    ~/.cache/tessera/crd-schemas (crd_schemas.py). A ScaledJob's jobTargetRef is also
    validated as a batch/v1 Job.
 3. Check what schemas cannot: references between objects, the queue names against
-   farm/src/model.rs, every TESSERA_* name against the Rust sources, and that each worker's
+   model/src/wire.rs, every TESSERA_* name against the Rust sources, and that each worker's
    TESSERA_GRACE_SECONDS stays below its pod's terminationGracePeriodSeconds.
 
 Prints one line per object checked, then "N valid, M invalid"; exits 1 if any is invalid.

@@ -1,6 +1,6 @@
 """Checks no schema can make, over one whole render: references between objects (ConfigMaps,
 Secrets, ServiceAccounts, claims, scale targets, trigger authentications, selectors and
-ports), the RabbitMQ queue names against farm/src/model.rs, every TESSERA_* name and worker
+ports), the RabbitMQ queue names against model/src/wire.rs, every TESSERA_* name and worker
 flag against the Rust sources, and each worker's TESSERA_GRACE_SECONDS against its pod's
 terminationGracePeriodSeconds.
 
@@ -77,13 +77,21 @@ def code_names() -> Tuple[Optional[set], Optional[set]]:
 
 
 def queue_names() -> Optional[set]:
-    """The queue names farm/src/model.rs declares, which KEDA's RabbitMQ triggers must watch;
-    None without the file."""
-    model = ROOT / "farm" / "src" / "model.rs"
+    """The queue names model/src/wire.rs declares, which KEDA's RabbitMQ triggers must watch;
+    None without the Rust sources (the manifests checked alone). With the sources but without
+    the file (it moved), or with no queue name in it, the check fails loudly instead of being
+    skipped."""
+    model = ROOT / "model" / "src" / "wire.rs"
     if not model.is_file():
+        if any(ROOT.glob("*/src/**/*.rs")):
+            raise SystemExit(f"k8s_validate: {model} not found: the queue-name check cannot "
+                             "run (update checks.py to where the queue names live)")
         return None
-    return set(re.findall(r'pub const QUEUE_[A-Z_]+: &str = "([^"]+)"',
+    names = set(re.findall(r'pub const QUEUE_[A-Z_]+: &str = "([^"]+)"',
                           model.read_text(encoding="utf-8")))
+    if not names:
+        raise SystemExit(f"k8s_validate: no QUEUE_* names in {model}")
+    return names
 
 
 def data_keys(o: Obj) -> set:
@@ -218,7 +226,7 @@ class RenderChecks:
                 q = (t.get("metadata") or {}).get("queueName")
                 if t.get("type") == "rabbitmq" and self.queues is not None and q not in self.queues:
                     self.problems[i].append(f"trigger {t.get('name')}: queue {q} is not one of "
-                                            f"farm/src/model.rs's {sorted(self.queues)}")
+                                            f"model/src/wire.rs's {sorted(self.queues)}")
         if kind == "TriggerAuthentication":
             for ref in spec.get("secretTargetRef", []):
                 s = self.secrets.get(ref["name"])
