@@ -173,18 +173,7 @@ fn frame_rate((num, den): (u32, u32)) -> String {
 /// The static MPD of a package; URIs are written relative to `pkg.dash_manifest`'s directory.
 pub fn mpd(pkg: &Package) -> String {
     let dir = pkg.dash_manifest.as_deref().map_or("", dir_of);
-    let media_tracks = pkg
-        .tracks
-        .iter()
-        .filter(|t| !matches!(t.kind, TrackKind::Subtitles { .. }));
-    let duration = media_tracks.clone().map(Track::seconds).fold(0.0, f64::max);
-    let longest = media_tracks
-        .flat_map(|t| {
-            t.segments
-                .iter()
-                .map(move |s| s.duration as f64 / f64::from(t.timescale.max(1)))
-        })
-        .fold(pkg.segment_seconds, f64::max);
+    let (duration, longest) = presentation_times(pkg);
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         out,
@@ -200,90 +189,13 @@ pub fn mpd(pkg: &Package) -> String {
         .collect();
     let mut set_id = 0;
     if !video.is_empty() {
-        let dims = |t: &&Track| match t.kind {
-            TrackKind::Video { width, height, .. } => (width, height),
-            _ => (0, 0),
-        };
-        let max_w = video.iter().map(|t| dims(t).0).max().unwrap_or(0);
-        let max_h = video.iter().map(|t| dims(t).1).max().unwrap_or(0);
-        let _ = writeln!(
-            out,
-            "    <AdaptationSet id=\"{set_id}\" contentType=\"video\" mimeType=\"video/mp4\" segmentAlignment=\"true\" startWithSAP=\"1\" maxWidth=\"{max_w}\" maxHeight=\"{max_h}\">"
-        );
+        write_video_set(&mut out, dir, set_id, &video);
         set_id += 1;
-        for t in &video {
-            let TrackKind::Video {
-                width,
-                height,
-                frame_rate: fr,
-            } = t.kind
-            else {
-                continue;
-            };
-            let _ = writeln!(
-                out,
-                "      <Representation id=\"{}\" bandwidth=\"{}\" codecs=\"{}\" width=\"{width}\" height=\"{height}\" frameRate=\"{}\">",
-                xml_escape(&t.id),
-                t.peak_bitrate(),
-                xml_escape(&t.codec),
-                frame_rate(fr),
-            );
-            write_segments(&mut out, dir, t);
-            out.push_str("      </Representation>\n");
-        }
-        out.push_str("    </AdaptationSet>\n");
     }
     for t in &pkg.tracks {
         match &t.kind {
-            TrackKind::Audio {
-                language,
-                channels,
-                sample_rate,
-            } => {
-                let _ = writeln!(
-                    out,
-                    "    <AdaptationSet id=\"{set_id}\" contentType=\"audio\" mimeType=\"audio/mp4\" lang=\"{}\" segmentAlignment=\"true\" startWithSAP=\"1\">",
-                    xml_escape(language)
-                );
-                let _ = writeln!(
-                    out,
-                    "      <Representation id=\"{}\" bandwidth=\"{}\" codecs=\"{}\" audioSamplingRate=\"{sample_rate}\">",
-                    xml_escape(&t.id),
-                    t.peak_bitrate(),
-                    xml_escape(&t.codec),
-                );
-                let _ = writeln!(
-                    out,
-                    "        <AudioChannelConfiguration schemeIdUri=\"urn:mpeg:dash:23003:3:audio_channel_configuration:2011\" value=\"{channels}\"/>"
-                );
-                write_segments(&mut out, dir, t);
-                out.push_str("      </Representation>\n    </AdaptationSet>\n");
-            }
-            TrackKind::Subtitles { language, file } => {
-                let _ = writeln!(
-                    out,
-                    "    <AdaptationSet id=\"{set_id}\" contentType=\"text\" mimeType=\"text/vtt\" lang=\"{}\">",
-                    xml_escape(language)
-                );
-                let _ = writeln!(
-                    out,
-                    "      <Representation id=\"{}\" bandwidth=\"{}\" codecs=\"{}\">",
-                    xml_escape(&t.id),
-                    t.average_bitrate().max(1),
-                    xml_escape(&t.codec),
-                );
-                let whole = file
-                    .as_deref()
-                    .or_else(|| t.segments.first().map(|s| s.uri.as_str()));
-                if let Some(whole) = whole {
-                    let _ = writeln!(
-                        out,
-                        "        <BaseURL>{}</BaseURL>",
-                        xml_escape(&relative(dir, whole))
-                    );
-                }
-                out.push_str("      </Representation>\n    </AdaptationSet>\n");
-            }
+            TrackKind::Audio { .. } => write_audio_set(&mut out, dir, set_id, t),
+            TrackKind::Subtitles { .. } => write_subtitle_set(&mut out, dir, set_id, t),
             TrackKind::Video { .. } => continue,
         }
         set_id += 1;
@@ -293,6 +205,119 @@ pub fn mpd(pkg: &Package) -> String {
     }
     out.push_str("  </Period>\n</MPD>\n");
     out
+}
+
+/// (mediaPresentationDuration, minBufferTime) in seconds: the longest media track, and the
+/// longest segment of any media track (at least the package's segment length).
+fn presentation_times(pkg: &Package) -> (f64, f64) {
+    let media_tracks = pkg
+        .tracks
+        .iter()
+        .filter(|t| !matches!(t.kind, TrackKind::Subtitles { .. }));
+    let duration = media_tracks.clone().map(Track::seconds).fold(0.0, f64::max);
+    let longest = media_tracks
+        .flat_map(|t| {
+            t.segments
+                .iter()
+                .map(move |s| s.duration as f64 / f64::from(t.timescale.max(1)))
+        })
+        .fold(pkg.segment_seconds, f64::max);
+    (duration, longest)
+}
+
+/// All video tracks as one AdaptationSet, so a player can switch between them.
+fn write_video_set(out: &mut String, dir: &str, set_id: usize, video: &[&Track]) {
+    let dims = |t: &&Track| match t.kind {
+        TrackKind::Video { width, height, .. } => (width, height),
+        _ => (0, 0),
+    };
+    let max_w = video.iter().map(|t| dims(t).0).max().unwrap_or(0);
+    let max_h = video.iter().map(|t| dims(t).1).max().unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "    <AdaptationSet id=\"{set_id}\" contentType=\"video\" mimeType=\"video/mp4\" segmentAlignment=\"true\" startWithSAP=\"1\" maxWidth=\"{max_w}\" maxHeight=\"{max_h}\">"
+    );
+    for t in video {
+        let TrackKind::Video {
+            width,
+            height,
+            frame_rate: fr,
+        } = t.kind
+        else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "      <Representation id=\"{}\" bandwidth=\"{}\" codecs=\"{}\" width=\"{width}\" height=\"{height}\" frameRate=\"{}\">",
+            xml_escape(&t.id),
+            t.peak_bitrate(),
+            xml_escape(&t.codec),
+            frame_rate(fr),
+        );
+        write_segments(out, dir, t);
+        out.push_str("      </Representation>\n");
+    }
+    out.push_str("    </AdaptationSet>\n");
+}
+
+/// One audio track as an AdaptationSet of its own (one per language and rendition).
+fn write_audio_set(out: &mut String, dir: &str, set_id: usize, t: &Track) {
+    let TrackKind::Audio {
+        language,
+        channels,
+        sample_rate,
+    } = &t.kind
+    else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "    <AdaptationSet id=\"{set_id}\" contentType=\"audio\" mimeType=\"audio/mp4\" lang=\"{}\" segmentAlignment=\"true\" startWithSAP=\"1\">",
+        xml_escape(language)
+    );
+    let _ = writeln!(
+        out,
+        "      <Representation id=\"{}\" bandwidth=\"{}\" codecs=\"{}\" audioSamplingRate=\"{sample_rate}\">",
+        xml_escape(&t.id),
+        t.peak_bitrate(),
+        xml_escape(&t.codec),
+    );
+    let _ = writeln!(
+        out,
+        "        <AudioChannelConfiguration schemeIdUri=\"urn:mpeg:dash:23003:3:audio_channel_configuration:2011\" value=\"{channels}\"/>"
+    );
+    write_segments(out, dir, t);
+    out.push_str("      </Representation>\n    </AdaptationSet>\n");
+}
+
+/// One subtitle track as a text AdaptationSet whose BaseURL is the whole WebVTT file.
+fn write_subtitle_set(out: &mut String, dir: &str, set_id: usize, t: &Track) {
+    let TrackKind::Subtitles { language, file } = &t.kind else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "    <AdaptationSet id=\"{set_id}\" contentType=\"text\" mimeType=\"text/vtt\" lang=\"{}\">",
+        xml_escape(language)
+    );
+    let _ = writeln!(
+        out,
+        "      <Representation id=\"{}\" bandwidth=\"{}\" codecs=\"{}\">",
+        xml_escape(&t.id),
+        t.average_bitrate().max(1),
+        xml_escape(&t.codec),
+    );
+    let whole = file
+        .as_deref()
+        .or_else(|| t.segments.first().map(|s| s.uri.as_str()));
+    if let Some(whole) = whole {
+        let _ = writeln!(
+            out,
+            "        <BaseURL>{}</BaseURL>",
+            xml_escape(&relative(dir, whole))
+        );
+    }
+    out.push_str("      </Representation>\n    </AdaptationSet>\n");
 }
 
 /// The sprite sheets as a DASH-IF thumbnail AdaptationSet: one segment per sheet, the grid

@@ -128,15 +128,7 @@ pub(super) fn read_traf(
     let header = find(traf.children(), b"tfhd")?.ok_or(BmffError::Missing("tfhd"))?;
     let tfhd = tfhd(header.payload)?;
     let start = match find(traf.children(), b"tfdt")? {
-        Some(b) => {
-            let mut r = Reader::new(b.payload, "tfdt");
-            let (version, _) = r.full()?;
-            if version == 1 {
-                r.u64()?
-            } else {
-                u64::from(r.u32()?)
-            }
-        }
+        Some(b) => tfdt(b.payload)?,
         None => fallback_start,
     };
     let base = tfhd.base_data_offset.unwrap_or(moof_offset as u64);
@@ -154,71 +146,116 @@ pub(super) fn read_traf(
         if &b.fourcc != b"trun" {
             continue;
         }
-        let mut r = Reader::new(b.payload, "trun");
-        let (version, flags) = r.full()?;
-        let count = r.u32()?;
-        let data_offset = if flags & 0x01 != 0 {
-            i64::from(r.u32()? as i32)
-        } else {
-            0
-        };
-        if flags & 0x04 != 0 {
-            r.u32()?;
-        }
-        let per_sample = [0x100u32, 0x200, 0x400, 0x800]
-            .iter()
-            .filter(|f| flags & **f != 0)
-            .count();
-        if (count as usize).saturating_mul(per_sample * 4) > r.remaining() {
-            return Err(BmffError::Truncated("trun"));
-        }
-        for i in 0..count {
-            let duration = if flags & 0x100 != 0 {
-                r.u32()?
-            } else {
-                tfhd.default_duration.ok_or_else(|| {
-                    BmffError::Invalid(
-                        "sample duration is in neither trun nor tfhd (the trex default is unknown)"
-                            .into(),
-                    )
-                })?
-            };
-            let size = if flags & 0x200 != 0 {
-                Some(r.u32()?)
-            } else {
-                tfhd.default_size
-            };
-            if flags & 0x400 != 0 {
-                r.u32()?;
-            }
-            let cto = if flags & 0x800 != 0 {
-                let raw = r.u32()?;
-                if version == 0 {
-                    i64::from(raw)
-                } else {
-                    i64::from(raw as i32)
-                }
-            } else {
-                0
-            };
-            let decode = frag.start.saturating_add(frag.duration);
-            let pts = i64::try_from(decode)
-                .unwrap_or(i64::MAX)
-                .saturating_add(cto);
-            frag.earliest = frag.earliest.min(pts);
-            if first_run && i == 0 {
-                let begin = i64::try_from(base)
-                    .unwrap_or(i64::MAX)
-                    .saturating_add(data_offset);
-                frag.first_sample_end = match (u64::try_from(begin), size) {
-                    (Ok(begin), Some(size)) => Some(begin.saturating_add(u64::from(size))),
-                    _ => None,
-                };
-            }
-            frag.duration = frag.duration.saturating_add(u64::from(duration));
-        }
-        frag.samples += u64::from(count);
+        read_trun(b.payload, &tfhd, base, first_run, &mut frag)?;
         first_run = false;
     }
     Ok(frag)
+}
+
+/// The base media decode time of a tfdt (version 1: 64 bits, else 32).
+fn tfdt(payload: &[u8]) -> Result<u64, BmffError> {
+    let mut r = Reader::new(payload, "tfdt");
+    let (version, _) = r.full()?;
+    if version == 1 {
+        r.u64()
+    } else {
+        Ok(u64::from(r.u32()?))
+    }
+}
+
+/// One sample of a trun: its duration, its size when known, its composition offset.
+struct Sample {
+    duration: u32,
+    size: Option<u32>,
+    cto: i64,
+}
+
+/// Adds one trun's samples to `frag`; the first sample of the first run (`first_run`) also
+/// gives where its data ends, counted from `base` plus the run's data offset.
+fn read_trun(
+    payload: &[u8],
+    tfhd: &Tfhd,
+    base: u64,
+    first_run: bool,
+    frag: &mut Fragment,
+) -> Result<(), BmffError> {
+    let mut r = Reader::new(payload, "trun");
+    let (version, flags) = r.full()?;
+    let count = r.u32()?;
+    let data_offset = if flags & 0x01 != 0 {
+        i64::from(r.u32()? as i32)
+    } else {
+        0
+    };
+    if flags & 0x04 != 0 {
+        r.u32()?;
+    }
+    let per_sample = [0x100u32, 0x200, 0x400, 0x800]
+        .iter()
+        .filter(|f| flags & **f != 0)
+        .count();
+    if (count as usize).saturating_mul(per_sample * 4) > r.remaining() {
+        return Err(BmffError::Truncated("trun"));
+    }
+    for i in 0..count {
+        let sample = read_sample(&mut r, version, flags, tfhd)?;
+        let decode = frag.start.saturating_add(frag.duration);
+        let pts = i64::try_from(decode)
+            .unwrap_or(i64::MAX)
+            .saturating_add(sample.cto);
+        frag.earliest = frag.earliest.min(pts);
+        if first_run && i == 0 {
+            let begin = i64::try_from(base)
+                .unwrap_or(i64::MAX)
+                .saturating_add(data_offset);
+            frag.first_sample_end = match (u64::try_from(begin), sample.size) {
+                (Ok(begin), Some(size)) => Some(begin.saturating_add(u64::from(size))),
+                _ => None,
+            };
+        }
+        frag.duration = frag.duration.saturating_add(u64::from(sample.duration));
+    }
+    frag.samples += u64::from(count);
+    Ok(())
+}
+
+/// Reads one trun sample record; what the flags leave out comes from the tfhd defaults.
+fn read_sample(
+    r: &mut Reader<'_>,
+    version: u8,
+    flags: u32,
+    tfhd: &Tfhd,
+) -> Result<Sample, BmffError> {
+    let duration = if flags & 0x100 != 0 {
+        r.u32()?
+    } else {
+        tfhd.default_duration.ok_or_else(|| {
+            BmffError::Invalid(
+                "sample duration is in neither trun nor tfhd (the trex default is unknown)".into(),
+            )
+        })?
+    };
+    let size = if flags & 0x200 != 0 {
+        Some(r.u32()?)
+    } else {
+        tfhd.default_size
+    };
+    if flags & 0x400 != 0 {
+        r.u32()?;
+    }
+    let cto = if flags & 0x800 != 0 {
+        let raw = r.u32()?;
+        if version == 0 {
+            i64::from(raw)
+        } else {
+            i64::from(raw as i32)
+        }
+    } else {
+        0
+    };
+    Ok(Sample {
+        duration,
+        size,
+        cto,
+    })
 }

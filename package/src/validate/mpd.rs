@@ -5,17 +5,20 @@
 //! the timeline promises.
 
 use super::ReadFn;
-use crate::bmff::{init_info, segment_info};
 use crate::hls::{dir_of, resolve};
 use context::{attr, child, Ctx, NS};
 use roxmltree::Node;
 use std::collections::HashSet;
-use timeline::expand;
+use template::{check_template, RepRef};
 
 mod context;
+mod template;
 mod tiles;
 mod timeline;
-pub use timeline::{fill_template, parse_duration};
+/// The template filler, for the unit tests (the checks use it from `template` and `tiles`).
+#[cfg(test)]
+pub use timeline::fill_template;
+pub use timeline::parse_duration;
 
 /// Checks a static MPD (`mpd_path`, root-relative) and every file it names. Returns every
 /// problem found; empty means valid.
@@ -82,6 +85,8 @@ pub fn validate_mpd(mpd_path: &str, read: ReadFn<'_>) -> Vec<String> {
     problems
 }
 
+/// Checks one Representation of `set`: its id (unique across the MPD), bandwidth, codecs
+/// and size, then its segments, through the template, the BaseURL or the tiles checks.
 fn check_representation(
     ctx: &Ctx<'_>,
     set: Node<'_, '_>,
@@ -122,147 +127,39 @@ fn check_representation(
         ));
     }
     let Some(tpl) = child(rep, "SegmentTemplate").or_else(|| child(set, "SegmentTemplate")) else {
-        if let Some(base) = child(rep, "BaseURL").and_then(|b| b.text()) {
-            let path = resolve(ctx.dir, base.trim());
-            if (ctx.read)(&path).is_none() {
-                problems.push(format!(
-                    "{path}: missing (BaseURL of Representation {id:?} in {mpd})"
-                ));
-            }
-        } else if child(rep, "SegmentList").is_some() {
-            problems.push(format!(
-                "{at}: uses a SegmentList, which this check does not expand"
-            ));
-        } else {
-            problems.push(format!("{at}: neither SegmentTemplate nor BaseURL"));
-        }
+        check_untemplated(ctx, rep, (&at, &id), problems);
         return;
     };
-    let need = |name: &str, problems: &mut Vec<String>| {
-        let v = tpl.attribute(name);
-        if v.is_none() {
-            problems.push(format!("{at}: SegmentTemplate has no {name}"));
-        }
-        v
+    let rep = RepRef {
+        at: &at,
+        id: &id,
+        bandwidth: bandwidth.unwrap_or(0),
+        codecs,
     };
-    let timescale = need("timescale", problems)
-        .and_then(|t| t.parse::<u64>().ok())
-        .filter(|t| *t > 0);
-    let init = need("initialization", problems);
-    let media = need("media", problems);
-    let start_number = tpl
-        .attribute("startNumber")
-        .and_then(|n| n.parse::<u64>().ok())
-        .unwrap_or(1);
-    let Some(timeline) = child(tpl, "SegmentTimeline") else {
-        problems.push(format!("{at}: SegmentTemplate has no SegmentTimeline"));
-        return;
-    };
-    let bw = bandwidth.unwrap_or(0);
-    if let Some(init) = init {
-        match fill_template(init, &id, bw, 0, 0) {
-            Err(e) => problems.push(format!("{at}: {e}")),
-            Ok(uri) => check_init(
-                ctx,
-                &at,
-                &id,
-                &resolve(ctx.dir, &uri),
-                codecs,
-                timescale,
-                problems,
-            ),
-        }
-    }
-    let Some(timescale) = timescale else {
-        problems.push(format!(
-            "{at}: SegmentTemplate@timescale is not a positive integer"
-        ));
-        return;
-    };
-    let entries = expand(&at, timeline, timescale, ctx.total, problems);
-    let Some(media) = media else { return };
-    for (k, (t, d)) in entries.iter().enumerate() {
-        let uri = match fill_template(media, &id, bw, start_number.saturating_add(k as u64), *t) {
-            Ok(u) => resolve(ctx.dir, &u),
-            Err(e) => {
-                problems.push(format!("{at}: {e}"));
-                return;
-            }
-        };
-        let Some(bytes) = (ctx.read)(&uri) else {
-            problems.push(format!(
-                "{uri}: missing (segment {} of Representation {id:?} in {mpd})",
-                start_number.saturating_add(k as u64)
-            ));
-            continue;
-        };
-        match segment_info(&bytes) {
-            Err(e) => problems.push(format!(
-                "{uri}: not a readable media segment (Representation {id:?} in {mpd}): {e}"
-            )),
-            Ok(info) => {
-                if info.base_media_decode_time != *t {
-                    problems.push(format!(
-                        "{uri}: tfdt {} but the SegmentTimeline of Representation {id:?} in {mpd} lists it at t={t}",
-                        info.base_media_decode_time
-                    ));
-                }
-                if info.duration != *d {
-                    problems.push(format!(
-                        "{uri}: lasts {} ticks but the SegmentTimeline of Representation {id:?} in {mpd} says d={d}",
-                        info.duration
-                    ));
-                }
-            }
-        }
-    }
-    let seconds = entries.iter().map(|(_, d)| *d).sum::<u64>() as f64 / timescale as f64;
-    let longest = entries.iter().map(|(_, d)| *d).max().unwrap_or(0) as f64 / timescale as f64;
-    if let Some(total) = ctx.total {
-        if (seconds - total).abs() > longest.max(0.1) {
-            problems.push(format!(
-                "{at}: the SegmentTimeline lasts {seconds:.3} s but mediaPresentationDuration is {total:.3} s"
-            ));
-        }
-    }
+    check_template(ctx, &rep, tpl, problems);
 }
 
-fn check_init(
+/// A Representation without a SegmentTemplate: its BaseURL file must exist; a SegmentList is
+/// reported as not checked, and neither is a problem.
+fn check_untemplated(
     ctx: &Ctx<'_>,
-    at: &str,
-    id: &str,
-    path: &str,
-    codecs: Option<&str>,
-    timescale: Option<u64>,
+    rep: Node<'_, '_>,
+    (at, id): (&str, &str),
     problems: &mut Vec<String>,
 ) {
-    let Some(bytes) = (ctx.read)(path) else {
-        problems.push(format!(
-            "{path}: missing (initialization of Representation {id:?} in {})",
-            ctx.mpd
-        ));
-        return;
-    };
-    match init_info(&bytes) {
-        Err(e) => problems.push(format!(
-            "{path}: not a readable init segment (Representation {id:?} in {}): {e}",
-            ctx.mpd
-        )),
-        Ok(info) => {
-            if let (Some(declared), Some(actual)) = (codecs, &info.codec) {
-                if declared != actual {
-                    problems.push(format!(
-                        "{at}: codecs {declared:?} but its init segment {path} declares {actual:?}"
-                    ));
-                }
-            }
-            if timescale.is_some_and(|t| t != u64::from(info.timescale)) {
-                problems.push(format!(
-                    "{at}: SegmentTemplate@timescale {} but {path} has timescale {}",
-                    timescale.unwrap_or(0),
-                    info.timescale
-                ));
-            }
+    let mpd = ctx.mpd;
+    if let Some(base) = child(rep, "BaseURL").and_then(|b| b.text()) {
+        let path = resolve(ctx.dir, base.trim());
+        if (ctx.read)(&path).is_none() {
+            problems.push(format!(
+                "{path}: missing (BaseURL of Representation {id:?} in {mpd})"
+            ));
         }
+    } else if child(rep, "SegmentList").is_some() {
+        problems.push(format!(
+            "{at}: uses a SegmentList, which this check does not expand"
+        ));
+    } else {
+        problems.push(format!("{at}: neither SegmentTemplate nor BaseURL"));
     }
 }

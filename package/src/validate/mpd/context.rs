@@ -1,9 +1,10 @@
 //! What the checks of one MPD share: the DASH namespace, the MPD's place and reader, and
 //! the two ways its elements are looked up.
 //!
-//! Why a module of its own: the Representation checks (`mpd`), the thumbnail checks
-//! (`tiles`) and the timeline expansion (`timeline`) all read the same tree the same way;
-//! keeping that here lets each of them depend on it without depending on each other.
+//! Why a module of its own: the Representation checks (`mpd`), the SegmentTemplate checks
+//! (`template`), the thumbnail checks (`tiles`) and the timeline expansion (`timeline`) all
+//! read the same tree the same way; keeping that here lets each of them depend on it without
+//! depending on each other.
 
 use crate::validate::ReadFn;
 use roxmltree::Node;
