@@ -176,7 +176,10 @@ impl Runner {
     ) {
         self.scaling.ended(id);
         let mut counted = false;
-        let mut backoff = std::time::Duration::from_secs(1);
+        let mut backoff = tessera_farm::backoff::Backoff::new(
+            std::time::Duration::from_secs(1),
+            std::time::Duration::from_secs(30),
+        );
         loop {
             let written = match &result {
                 Ok(report) => {
@@ -209,9 +212,9 @@ impl Runner {
             match written {
                 Ok(()) => return,
                 Err(e) => {
-                    tracing::error!(job = %id, error = %e, retry_in = ?backoff, "job outcome not recorded; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(std::time::Duration::from_secs(30));
+                    let retry_in = backoff.next_delay();
+                    tracing::error!(job = %id, error = %e, ?retry_in, "job outcome not recorded; retrying");
+                    tokio::time::sleep(retry_in).await;
                 }
             }
         }

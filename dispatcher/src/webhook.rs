@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
+use tessera_farm::backoff::Backoff;
 
 /// Attempts per webhook (backoff 1, 2, 4, 8 s between them).
 const ATTEMPTS: u32 = 5;
@@ -26,7 +27,7 @@ pub fn signature(secret: &[u8], body: &[u8]) -> String {
 /// whether it was delivered (for the metrics).
 pub async fn deliver(agent: ureq::Agent, url: String, body: Vec<u8>, secret: String) -> bool {
     let sig = signature(secret.as_bytes(), &body);
-    let mut backoff = Duration::from_secs(1);
+    let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(8));
     for attempt in 1..=ATTEMPTS {
         let (a, u, b, s) = (agent.clone(), url.clone(), body.clone(), sig.clone());
         let result = tokio::task::spawn_blocking(move || post(&a, &u, &b, &s)).await;
@@ -39,8 +40,7 @@ pub async fn deliver(agent: ureq::Agent, url: String, body: Vec<u8>, secret: Str
             Err(e) => tracing::warn!(attempt, error = %e, "webhook task failed"),
         }
         if attempt < ATTEMPTS {
-            tokio::time::sleep(backoff).await;
-            backoff *= 2;
+            tokio::time::sleep(backoff.next_delay()).await;
         }
     }
     tracing::error!("webhook given up after {ATTEMPTS} attempts");

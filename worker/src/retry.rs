@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use tessera_farm::backoff::Backoff;
 use tessera_farm::queue::Delivery;
 use tessera_farm::FarmError;
 use tessera_model::error_code::ErrorClass;
@@ -139,9 +140,9 @@ impl SegmentRunner {
     /// broker's 30-minute consumer timeout (the task is then given back, bounce-counted).
     async fn wait_for_store(&self, job: &str) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(15 * 60);
-        let mut backoff = Duration::from_secs(1);
+        let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(4));
         while tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(backoff).await;
+            tokio::time::sleep(backoff.next_delay()).await;
             match self
                 .store
                 .exists(&tessera_model::wire::keys::ended(job))
@@ -149,8 +150,8 @@ impl SegmentRunner {
             {
                 Ok(_) => return,
                 Err(e) => {
-                    tracing::warn!(error = %e, retry_in = ?backoff, "store still unavailable");
-                    backoff = (backoff * 2).min(Duration::from_secs(4));
+                    let retry_in = backoff.current();
+                    tracing::warn!(error = %e, ?retry_in, "store still unavailable");
                 }
             }
         }
