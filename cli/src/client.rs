@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context};
 use serde::Deserialize;
 use serde_json::Value;
+use tessera_farm::config::{read_toml_file, Setting};
 use ureq::Agent;
 
 /// The API address used when neither `--server`, `TESSERA_SERVER` nor the config file names one.
@@ -76,25 +77,17 @@ impl ClientConfig {
         token_env: Option<String>,
         config_file: Option<&Path>,
     ) -> anyhow::Result<Self> {
-        let file = match config_file {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("config file {}: cannot read", path.display()))?;
-                toml::from_str::<FileConfig>(&text)
-                    .with_context(|| format!("config file {}: invalid", path.display()))?
-                    .client
-            }
-            None => FileClient::default(),
-        };
-        let server = server
-            .or(file.server)
-            .unwrap_or_else(|| DEFAULT_SERVER.to_string());
+        let file = read_toml_file::<FileConfig>(config_file)?.client;
+        let server = Setting::layered("server", server, file.server)
+            .or_else(|| DEFAULT_SERVER.to_string())
+            .get();
         let server = server.trim().trim_end_matches('/').to_string();
         let scheme_ok = server.starts_with("http://") || server.starts_with("https://");
         if !scheme_ok || server.contains(char::is_whitespace) {
             bail!("server '{server}' must be an http:// or https:// URL");
         }
-        let Some(token) = token_env.filter(|t| !t.is_empty()).or(file.token) else {
+        let token_env = token_env.filter(|t| !t.is_empty());
+        let Some(token) = Setting::layered("token", token_env, file.token).optional() else {
             bail!("no API token: set TESSERA_TOKEN, or `token` in the [client] table of the config file (--config)");
         };
         if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use serde::Deserialize;
+use tessera_farm::config::{read_toml_file, Setting};
 use tessera_model::encode::{Container, RateControl, RenditionSpec, VideoCodec};
 use tessera_model::settings::{default_crf, default_preset, resolve_preset};
 
@@ -218,84 +219,144 @@ fn extra_output(
     Ok((rendition, container, path))
 }
 
+/// The `[transcode]` table of the config file (none without a file).
 fn read_file(path: Option<&Path>) -> anyhow::Result<FileTranscode> {
-    let Some(path) = path else {
-        return Ok(FileTranscode::default());
-    };
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("config file {}: cannot read", path.display()))?;
-    let cfg: FileConfig = toml::from_str(&text)
-        .with_context(|| format!("config file {}: invalid", path.display()))?;
-    Ok(cfg.transcode)
+    Ok(read_toml_file::<FileConfig>(path)?.transcode)
+}
+
+/// Rate control: a crf or a bitrate (flag/env over file), else the codec's default crf.
+fn rate_control(
+    codec: VideoCodec,
+    crf: Setting<Option<f32>>,
+    bitrate: Setting<Option<String>>,
+) -> anyhow::Result<RateControl> {
+    Ok(match (crf.optional(), bitrate.optional()) {
+        (Some(c), None) => RateControl::Crf(c),
+        (None, Some(b)) => RateControl::Bitrate(parse_bitrate(&b)?),
+        (None, None) => RateControl::Crf(default_crf(codec)),
+        (Some(_), Some(_)) => bail!("give either a crf or a bitrate, not both"),
+    })
+}
+
+/// Checks the preset against NVENC's names when the GPU is required, else the software
+/// encoder's.
+fn check_preset(codec: VideoCodec, preset: &str, gpu: GpuChoice) -> anyhow::Result<()> {
+    if gpu == GpuChoice::Require {
+        tessera_media::nvenc_preset(codec, preset).map_err(|e| anyhow::anyhow!(e))?;
+    } else {
+        resolve_preset(codec, preset).map_err(|e| anyhow::anyhow!(e))?;
+    }
+    Ok(())
+}
+
+/// The output file's container (MP4 when only a package is written).
+fn output_container(output: Option<&Path>) -> anyhow::Result<Container> {
+    match output {
+        Some(out) => Container::from_path(out).with_context(|| {
+            format!(
+                "output {}: unsupported container (use .mp4 or .mkv)",
+                out.display()
+            )
+        }),
+        None => Ok(Container::Mp4),
+    }
+}
+
+/// The codec, its rate control and its preset (checked), each layered.
+fn video_encoding(
+    args: &TranscodeArgs,
+    file: &FileTranscode,
+    gpu: GpuChoice,
+) -> anyhow::Result<(VideoCodec, RateControl, String)> {
+    let codec = Setting::layered("codec", args.codec, file.codec).or(CodecArg::H264);
+    let codec = VideoCodec::from(codec.get());
+    let rate = rate_control(
+        codec,
+        Setting::layered("crf", args.crf, file.crf),
+        Setting::layered("bitrate", args.bitrate.clone(), file.bitrate.clone()),
+    )?;
+    let preset = Setting::layered("preset", args.preset.clone(), file.preset.clone())
+        .or_else(|| default_preset(codec).to_string())
+        .get();
+    check_preset(codec, &preset, gpu)?;
+    Ok((codec, rate, preset))
+}
+
+/// The checked numbers of a run: segment length, workers, output height, and the share of
+/// damaged source frames tolerated.
+struct RunNumbers {
+    segment_seconds: f64,
+    workers: usize,
+    height: Option<u32>,
+    max_decode_error_share: f64,
+}
+
+/// Layers and checks [`RunNumbers`]; each refusal names the setting and its range.
+fn run_numbers(args: &TranscodeArgs, file: &FileTranscode) -> anyhow::Result<RunNumbers> {
+    let segment_seconds =
+        Setting::layered("segment length", args.segment_seconds, file.segment_seconds)
+            .or(10.0)
+            .check(
+                |s| s.is_finite() && *s >= 0.1,
+                |s| format!("{s} s must be at least 0.1 s"),
+            )?
+            .get();
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let workers = Setting::layered("workers", args.workers, file.workers)
+        .or(cpus)
+        .check(
+            |w| (1..=256).contains(w),
+            |w| format!("{w} must be within 1..=256"),
+        )?
+        .get();
+    let height = Setting::layered("height", args.height, file.height)
+        .check_set(
+            |h| (2..=16384).contains(h),
+            |h| format!("{h} must be within 2..=16384"),
+        )?
+        .optional();
+    let max_decode_error_share = Setting::layered(
+        "max decode error share",
+        args.max_decode_error_share,
+        file.max_decode_error_share,
+    )
+    .or(tessera_engine::DEFAULT_MAX_DECODE_ERROR_SHARE)
+    .check(
+        |v| (0.0..=1.0).contains(v),
+        |v| format!("{v} must be between 0 and 1"),
+    )?
+    .get();
+    Ok(RunNumbers {
+        segment_seconds,
+        workers,
+        height,
+        max_decode_error_share,
+    })
 }
 
 impl TranscodeConfig {
     /// Merges flags/env (`args`) over the config file over the defaults, and validates.
     pub fn resolve(args: TranscodeArgs, config_file: Option<&Path>) -> anyhow::Result<Self> {
         let file = read_file(config_file)?;
-        let codec = VideoCodec::from(args.codec.or(file.codec).unwrap_or(CodecArg::H264));
-        let bitrate = args.bitrate.or(file.bitrate);
-        let crf = args.crf.or(file.crf);
-        let rate = match (crf, bitrate) {
-            (Some(c), None) => RateControl::Crf(c),
-            (None, Some(b)) => RateControl::Bitrate(parse_bitrate(&b)?),
-            (None, None) => RateControl::Crf(default_crf(codec)),
-            (Some(_), Some(_)) => bail!("give either a crf or a bitrate, not both"),
-        };
-        let preset = args
-            .preset
-            .or(file.preset)
-            .unwrap_or_else(|| default_preset(codec).to_string());
-        let gpu = args.gpu.or(file.gpu).unwrap_or_default();
-        if gpu == GpuChoice::Require {
-            tessera_media::nvenc_preset(codec, &preset).map_err(|e| anyhow::anyhow!(e))?;
-        } else {
-            resolve_preset(codec, &preset).map_err(|e| anyhow::anyhow!(e))?;
-        }
-        let container = match &args.output {
-            Some(out) => Container::from_path(out).with_context(|| {
-                format!(
-                    "output {}: unsupported container (use .mp4 or .mkv)",
-                    out.display()
-                )
-            })?,
-            None => Container::Mp4,
-        };
+        let gpu = Setting::layered("gpu", args.gpu, file.gpu)
+            .or_else(Default::default)
+            .get();
+        let (codec, rate, preset) = video_encoding(&args, &file, gpu)?;
+        let container = output_container(args.output.as_deref())?;
         let package = args.package.resolve(file.package_subtitles)?;
-        let segment_seconds = args
-            .segment_seconds
-            .or(file.segment_seconds)
-            .unwrap_or(10.0);
-        if !(segment_seconds.is_finite() && segment_seconds >= 0.1) {
-            bail!("segment length {segment_seconds} s must be at least 0.1 s");
-        }
-        let cpus = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
-        let workers = args.workers.or(file.workers).unwrap_or(cpus);
-        if workers == 0 || workers > 256 {
-            bail!("workers {workers} must be within 1..=256");
-        }
-        let height = args.height.or(file.height);
-        if let Some(h) = height {
-            if !(2..=16384).contains(&h) {
-                bail!("height {h} must be within 2..=16384");
-            }
-        }
-        let max_decode_error_share = args
-            .max_decode_error_share
-            .or(file.max_decode_error_share)
-            .unwrap_or(tessera_engine::DEFAULT_MAX_DECODE_ERROR_SHARE);
-        if !(0.0..=1.0).contains(&max_decode_error_share) {
-            bail!("max decode error share {max_decode_error_share} must be between 0 and 1");
-        }
+        let numbers = run_numbers(&args, &file)?;
         let main = RenditionSpec {
             name: "main".into(),
             codec,
             rate,
             preset,
-            height,
-            hdr: args.hdr.or(file.hdr).unwrap_or_default().into(),
+            height: numbers.height,
+            hdr: Setting::layered("hdr", args.hdr, file.hdr)
+                .or_else(Default::default)
+                .get()
+                .into(),
             maxrate: None,
             profile: None,
         };
@@ -305,6 +366,18 @@ impl TranscodeConfig {
             .enumerate()
             .map(|(i, a)| extra_output(a, i, &main))
             .collect::<anyhow::Result<Vec<_>>>()?;
+        let stereo_downmix =
+            Setting::layered("stereo_downmix", args.stereo_downmix, file.stereo_downmix);
+        let segment_timeout = Setting::layered(
+            "segment_timeout",
+            args.segment_timeout,
+            file.segment_timeout,
+        );
+        let child_memory_mib = Setting::layered(
+            "child_memory_mib",
+            args.child_memory_mib,
+            file.child_memory_mib,
+        );
         Ok(TranscodeConfig {
             extra_outputs,
             input: args.input,
@@ -312,134 +385,23 @@ impl TranscodeConfig {
             package,
             container,
             rendition: main,
-            segment_seconds,
-            workers,
-            work_dir: args.work_dir.or(file.work_dir),
-            progress: args
-                .progress
-                .or(file.progress)
-                .unwrap_or(ProgressMode::Auto),
+            segment_seconds: numbers.segment_seconds,
+            workers: numbers.workers,
+            work_dir: Setting::layered("work_dir", args.work_dir, file.work_dir).optional(),
+            progress: Setting::layered("progress", args.progress, file.progress)
+                .or(ProgressMode::Auto)
+                .get(),
             first_audio_only: args.first_audio_only,
-            stereo_downmix: args.stereo_downmix.or(file.stereo_downmix).unwrap_or(false),
+            stereo_downmix: stereo_downmix.or(false).get(),
             quality: args.quality,
             report: args.report,
-            segment_timeout: args
-                .segment_timeout
-                .or(file.segment_timeout)
-                .unwrap_or(1200),
-            child_memory_bytes: args
-                .child_memory_mib
-                .or(file.child_memory_mib)
-                .unwrap_or(8192)
-                << 20,
+            segment_timeout: segment_timeout.or(1200).get(),
+            child_memory_bytes: child_memory_mib.or(8192).get() << 20,
             gpu,
-            max_decode_error_share,
+            max_decode_error_share: numbers.max_decode_error_share,
         })
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(extra: &[&str]) -> TranscodeArgs {
-        let mut v = vec!["tessera", "transcode", "in.mp4", "-o", "out.mp4"];
-        v.extend_from_slice(extra);
-        match Cli::try_parse_from(v).unwrap().command {
-            Command::Transcode(a) => *a,
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn defaults_file_and_flags_layer() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("t.toml");
-        std::fs::write(
-            &file,
-            "[transcode]\ncodec = \"hevc\"\nworkers = 3\npreset = \"fast\"\n[client]\nserver = \"http://farm:8080\"\n",
-        )
-        .unwrap();
-        let c = TranscodeConfig::resolve(args(&[]), Some(&file)).unwrap();
-        assert_eq!(c.rendition.codec, VideoCodec::Hevc);
-        assert_eq!(c.rendition.rate, RateControl::Crf(28.0));
-        assert_eq!(c.workers, 3);
-        let c =
-            TranscodeConfig::resolve(args(&["--workers", "2", "--bitrate", "2.5M"]), Some(&file))
-                .unwrap();
-        assert_eq!(c.workers, 2);
-        assert_eq!(c.rendition.rate, RateControl::Bitrate(2_500_000));
-        let c = TranscodeConfig::resolve(args(&[]), None).unwrap();
-        assert_eq!(
-            (c.rendition.codec, c.rendition.preset.as_str()),
-            (VideoCodec::H264, "medium")
-        );
-    }
-
-    #[test]
-    fn package_subtitles_layer_like_the_rest() {
-        use tessera_model::package::SubtitleFormat;
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("t.toml");
-        std::fs::write(&file, "[transcode]\npackage_subtitles = \"none\"\n").unwrap();
-        let pkg = dir.path().join("pkg").display().to_string();
-        let subtitles = |extra: &[&str], file: Option<&Path>| {
-            let c = TranscodeConfig::resolve(args(extra), file).unwrap();
-            c.package.unwrap().0.subtitles
-        };
-        assert_eq!(subtitles(&["--hls", &pkg], None), SubtitleFormat::Webvtt);
-        assert_eq!(
-            subtitles(&["--hls", &pkg], Some(&file)),
-            SubtitleFormat::None
-        );
-        assert_eq!(
-            subtitles(
-                &["--hls", &pkg, "--package-subtitles", "webvtt"],
-                Some(&file)
-            ),
-            SubtitleFormat::Webvtt
-        );
-        std::fs::write(&file, "[transcode]\npackage_subtitles = \"srt\"\n").unwrap();
-        assert!(TranscodeConfig::resolve(args(&["--hls", &pkg]), Some(&file)).is_err());
-    }
-
-    #[test]
-    fn bad_values_are_refused_with_reasons() {
-        let e = TranscodeConfig::resolve(args(&["--preset", "warp"]), None).unwrap_err();
-        assert!(e.to_string().contains("warp"));
-        let mut a = args(&[]);
-        a.output = Some("x.avi".into());
-        let e = TranscodeConfig::resolve(a, None).unwrap_err();
-        assert!(e.to_string().contains("x.avi"));
-        assert!(parse_bitrate("fast").is_err());
-        assert_eq!(parse_bitrate("800k").unwrap(), 800_000);
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("t.toml");
-        std::fs::write(&file, "[transcode]\ncodek = 1\n").unwrap();
-        assert!(TranscodeConfig::resolve(args(&[]), Some(&file)).is_err());
-    }
-
-    #[test]
-    fn also_outputs_are_the_main_rendition_at_other_heights() {
-        let main = RenditionSpec {
-            name: "main".into(),
-            codec: tessera_model::encode::VideoCodec::H264,
-            rate: RateControl::Crf(23.0),
-            preset: "fast".into(),
-            height: None,
-            hdr: Default::default(),
-            maxrate: None,
-            profile: None,
-        };
-        let (r, c, p) = extra_output("480=small.mkv", 0, &main).unwrap();
-        assert_eq!(
-            (r.name.as_str(), r.height, r.preset.as_str()),
-            ("also1", Some(480), "fast")
-        );
-        assert_eq!((c, p), (Container::Mkv, PathBuf::from("small.mkv")));
-        for bad in ["480", "x=a.mp4", "1=a.mp4", "480=a.avi"] {
-            let e = extra_output(bad, 0, &main).unwrap_err().to_string();
-            assert!(e.contains(bad), "{e}");
-        }
-    }
-}
+mod tests;

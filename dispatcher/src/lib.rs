@@ -67,6 +67,59 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
     // Held until the process exits: one dispatcher per database, and per broker below.
     let _lock = instance::lock_database(&settings.db)?;
     let db = Db::open(&settings.db)?;
+    let queue = connect_queue(&settings).await?;
+    let events = instance::claim_events(&*queue).await?;
+    let s3 = S3Client::new(settings.service.s3.clone()).await?;
+    let router = EventRouter::default();
+    let runner = new_runner(&settings, &db, &queue, s3, &router)?;
+    // What the media child's FFmpeg offers; a dispatcher whose child cannot answer does not
+    // start.
+    let caps = runner.sandbox.capabilities().await?;
+    let state = Arc::new(AppState {
+        db: db.clone(),
+        runner,
+        tokens: Arc::new(settings.tokens.clone()),
+        buckets: settings.buckets.clone(),
+        upload_bucket: settings.upload_bucket.clone(),
+        segment_seconds: settings.segment_seconds,
+        gpu: caps.hw,
+        max_jobs_per_tenant: settings.limits.jobs_per_tenant,
+        running: Mutex::new(Default::default()),
+    });
+    end_ended_jobs(&state, &db)?;
+    resume_unfinished_jobs(&state, &db)?;
+    tokio::spawn(router.run(events, queue.clone(), shutdown.clone()));
+    tokio::spawn(db::prune_every_hour(
+        db.clone(),
+        settings.limits.retention,
+        shutdown.clone(),
+    ));
+    // A task dead-lettered (deliveries spent, unreadable) fails its job with the reason.
+    tessera_engine::dead_letters::spawn_forwarders(&queue, &shutdown);
+    watch::spawn(
+        &settings.watches,
+        settings.watch_interval,
+        settings.s3_events_queue.as_deref(),
+        &state,
+        &queue,
+        &shutdown,
+    );
+    let listener = bind_api(settings.listen).await?;
+    let limits = settings.http;
+    let deadline = limits.request_timeout;
+    let app = api::router(state)
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                http_server::request_deadline(deadline, req, next)
+            },
+        ))
+        .layer(axum::middleware::from_fn(http_server::json_errors));
+    http_server::serve(listener, app, limits, shutdown).await;
+    Ok(())
+}
+
+/// Connects to RabbitMQ and declares the farm's queues.
+async fn connect_queue(settings: &Settings) -> Result<Arc<dyn Queue>, FarmError> {
     let queue = RabbitQueue::connect(settings.service.rabbit.clone()).await?;
     for q in [
         QUEUE_ENCODE_CPU,
@@ -76,15 +129,23 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
     ] {
         queue.declare(q).await?;
     }
-    let queue: Arc<dyn Queue> = Arc::new(queue);
-    let events = instance::claim_events(&*queue).await?;
-    let s3 = S3Client::new(settings.service.s3.clone()).await?;
-    let router = EventRouter::default();
+    Ok(Arc::new(queue))
+}
+
+/// The job runner over the database, the broker, the store and a media sandbox, with the
+/// settings' limits.
+fn new_runner(
+    settings: &Settings,
+    db: &Db,
+    queue: &Arc<dyn Queue>,
+    s3: S3Client,
+    router: &EventRouter,
+) -> Result<Arc<Runner>, FarmError> {
     let limits = Limits {
         timeout: Duration::from_secs(6 * 3600),
         ..Limits::default()
     };
-    let runner = Arc::new(Runner {
+    Ok(Arc::new(Runner {
         db: db.clone(),
         queue: queue.clone(),
         work: Arc::new(s3.store(&settings.service.work_bucket)),
@@ -105,22 +166,12 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
         max_decode_error_share: settings.max_decode_error_share,
         max_input_frames: settings.max_input_frames,
         task_deadline: settings.task_deadline,
-    });
-    // What the media child's FFmpeg offers; a dispatcher whose child cannot answer does not
-    // start.
-    let caps = runner.sandbox.capabilities().await?;
-    let state = Arc::new(AppState {
-        db: db.clone(),
-        runner,
-        tokens: Arc::new(settings.tokens.clone()),
-        buckets: settings.buckets.clone(),
-        upload_bucket: settings.upload_bucket.clone(),
-        segment_seconds: settings.segment_seconds,
-        gpu: caps.hw,
-        max_jobs_per_tenant: settings.limits.jobs_per_tenant,
-        running: Mutex::new(Default::default()),
-    });
-    // Jobs whose outcome was recorded but whose end did not complete (marker, work area).
+    }))
+}
+
+/// Completes the end of jobs whose outcome was recorded but whose end did not complete
+/// (marker, work area), in the background.
+fn end_ended_jobs(state: &Arc<AppState>, db: &Db) -> Result<(), FarmError> {
     for id in db.ended_uncleaned()? {
         let runner = state.runner.clone();
         tokio::spawn(async move {
@@ -131,8 +182,12 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
             }
         });
     }
-    // Jobs a previous run left unfinished start again (each registers its route in `spawn`,
-    // before the router below reads an event).
+    Ok(())
+}
+
+/// Starts again the jobs a previous run left unfinished (each registers its route in `spawn`,
+/// before the event router reads an event); an unreadable stored request fails its job.
+fn resume_unfinished_jobs(state: &Arc<AppState>, db: &Db) -> Result<(), FarmError> {
     for row in db.unfinished()? {
         match serde_json::from_value::<JobPlan>(row.request.clone()) {
             Ok(plan) => {
@@ -147,45 +202,21 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
             )?,
         }
     }
-    tokio::spawn(router.run(events, queue.clone(), shutdown.clone()));
-    tokio::spawn(db::prune_every_hour(
-        db.clone(),
-        settings.limits.retention,
-        shutdown.clone(),
-    ));
-    // A task dead-lettered (deliveries spent, unreadable) fails its job with the reason.
-    tessera_engine::dead_letters::spawn_forwarders(&queue, &shutdown);
-    watch::spawn(
-        &settings.watches,
-        settings.watch_interval,
-        settings.s3_events_queue.as_deref(),
-        &state,
-        &queue,
-        &shutdown,
-    );
+    Ok(())
+}
 
-    let listener = tokio::net::TcpListener::bind(settings.listen)
-        .await
-        .map_err(|e| FarmError::Io {
-            path: settings.listen.to_string(),
-            reason: e.to_string(),
-        })?;
-    let addr = listener.local_addr().map_err(|e| FarmError::Io {
-        path: settings.listen.to_string(),
+/// Binds the API's address and announces it: tests and scripts read the bound address from
+/// the "listening on" line.
+async fn bind_api(listen: std::net::SocketAddr) -> Result<tokio::net::TcpListener, FarmError> {
+    let io_error = |e: std::io::Error| FarmError::Io {
+        path: listen.to_string(),
         reason: e.to_string(),
-    })?;
-    // Tests and scripts read the bound address from this line.
+    };
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(io_error)?;
+    let addr = listener.local_addr().map_err(io_error)?;
     println!("tessera-dispatcher listening on http://{addr}");
     tracing::info!(%addr, "API listening");
-    let limits = settings.http;
-    let deadline = limits.request_timeout;
-    let app = api::router(state)
-        .layer(axum::middleware::from_fn(
-            move |req: axum::extract::Request, next: axum::middleware::Next| {
-                http_server::request_deadline(deadline, req, next)
-            },
-        ))
-        .layer(axum::middleware::from_fn(http_server::json_errors));
-    http_server::serve(listener, app, limits, shutdown).await;
-    Ok(())
+    Ok(listener)
 }

@@ -1,28 +1,23 @@
-//! Connection settings shared by the services (worker, dispatcher): RabbitMQ and S3.
+//! Settings shared by every binary: reading the config file, layering each value, and the
+//! connection settings of the services (worker, dispatcher): RabbitMQ and S3.
 //!
-//! Why shared: both services must agree on the broker, the store and the work bucket; one
-//! definition gives them the same flags, `TESSERA_*` variables and config-file keys.
+//! Why shared: the CLI, the dispatcher and the worker layer their settings the same way
+//! (defaults, then the TOML file, then `TESSERA_*` env and flags): file.rs reads the file,
+//! layers.rs layers one value. Both services must also agree on the broker, the store and the
+//! work bucket; one definition gives them the same flags, variables and config-file keys.
+
+mod file;
+mod layers;
 
 use std::time::Duration;
 
 use serde::Deserialize;
 
+pub use self::file::{read_config_file, read_toml_file, ConfigFileError};
+pub use self::layers::{Setting, SettingError};
+
 use crate::queue::RabbitConfig;
 use crate::store::S3Config;
-
-/// Reads a service's TOML config file (its default when no file is given); errors name the file.
-///
-/// Why shared: every binary layers its file the same way under env and flags.
-pub fn read_config_file<T: serde::de::DeserializeOwned + Default>(
-    path: Option<&std::path::Path>,
-) -> Result<T, String> {
-    let Some(p) = path else {
-        return Ok(T::default());
-    };
-    let text =
-        std::fs::read_to_string(p).map_err(|e| format!("config file {}: {e}", p.display()))?;
-    toml::from_str(&text).map_err(|e| format!("config file {}: {e}", p.display()))
-}
 
 /// Flags (and their `TESSERA_*` environment variables) for the broker and the store.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -87,58 +82,62 @@ impl ServiceConfig {
     /// Flags/env over the file over defaults. The secret key comes from
     /// `TESSERA_S3_SECRET_ACCESS_KEY` or the file.
     pub fn resolve(args: &ServiceArgs, file: &ServiceFile) -> Result<Self, String> {
-        let secret = args
-            .s3_secret_access_key
-            .clone()
-            .or_else(|| std::env::var("TESSERA_S3_SECRET_ACCESS_KEY").ok())
-            .or_else(|| file.s3_secret_access_key.clone());
-        let amqp = args
-            .amqp_url
-            .clone()
-            .or_else(|| file.amqp_url.clone())
-            .unwrap_or_else(|| "amqp://guest:guest@127.0.0.1:5672/%2f".into());
+        let amqp = Setting::layered("amqp_url", args.amqp_url.clone(), file.amqp_url.clone())
+            .or_else(|| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
+            .get();
         let mut rabbit = RabbitConfig::new(amqp);
-        rabbit.delivery_limit = args
-            .delivery_limit
-            .or(file.delivery_limit)
-            .unwrap_or(5)
-            .max(1);
-        let endpoint = args
-            .s3_endpoint
-            .clone()
-            .or_else(|| file.s3_endpoint.clone());
-        let mut s3 = S3Config::new(
-            args.s3_region
-                .clone()
-                .or_else(|| file.s3_region.clone())
-                .unwrap_or_else(|| "us-east-1".into()),
-        );
-        s3.force_path_style = args
-            .s3_path_style
-            .or(file.s3_path_style)
-            .unwrap_or(endpoint.is_some());
-        s3.endpoint = endpoint;
-        s3.public_endpoint = args
-            .s3_public_endpoint
-            .clone()
-            .or_else(|| file.s3_public_endpoint.clone());
-        s3.access_key_id = args
-            .s3_access_key_id
-            .clone()
-            .or_else(|| file.s3_access_key_id.clone());
-        s3.secret_access_key = secret;
-        s3.op_timeout = Duration::from_secs(300);
-        let work_bucket = args
-            .work_bucket
-            .clone()
-            .or_else(|| file.work_bucket.clone())
-            .ok_or(
-                "no work bucket: set --work-bucket, TESSERA_WORK_BUCKET or service.work_bucket",
-            )?;
+        rabbit.delivery_limit =
+            Setting::layered("delivery_limit", args.delivery_limit, file.delivery_limit)
+                .or(5)
+                .get()
+                .max(1);
+        let work_bucket = Setting::layered(
+            "work_bucket",
+            args.work_bucket.clone(),
+            file.work_bucket.clone(),
+        )
+        .optional()
+        .ok_or("no work bucket: set --work-bucket, TESSERA_WORK_BUCKET or service.work_bucket")?;
         Ok(ServiceConfig {
             rabbit,
-            s3,
+            s3: s3_config(args, file),
             work_bucket,
         })
     }
+}
+
+/// The store's settings; path-style addressing defaults to on when an endpoint is set.
+fn s3_config(args: &ServiceArgs, file: &ServiceFile) -> S3Config {
+    let text = |name, flag: &Option<String>, file: &Option<String>| {
+        Setting::layered(name, flag.clone(), file.clone()).optional()
+    };
+    let endpoint = text("s3_endpoint", &args.s3_endpoint, &file.s3_endpoint);
+    let region = text("s3_region", &args.s3_region, &file.s3_region);
+    let mut s3 = S3Config::new(region.unwrap_or_else(|| "us-east-1".into()));
+    s3.force_path_style = Setting::layered("s3_path_style", args.s3_path_style, file.s3_path_style)
+        .or(endpoint.is_some())
+        .get();
+    s3.endpoint = endpoint;
+    s3.public_endpoint = text(
+        "s3_public_endpoint",
+        &args.s3_public_endpoint,
+        &file.s3_public_endpoint,
+    );
+    s3.access_key_id = text(
+        "s3_access_key_id",
+        &args.s3_access_key_id,
+        &file.s3_access_key_id,
+    );
+    // Never a flag (flags show up in `ps`): the environment or the file.
+    let secret_flag = args
+        .s3_secret_access_key
+        .clone()
+        .or_else(|| std::env::var("TESSERA_S3_SECRET_ACCESS_KEY").ok());
+    s3.secret_access_key = text(
+        "s3_secret_access_key",
+        &secret_flag,
+        &file.s3_secret_access_key,
+    );
+    s3.op_timeout = Duration::from_secs(300);
+    s3
 }

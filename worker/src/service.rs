@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use tessera_farm::backoff::Backoff;
-use tessera_farm::config::{ServiceArgs, ServiceConfig, ServiceFile};
+use tessera_farm::config::{read_config_file, ServiceArgs, ServiceConfig, ServiceFile, Setting};
 use tessera_farm::queue::{Queue, RabbitQueue};
 use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::S3Client;
@@ -131,66 +131,35 @@ pub struct ServiceSettings {
 impl ServiceSettings {
     /// Defaults, then the file, then env and flags.
     pub fn resolve(args: &WorkerArgs) -> Result<Self, String> {
-        let file: FileConfig = tessera_farm::config::read_config_file(args.config.as_deref())?;
+        let file: FileConfig = read_config_file(args.config.as_deref())?;
         let service = ServiceConfig::resolve(&args.service, &file.service)?;
         let w = &file.worker;
-        let slots = args.slots.or(w.slots).unwrap_or(1).max(1);
-        let cpus = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
-        let worker = WorkerConfig {
-            id: args
-                .id
-                .clone()
-                .or_else(|| w.id.clone())
-                .unwrap_or_else(default_id),
-            slots,
-            threads_per_slot: args
-                .threads_per_slot
-                .or(w.threads_per_slot)
-                .unwrap_or((cpus / slots).max(1)),
-            lend_idle_cores: None,
-            staging_dir: args
-                .staging_dir
-                .clone()
-                .or_else(|| w.staging_dir.clone())
-                .unwrap_or_else(|| PathBuf::from("/var/tmp/tessera-worker")),
-            queue: QUEUE_ENCODE_CPU.to_string(),
-            gpu_queue: QUEUE_ENCODE_GPU.to_string(),
-            gpus: None,
-            metrics: Default::default(),
-            stitch_queue: Some(QUEUE_STITCH.to_string()),
-            delivery_limit: service.rabbit.delivery_limit,
-            limits: Limits {
-                timeout: Duration::from_secs(
-                    args.segment_timeout.or(w.segment_timeout).unwrap_or(1200),
-                ),
-                memory_bytes: args.child_memory_mib.or(w.child_memory_mib).unwrap_or(8192) << 20,
-                ..Limits::default()
-            },
-            retry_backoff: Duration::from_secs(1),
-            grace: Duration::from_secs(args.grace_seconds.or(w.grace_seconds).unwrap_or(100)),
-            min_free_bytes: args.min_free_mib.or(w.min_free_mib).unwrap_or(2048) << 20,
-            exit_when_idle: args
-                .exit_when_idle
-                .or(w.exit_when_idle)
-                .map(Duration::from_secs),
-            drain: Default::default(),
-        };
+        let worker = worker_config(args, w, service.rabbit.delivery_limit);
+        let spot_notice = Setting::layered(
+            "spot_notice",
+            args.spot_notice.clone(),
+            w.spot_notice.clone(),
+        );
         let spot = SpotSettings {
-            mode: match args.spot_notice.as_ref().or(w.spot_notice.as_ref()) {
+            mode: match spot_notice.optional() {
                 Some(m) => m.parse::<SpotMode>()?,
                 None => SpotMode::default(),
             },
-            metadata_url: args
-                .spot_metadata_url
-                .clone()
-                .or_else(|| w.spot_metadata_url.clone()),
-            every: args
-                .spot_poll_seconds
-                .or(w.spot_poll_seconds)
-                .map(|s| Duration::from_secs(s.max(1))),
+            metadata_url: Setting::layered(
+                "spot_metadata_url",
+                args.spot_metadata_url.clone(),
+                w.spot_metadata_url.clone(),
+            )
+            .optional(),
+            every: Setting::layered(
+                "spot_poll_seconds",
+                args.spot_poll_seconds,
+                w.spot_poll_seconds,
+            )
+            .optional()
+            .map(|s| Duration::from_secs(s.max(1))),
         };
+        // The `[worker.gpu]` table, with `--gpu` and `--drain-cpu-queue` over it.
         let mut gpu = w.gpu.clone();
         match args.gpu.as_deref() {
             Some("off") => gpu.enabled = GpuMode::Off,
@@ -204,9 +173,75 @@ impl ServiceSettings {
             service,
             worker,
             gpu,
-            metrics_listen: args.metrics_listen.or(w.metrics_listen),
+            metrics_listen: Setting::layered(
+                "metrics_listen",
+                args.metrics_listen,
+                w.metrics_listen,
+            )
+            .optional(),
             spot,
         })
+    }
+}
+
+/// The segment loop's settings from the flags over the `[worker]` table over the defaults.
+fn worker_config(args: &WorkerArgs, w: &WorkerFile, delivery_limit: u32) -> WorkerConfig {
+    let slots = Setting::layered("slots", args.slots, w.slots)
+        .or(1)
+        .get()
+        .max(1);
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let segment_timeout =
+        Setting::layered("segment_timeout", args.segment_timeout, w.segment_timeout);
+    let child_memory_mib = Setting::layered(
+        "child_memory_mib",
+        args.child_memory_mib,
+        w.child_memory_mib,
+    );
+    let grace_seconds = Setting::layered("grace_seconds", args.grace_seconds, w.grace_seconds);
+    WorkerConfig {
+        id: Setting::layered("id", args.id.clone(), w.id.clone())
+            .or_else(default_id)
+            .get(),
+        slots,
+        threads_per_slot: Setting::layered(
+            "threads_per_slot",
+            args.threads_per_slot,
+            w.threads_per_slot,
+        )
+        .or((cpus / slots).max(1))
+        .get(),
+        lend_idle_cores: None,
+        staging_dir: Setting::layered(
+            "staging_dir",
+            args.staging_dir.clone(),
+            w.staging_dir.clone(),
+        )
+        .or_else(|| PathBuf::from("/var/tmp/tessera-worker"))
+        .get(),
+        queue: QUEUE_ENCODE_CPU.to_string(),
+        gpu_queue: QUEUE_ENCODE_GPU.to_string(),
+        gpus: None,
+        metrics: Default::default(),
+        stitch_queue: Some(QUEUE_STITCH.to_string()),
+        delivery_limit,
+        limits: Limits {
+            timeout: Duration::from_secs(segment_timeout.or(1200).get()),
+            memory_bytes: child_memory_mib.or(8192).get() << 20,
+            ..Limits::default()
+        },
+        retry_backoff: Duration::from_secs(1),
+        grace: Duration::from_secs(grace_seconds.or(100).get()),
+        min_free_bytes: Setting::layered("min_free_mib", args.min_free_mib, w.min_free_mib)
+            .or(2048)
+            .get()
+            << 20,
+        exit_when_idle: Setting::layered("exit_when_idle", args.exit_when_idle, w.exit_when_idle)
+            .optional()
+            .map(Duration::from_secs),
+        drain: Default::default(),
     }
 }
 
