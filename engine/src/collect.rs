@@ -2,16 +2,17 @@
 //! sums what the segments report.
 //!
 //! Why a stage of its own: it takes what prepare handed forward (the plan, the segments an
-//! earlier run finished, the publisher) and hands `Collected` on to the stitch step.
+//! earlier run finished, the publisher) and hands `Collected` on to the finish step.
 
-use tessera_farm::queue::Consumer;
+use tessera_farm::queue::{Consumer, Delivery};
 use tessera_farm::FarmError;
-use tessera_model::probe::{ProbeInfo, SegmentPlan};
-use tessera_model::wire::{encode_message, SegmentOutcome, TaskRef};
+use tessera_model::wire::{encode_message, SegmentOutcome, TaskEvent, TaskRef};
 
+use crate::audio_step::AudioTask;
 use crate::patience::recorded;
-use crate::prepare::{published, segment_task, OnQueue, Prepared};
-use crate::request::{DispatchContext, JobRequest, JobStage};
+use crate::prepare::Prepared;
+use crate::publish::{published, segment_task};
+use crate::request::{DispatchContext, JobPlan, JobStage};
 use crate::task_events::{next_event, task_failed, Silence};
 
 /// What the segments reported, handed to the stitch step and the report.
@@ -26,167 +27,177 @@ pub(crate) struct Collected {
     pub decode_errors: u64,
 }
 
+/// Which segments are in, and what they reported so far.
+struct Tally {
+    done: Vec<bool>,
+    remaining: usize,
+    collected: Collected,
+}
+
+impl Tally {
+    /// Nothing in yet but the segments an earlier run of this job already collected.
+    fn new(total: usize, reused: &[(u32, u64)]) -> Self {
+        let mut tally = Tally {
+            done: vec![false; total],
+            remaining: total,
+            collected: Collected {
+                frames: 0,
+                overheads: Vec::new(),
+                peak_segment_rss: 0,
+                decode_errors: 0,
+            },
+        };
+        for &(seg, frames) in reused {
+            if let Some(slot) = tally.done.get_mut(seg as usize).filter(|d| !**d) {
+                *slot = true;
+                tally.remaining -= 1;
+                tally.collected.frames += frames;
+            }
+        }
+        tally
+    }
+
+    /// Whether segment `i` already has its result.
+    fn is_done(&self, i: usize) -> bool {
+        self.done.get(i).copied().unwrap_or(false)
+    }
+}
+
 /// Waits for every segment's event; the first failure fails the job with its reason.
 /// Segments an earlier run finished (`prepared.reused`) count without waiting; the
 /// publisher is polled alongside and dropped once it has published every segment.
 pub(crate) async fn collect(
     ctx: &DispatchContext,
-    req: &JobRequest,
     prepared: &mut Prepared,
     events: &mut dyn Consumer,
 ) -> Result<Collected, FarmError> {
-    let total = prepared.plans.len();
-    let reused = &prepared.reused;
+    let plan = &prepared.plan;
     let publisher = &mut prepared.publisher;
-    let mut done = vec![false; total];
-    let mut remaining = total;
-    let mut c = Collected {
-        frames: 0,
-        overheads: Vec::new(),
-        peak_segment_rss: 0,
-        decode_errors: 0,
-    };
-    // Segments an earlier run of this job already collected.
-    for &(seg, frames) in reused {
-        if let Some(slot) = done.get_mut(seg as usize).filter(|d| !**d) {
-            *slot = true;
-            remaining -= 1;
-            c.frames += frames;
-        }
-    }
-    prepared.audio.segments_left(remaining);
-    let view = PlanView {
-        plans: &prepared.plans,
-        info: &prepared.info,
-        bias: prepared.bias,
-        queue: &prepared.encode_queue,
-        on_queue: &prepared.on_queue,
-        fingerprint: prepared.fingerprint,
-        media_starts: &prepared.media_starts,
-        stills: prepared.thumbnails.as_ref().map_or(&[], |t| &t.stills),
-    };
+    let mut tally = Tally::new(plan.segments.len(), &prepared.reused);
+    prepared.audio.segments_left(tally.remaining);
     let mut silence = Silence::new(ctx.task_deadline);
-    while remaining > 0 {
+    while tally.remaining > 0 {
         let (event, delivery) = tokio::select! {
-            e = next_event(&req.id, prepared.fingerprint, events) => e?,
+            e = next_event(&plan.req.id, plan.fingerprint, events) => e?,
             p = published(publisher) => {
                 p?;
                 *publisher = None;
                 continue;
             }
             () = silence.passed() => {
-                republish_silent(ctx, req, &view, &done, &mut silence).await?;
+                republish_silent(ctx, plan, &tally.done, &mut silence).await?;
                 continue;
             }
         };
         silence.heard();
-        let TaskRef::Segment(segment) = event.task else {
-            // A stitch event from an earlier run of this job: it is republished later.
-            let _ = delivery.acker.ack().await;
-            continue;
-        };
-        let i = segment as usize;
-        match event.outcome {
-            SegmentOutcome::Done {
-                frames,
-                media_seconds,
-                overhead_seconds,
-                peak_rss_bytes,
-                decode_errors,
-                ..
-            } => {
-                // A redelivered segment may report twice; count it once.
-                if i < total && !done[i] {
-                    // Recorded (for a restart) before the event is acked.
-                    recorded(
-                        &ctx.on_stage,
-                        &JobStage::SegmentDone {
-                            segment,
-                            frames,
-                            media_seconds,
-                            overhead_seconds,
-                        },
-                    )
-                    .await;
-                    done[i] = true;
-                    remaining -= 1;
-                    prepared.audio.segments_left(remaining);
-                    c.frames += frames;
-                    c.overheads.push(overhead_seconds);
-                    c.peak_segment_rss = c.peak_segment_rss.max(peak_rss_bytes);
-                    c.decode_errors += decode_errors;
-                    if let Some(gate) = &ctx.gate {
-                        gate.release(&req.id);
-                    }
-                }
-                let _ = delivery.acker.ack().await;
-            }
-            // A copy of a segment that already has its result failed (a republished or
-            // dead-lettered duplicate): the result stands.
-            SegmentOutcome::Failed { .. } if done.get(i).copied().unwrap_or(false) => {
-                tracing::info!(job = %req.id, segment, "failure of a finished segment's copy ignored");
-                let _ = delivery.acker.ack().await;
-            }
-            SegmentOutcome::Failed {
-                code,
-                class,
-                message,
-            } => {
-                let _ = delivery.acker.ack().await;
-                return Err(task_failed(event.task, code, class, &message));
-            }
-        }
+        on_event(
+            (ctx, plan, &mut prepared.audio),
+            &mut tally,
+            event,
+            delivery,
+        )
+        .await?;
     }
-    Ok(c)
+    Ok(tally.collected)
 }
 
-/// What a republish needs of the prepared job (borrowed apart from its publisher).
-struct PlanView<'a> {
-    plans: &'a [SegmentPlan],
-    info: &'a ProbeInfo,
-    bias: i64,
-    queue: &'a str,
-    on_queue: &'a OnQueue,
-    fingerprint: u64,
-    media_starts: &'a [i64],
-    stills: &'a [crate::planning::PlannedStill],
+/// Counts one event of the job: a segment done (once, however often it is redelivered), a
+/// failure that fails the job, or an event of no concern acked away.
+async fn on_event(
+    (ctx, plan, audio): (&DispatchContext, &JobPlan, &mut AudioTask),
+    tally: &mut Tally,
+    event: TaskEvent,
+    delivery: Delivery,
+) -> Result<(), FarmError> {
+    let TaskRef::Segment(segment) = event.task else {
+        // A stitch event from an earlier run of this job: it is republished later.
+        let _ = delivery.acker.ack().await;
+        return Ok(());
+    };
+    let i = segment as usize;
+    match event.outcome {
+        SegmentOutcome::Done {
+            frames,
+            media_seconds,
+            overhead_seconds,
+            peak_rss_bytes,
+            decode_errors,
+            ..
+        } => {
+            // A redelivered segment may report twice; count it once.
+            if i < tally.done.len() && !tally.done[i] {
+                // Recorded (for a restart) before the event is acked.
+                recorded(
+                    &ctx.on_stage,
+                    &JobStage::SegmentDone {
+                        segment,
+                        frames,
+                        media_seconds,
+                        overhead_seconds,
+                    },
+                )
+                .await;
+                tally.done[i] = true;
+                tally.remaining -= 1;
+                audio.segments_left(tally.remaining);
+                let c = &mut tally.collected;
+                c.frames += frames;
+                c.overheads.push(overhead_seconds);
+                c.peak_segment_rss = c.peak_segment_rss.max(peak_rss_bytes);
+                c.decode_errors += decode_errors;
+                if let Some(gate) = &ctx.gate {
+                    gate.release(&plan.req.id);
+                }
+            }
+            let _ = delivery.acker.ack().await;
+        }
+        // A copy of a segment that already has its result failed (a republished or
+        // dead-lettered duplicate): the result stands.
+        SegmentOutcome::Failed { .. } if tally.is_done(i) => {
+            tracing::info!(job = %plan.req.id, segment, "failure of a finished segment's copy ignored");
+            let _ = delivery.acker.ack().await;
+        }
+        SegmentOutcome::Failed {
+            code,
+            class,
+            message,
+        } => {
+            let _ = delivery.acker.ack().await;
+            return Err(task_failed(event.task, code, class, &message));
+        }
+    }
+    Ok(())
 }
 
 /// After a silence of the job's segments: republishes the ones on the queue without a
 /// result (a publish that fails is tried again at the next silence), or fails the job.
 async fn republish_silent(
     ctx: &DispatchContext,
-    req: &JobRequest,
-    view: &PlanView<'_>,
+    plan: &JobPlan,
     done: &[bool],
     silence: &mut Silence,
 ) -> Result<(), FarmError> {
     let outstanding: Vec<TaskRef> = {
-        let on_queue = view.on_queue.lock().unwrap_or_else(|p| p.into_inner());
+        let on_queue = plan.on_queue.lock().unwrap_or_else(|p| p.into_inner());
         (0..done.len())
             .filter(|&i| !done[i] && on_queue.get(i).copied().unwrap_or(false))
             .map(|i| TaskRef::Segment(i as u32))
             .collect()
     };
+    let queue = plan.encode_queue.as_str();
     if !silence
-        .republish_due(&*ctx.queue, view.queue, &outstanding)
+        .republish_due(&*ctx.queue, queue, &outstanding)
         .await?
     {
         return Ok(());
     }
-    for plan in outstanding.iter().filter_map(|t| match t {
-        TaskRef::Segment(i) => view.plans.get(*i as usize),
+    for segment in outstanding.iter().filter_map(|t| match t {
+        TaskRef::Segment(i) => plan.segments.get(*i as usize),
         TaskRef::Stitch(_) => None,
     }) {
-        let task = segment_task(
-            req,
-            view.fingerprint,
-            (plan, view.plans.len()),
-            view.info,
-            (view.bias, view.media_starts, view.stills),
-        );
-        if let Err(e) = ctx.queue.publish(view.queue, encode_message(&task)).await {
-            tracing::warn!(job = %req.id, segment = plan.index, error = %e, "republish failed");
+        let task = segment_task(plan, segment);
+        if let Err(e) = ctx.queue.publish(queue, encode_message(&task)).await {
+            tracing::warn!(job = %plan.req.id, segment = segment.index, error = %e, "republish failed");
         }
     }
     Ok(())

@@ -6,29 +6,37 @@
 //! needs only this, not the service's HTTP server and job database.
 //!
 //! Layout, a job's stages in order (job.rs runs them; each imports request.rs and the
-//! previous stage's output, never job.rs or a later stage):
-//! - request.rs: the shared types (`JobRequest`, `DispatchContext`, `JobStage`, `JobReport`).
-//! - prepare.rs: probe, plan (planning.rs), split, publish; gives `Prepared`.
-//! - audio_step.rs: the audio transcode prepare starts and the stitch step waits for.
+//! previous stages' output, never job.rs or a later stage):
+//! - request.rs: the shared types (`JobRequest`, `DispatchContext`, `JobStage`, `JobReport`,
+//!   and `JobPlan`, the request as prepare resolved it for a run).
+//! - prepare.rs: probe, plan (planning.rs), resolve, start the audio step (audio_step.rs)
+//!   and the publish stage; gives `Prepared`.
+//! - publish.rs: split, chunks stored, segment tasks published (admitted by gate.rs).
 //! - collect.rs: waits for every segment; gives `Collected`.
-//! - stitching.rs: stitch tasks, frame check, quality, delivery.
-//! - packaging.rs: a streaming package cut from the stitched rungs, its manifests checked,
-//!   delivered media first and manifests last.
-//! - task_events.rs, patience.rs, gate.rs: event reading and task deadlines, store and
-//!   record retries, priority admission.
+//! - finish.rs: stitch, frame check and quality (stitching.rs), the streaming package
+//!   (packaging.rs, package_images.rs, package_assemble.rs), delivery; gives `Finished`.
+//! - report.rs: the `JobReport` from `Prepared`, `Collected` and `Finished`.
+//! - job.rs: `run_job` (the stages in order, the GPU->CPU fallback) and `end_job`.
+//! - task_events.rs, patience.rs, cancel.rs, parallel.rs: event reading and task
+//!   deadlines, store and record retries, cancellation, bounded transfers.
 //! - dead_letters.rs: dead-lettered tasks become failure events of their jobs.
 
 mod audio_step;
+mod cancel;
 mod collect;
 pub mod dead_letters;
+mod finish;
 mod gate;
 mod job;
+mod package_assemble;
 mod package_images;
 mod packaging;
 mod parallel;
 mod patience;
 mod planning;
 mod prepare;
+mod publish;
+mod report;
 mod request;
 mod stitching;
 mod task_events;

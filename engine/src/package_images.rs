@@ -17,8 +17,8 @@ use tessera_package::thumbnails::TILE_DIR;
 
 use crate::parallel;
 use crate::patience::patiently;
-use crate::planning::PlannedThumbnails;
 use crate::request::DispatchContext;
+use crate::request::PlannedThumbnails;
 
 /// Writes the package's images under `root` (tiles under `scratch`, which the caller
 /// removes); the root-relative files to publish, sheets and track included.

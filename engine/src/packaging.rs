@@ -11,18 +11,17 @@ use std::path::{Path, PathBuf};
 use tessera_farm::sandbox::MediaOp;
 use tessera_farm::FarmError;
 use tessera_model::error_code::{ErrorClass, ErrorCode};
-use tessera_model::package::SegmentType;
+use tessera_model::package::{PackageSpec, SegmentType};
 use tessera_model::segmented::{SegmentRequest, SegmentedTrack, StreamPick};
 use tessera_model::wire::keys;
 use tessera_model::wire::StitchTask;
-use tessera_package::assemble;
-use tessera_package::{subtitles, thumbnails, Package, TrackKind};
+use tessera_package::{subtitles, thumbnails};
 
+use crate::package_assemble::{assemble, Assembly, RatePair};
 use crate::package_images;
 use crate::parallel;
 use crate::patience::patiently;
-use crate::prepare::Prepared;
-use crate::request::{Destination, DispatchContext, JobRequest, PackageJob};
+use crate::request::{Destination, DispatchContext, JobPlan, JobRequest, PackageJob};
 
 /// A package written and checked in staging, ready for delivery.
 pub(crate) struct Built {
@@ -46,21 +45,20 @@ fn failed(package: &PackageJob, why: impl std::fmt::Display) -> FarmError {
     }
 }
 
-/// Cuts the rungs of `req`'s package (outputs whose destination is [`Destination::Rung`],
-/// stitched by `tasks`) into media segments, writes and checks the manifests. `None` when
-/// the job has no package.
+/// Cuts the rungs of the plan's package (outputs whose destination is
+/// [`Destination::Rung`], stitched by `tasks`) into media segments, writes and checks the
+/// manifests. `None` when the job has no package.
 pub(crate) async fn build(
     ctx: &DispatchContext,
-    req: &JobRequest,
-    prepared: &Prepared,
+    plan: &JobPlan,
     tasks: &[StitchTask],
     staging: &Path,
 ) -> Result<Option<Built>, FarmError> {
+    let req = &plan.req;
     let Some(package) = &req.package else {
         return Ok(None);
     };
     let spec = &package.spec;
-    let ts = spec.segment_type == SegmentType::Ts;
     let (src, root) = (staging.join("package-src"), staging.join("package"));
     for dir in [&src, &root] {
         let _ = tokio::fs::remove_dir_all(dir).await;
@@ -68,19 +66,80 @@ pub(crate) async fn build(
             .await
             .map_err(|e| FarmError::io(dir, e))?;
     }
+    let written = segment_tracks(ctx, plan, spec, tasks, (&src, &root)).await?;
+    let images = match (&spec.thumbnails, &plan.thumbnails) {
+        (Some(t), Some(planned)) => {
+            let job = (req.id.as_str(), plan.fingerprint);
+            package_images::build(ctx, job, t, planned, (&root, &src)).await?
+        }
+        _ => Vec::new(),
+    };
+    // Text tracks as WebVTT renditions unless turned off; those left out are named.
+    let (texts, warnings) = subtitles::carried(spec.subtitles, &plan.info.subtitles);
+    let (source_rate, start_seconds) = source_timing(plan);
+    let _ = tokio::fs::remove_dir_all(&src).await;
+    // The sprite sheets (written above) as the MPD's thumbnail track.
+    let tiles = match (&spec.thumbnails, &plan.thumbnails) {
+        (Some(t), Some(planned)) if spec.format.has_dash() => {
+            let size_of = |rel: &str| std::fs::metadata(root.join(rel)).ok().map(|m| m.len());
+            thumbnails::tile_track(t, &planned.plan, size_of)
+        }
+        _ => None,
+    };
+    let assembly = Assembly {
+        root: root.clone(),
+        written,
+        images,
+        texts,
+        source_rate,
+        start_seconds,
+        tiles,
+        format: spec.format,
+        ts: spec.segment_type == SegmentType::Ts,
+        segment_seconds: spec.segment_seconds,
+    };
+    let assembled = tokio::task::spawn_blocking(move || assemble(assembly))
+        .await
+        .map_err(|e| FarmError::ChildCrashed {
+            what: "package".into(),
+            detail: e.to_string(),
+        })?;
+    let (media, manifests, bytes) = assembled.map_err(|why| failed(package, why))?;
+    tracing::info!(
+        job = %req.id, files = media.len() + manifests.len(), bytes,
+        destination = %package.destination, "package written and checked"
+    );
+    Ok(Some(Built {
+        root,
+        media,
+        manifests,
+        bytes,
+        warnings,
+    }))
+}
+
+/// Fetches each rung's stitched file into `src` and cuts it into media segments under
+/// `root`, then the audio tracks of the first rung; returns each track with its id.
+async fn segment_tracks(
+    ctx: &DispatchContext,
+    plan: &JobPlan,
+    spec: &PackageSpec,
+    tasks: &[StitchTask],
+    (src, root): (&Path, &Path),
+) -> Result<Vec<(String, SegmentedTrack)>, FarmError> {
     let segment = |input: PathBuf, stream: StreamPick, dir: String| {
         MediaOp::Segment(SegmentRequest {
             input,
             stream,
-            root: root.clone(),
+            root: root.to_path_buf(),
             dir,
-            ts,
+            ts: spec.segment_type == SegmentType::Ts,
             segment_seconds: spec.segment_seconds,
         })
     };
     let mut written: Vec<(String, SegmentedTrack)> = Vec::new();
     let mut audio_source: Option<(PathBuf, usize)> = None;
-    for (out, task) in req.outputs.iter().zip(tasks) {
+    for (out, task) in plan.req.outputs.iter().zip(tasks) {
         if out.destination != Destination::Rung {
             continue;
         }
@@ -102,17 +161,13 @@ pub(crate) async fn build(
             written.push((format!("a{k}"), track));
         }
     }
-    let images = match (&spec.thumbnails, &prepared.thumbnails) {
-        (Some(t), Some(planned)) => {
-            let job = (req.id.as_str(), prepared.fingerprint);
-            package_images::build(ctx, job, t, planned, (&root, &src)).await?
-        }
-        _ => Vec::new(),
-    };
-    // Text tracks as WebVTT renditions unless turned off; those left out are named.
-    let (texts, warnings) = subtitles::carried(spec.subtitles, &prepared.info.subtitles);
-    let video_info = &prepared.info.video;
-    // The source's nominal and average frame rates, for the variants' stated rate.
+    Ok(written)
+}
+
+/// The source's nominal and average frame rates (for the variants' stated rate), and the
+/// source time of the first frame shown (cue times count from it).
+fn source_timing(plan: &JobPlan) -> ((RatePair, RatePair), f64) {
+    let video_info = &plan.info.video;
     let as_pair = |r: tessera_model::probe::Rational| {
         (
             u32::try_from(r.num).unwrap_or(0),
@@ -123,116 +178,12 @@ pub(crate) async fn build(
         as_pair(video_info.frame_rate),
         as_pair(video_info.avg_frame_rate),
     );
-    // Cue times count from the first frame shown (its source time).
-    let first_frame = prepared
-        .plans
+    let first_frame = plan
+        .segments
         .first()
         .map(|p| p.first_frame_pts.unwrap_or(p.start_pts))
         .unwrap_or(0);
-    let start_seconds = video_info.time_base.seconds(first_frame);
-    let _ = tokio::fs::remove_dir_all(&src).await;
-    // The sprite sheets (written above) as the MPD's thumbnail track.
-    let tiles = match (&spec.thumbnails, &prepared.thumbnails) {
-        (Some(t), Some(planned)) if spec.format.has_dash() => {
-            let size_of = |rel: &str| std::fs::metadata(root.join(rel)).ok().map(|m| m.len());
-            thumbnails::tile_track(t, &planned.plan, size_of)
-        }
-        _ => None,
-    };
-    let (format, seconds) = (spec.format, spec.segment_seconds);
-    let package_for_errors = package.clone();
-    let root_for_work = root.clone();
-    let assembled = tokio::task::spawn_blocking(move || {
-        let root = root_for_work;
-        let read = |rel: &str| std::fs::read(root.join(rel)).ok();
-        let mut tracks = written
-            .iter()
-            .map(|(id, w)| assemble::track(id, w, &read))
-            .collect::<Result<Vec<_>, String>>()?;
-        // The source's nominal frame rate when it has a constant one, not the rung's
-        // measured average (30.003 for a 30/1 source).
-        for t in &mut tracks {
-            if let TrackKind::Video { frame_rate, .. } = &mut t.kind {
-                *frame_rate = assemble::frame_rate(source_rate.0, source_rate.1, *frame_rate);
-            }
-        }
-        let video = written.iter().zip(&tracks).find(|(_, t)| t.kind.is_video());
-        let mut media_text = Vec::new();
-        if let Some(((_, w), video)) = video.map(|(w, t)| (w, t.clone())) {
-            for (k, source) in texts.iter().enumerate() {
-                let text = subtitles::TextTrack {
-                    language: source.language.clone().unwrap_or_else(|| "und".into()),
-                    cues: subtitles::cues_from_source(&source.cues, start_seconds, video.seconds()),
-                };
-                let both = (format.has_hls(), format.has_dash());
-                let track = subtitles::write_track(
-                    &format!("s{k}"),
-                    &text,
-                    &video,
-                    w.first_seconds,
-                    both,
-                    &root,
-                )
-                .map_err(|e| format!("writing subtitles s{k}: {e}"))?;
-                media_text.extend(track.segments.iter().map(|s| s.uri.clone()));
-                if let TrackKind::Subtitles { file: Some(f), .. } = &track.kind {
-                    if !media_text.contains(f) {
-                        media_text.push(f.clone());
-                    }
-                }
-                tracks.push(track);
-            }
-        }
-        let media: Vec<String> = written
-            .iter()
-            .flat_map(|(_, w)| {
-                w.init
-                    .iter()
-                    .cloned()
-                    .chain(w.segments.iter().map(|s| s.0.clone()))
-            })
-            .chain(images)
-            .chain(media_text)
-            .collect();
-        let pkg = Package {
-            tracks,
-            hls_master: format.has_hls().then(|| "master.m3u8".to_string()),
-            dash_manifest: format.has_dash().then(|| "manifest.mpd".to_string()),
-            ts,
-            segment_seconds: seconds,
-            tiles,
-        };
-        let manifests = assemble::write_manifests(&pkg, &root)
-            .map_err(|e| format!("writing the manifests: {e}"))?;
-        let problems = assemble::check(&pkg, &root);
-        if !problems.is_empty() {
-            return Err(format!("failed its checks: {}", problems.join("; ")));
-        }
-        let bytes = media
-            .iter()
-            .chain(&manifests)
-            .filter_map(|rel| std::fs::metadata(root.join(rel)).ok())
-            .map(|m| m.len())
-            .sum();
-        Ok((media, manifests, bytes))
-    })
-    .await
-    .map_err(|e| FarmError::ChildCrashed {
-        what: "package".into(),
-        detail: e.to_string(),
-    })?;
-    let (media, manifests, bytes) = assembled.map_err(|why| failed(&package_for_errors, why))?;
-    tracing::info!(
-        job = %req.id, files = media.len() + manifests.len(), bytes,
-        destination = %package.destination, "package written and checked"
-    );
-    Ok(Some(Built {
-        root,
-        media,
-        manifests,
-        bytes,
-        warnings,
-    }))
+    (source_rate, video_info.time_base.seconds(first_frame))
 }
 
 /// Delivers a built package: media first, manifests last. On failure nothing of it stays at

@@ -1,6 +1,6 @@
 //! The plan step of preparing a job: segment ranges from the probe's packet index (for a
-//! streaming package, whole media segments with their IDR frames), and the package's rungs
-//! as outputs.
+//! streaming package, whole media segments with their IDR frames), and the request resolved
+//! for a run (the package's rungs as outputs, the run's hardware).
 //!
 //! Why apart from prepare.rs: planning is pure work on the probe, run on a blocking thread
 //! under a deadline; prepare.rs runs the children and the queue around it.
@@ -12,9 +12,10 @@ use tessera_model::encode::Container;
 use tessera_model::error_code::{ErrorClass, ErrorCode};
 use tessera_model::plan::{plan_package_segments, plan_segments_busy, timestamp_bias, PackagePlan};
 use tessera_model::probe::{Probe, ProbeInfo};
+use tessera_model::wire::Hardware;
 use tessera_package::ladder::{renditions, Source};
 
-use crate::request::{Destination, JobOutput, JobRequest};
+use crate::request::{Destination, JobOutput, JobRequest, PlannedStill, PlannedThumbnails};
 
 /// Longest the planner may take; it is O(n log n) in the frame count, so a 2-hour 60 fps
 /// source plans in well under a second and only a hostile index comes near this.
@@ -94,60 +95,37 @@ pub(crate) async fn plan(
     Ok((probe, planned, bias))
 }
 
-/// The request with its package's rungs appended to the outputs (stitched to MP4 in the
-/// work area, then packaged); the request itself when it has no package or already has them.
-pub(crate) fn with_rungs<'a>(
-    req: &'a JobRequest,
-    info: &ProbeInfo,
-) -> std::borrow::Cow<'a, JobRequest> {
-    let Some(package) = &req.package else {
-        return std::borrow::Cow::Borrowed(req);
-    };
-    if req
-        .outputs
-        .iter()
-        .any(|o| o.destination == Destination::Rung)
-    {
-        return std::borrow::Cow::Borrowed(req);
-    }
-    let video = &info.video;
-    let rate = [video.avg_frame_rate, video.frame_rate]
-        .into_iter()
-        .find(|r| r.num > 0 && r.den > 0);
-    let source = Source {
-        width: video.width,
-        height: video.height,
-        fps: rate.map_or(0.0, |r| r.as_f64()),
-    };
+/// The request as a run carries it out: its package's rungs appended to the outputs
+/// (stitched to MP4 in the work area, then packaged; not again when it already has them),
+/// and `hardware` for the run's (the request's own, or the CPU on a fallback).
+pub(crate) fn resolve(req: &JobRequest, info: &ProbeInfo, hardware: Hardware) -> JobRequest {
     let mut outputs = req.outputs.clone();
-    outputs.extend(
-        renditions(&package.spec, source)
+    let has_rungs = outputs.iter().any(|o| o.destination == Destination::Rung);
+    if let Some(package) = req.package.as_ref().filter(|_| !has_rungs) {
+        let video = &info.video;
+        let rate = [video.avg_frame_rate, video.frame_rate]
             .into_iter()
-            .map(|rendition| JobOutput {
-                rendition,
-                container: Container::Mp4,
-                destination: Destination::Rung,
-            }),
-    );
-    std::borrow::Cow::Owned(JobRequest {
+            .find(|r| r.num > 0 && r.den > 0);
+        let source = Source {
+            width: video.width,
+            height: video.height,
+            fps: rate.map_or(0.0, |r| r.as_f64()),
+        };
+        outputs.extend(
+            renditions(&package.spec, source)
+                .into_iter()
+                .map(|rendition| JobOutput {
+                    rendition,
+                    container: Container::Mp4,
+                    destination: Destination::Rung,
+                }),
+        );
+    }
+    JobRequest {
         outputs,
+        hardware,
         ..req.clone()
-    })
-}
-
-/// One frame's still images: its source pts, and each image with its package-relative file.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct PlannedStill {
-    pub pts: i64,
-    pub images: Vec<(tessera_model::images::StillImage, String)>,
-}
-
-/// A package's thumbnails planned on the source: the frames the segment encodes take images
-/// of, and the sheets and thumbnails track the package step makes of them.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct PlannedThumbnails {
-    pub stills: Vec<PlannedStill>,
-    pub plan: tessera_package::thumbnails::ThumbnailPlan,
+    }
 }
 
 /// Plans the thumbnails of `req`'s package on the probed source (`None`: none asked for).

@@ -1,58 +1,50 @@
-//! Preparing a job: probe, plan, start the audio, split, store the chunks, publish the tasks.
+//! The prepare stage: probe, plan, resolve the request for the run, start the audio, then
+//! the publish stage (split, store the chunks, publish the tasks). Gives `Prepared`.
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tessera_farm::sandbox::{Limits, MediaOp};
 use tessera_farm::FarmError;
-use tessera_model::probe::{ChunkInfo, Probe, ProbeInfo, SegmentPlan};
-use tessera_model::wire::keys;
-use tessera_model::wire::{
-    encode_message, Hardware, SegmentEncode, SegmentTask, StillTask, WIRE_VERSION,
-};
-use tokio::task::JoinHandle;
+use tessera_model::probe::{Probe, SegmentPlan};
+use tessera_model::wire::Hardware;
 
 use crate::audio_step::{audio_step_frames_of, spawn_audio, AudioTask};
-use crate::patience::{patiently, publish_patiently, recorded};
-use crate::planning::{plan, thumbnails, with_rungs, PlannedStill, PlannedThumbnails};
-use crate::request::{DispatchContext, JobRequest, JobStage};
+use crate::patience::recorded;
+use crate::planning::{plan, resolve, thumbnails};
+use crate::publish::{split_and_publish, Publisher, SplitTimestamps};
+use crate::request::{DispatchContext, JobPlan, JobRequest, JobStage};
 
-/// A job after preparation: its plan, and the audio step running beside the encodes.
+/// A job after preparation: its plan, and the audio step and the publisher running beside
+/// the encodes.
 pub(crate) struct Prepared {
-    pub info: ProbeInfo,
-    pub plans: Vec<SegmentPlan>,
-    pub bias: i64,
+    /// The request resolved for this run and its plan, read by every later stage.
+    pub plan: JobPlan,
+    /// The audio step, transcoding beside the encodes.
     pub audio: AudioTask,
     /// Still publishing segments (none when an earlier run published them all).
     pub publisher: Option<Publisher>,
+    /// The largest peak RSS of the probe and split children.
     pub peak_rss_bytes: u64,
     /// Segments an earlier run finished (index, frames): not waited for again.
     pub reused: Vec<(u32, u64)>,
-    /// The queue the segment tasks go to.
-    pub encode_queue: String,
-    /// The plan's fingerprint: in every task, event and work-area key of this run.
-    pub fingerprint: u64,
-    /// Which segments are on the queue (the publisher marks them; all of them on a resume
-    /// of a run that published everything): the ones a silence may republish.
-    pub on_queue: OnQueue,
-    /// A package's media segment starts (source pts): IDRs in every rendition. Empty
-    /// without a package.
-    pub media_starts: Vec<i64>,
-    /// A package's thumbnails: the stills the segment tasks make, the sheets made of them.
-    pub thumbnails: Option<PlannedThumbnails>,
-    /// The job's outputs with its package's rungs (the request's own when it has none).
-    pub outputs: Vec<crate::request::JobOutput>,
 }
 
-/// Which segments of a job have been published, shared with its publisher.
-pub(crate) type OnQueue = std::sync::Arc<std::sync::Mutex<Vec<bool>>>;
+impl Prepared {
+    /// Ends this run (its audio step and publisher stop) and hands back the request as it
+    /// resolved it, which a CPU fallback prepares again.
+    pub(crate) fn into_request(self) -> JobRequest {
+        self.plan.req
+    }
+}
 
 /// Sets a CPU-only run of a job apart from a run of the same plan on the GPU path: a job
 /// that falls back to the CPU gets other work-area keys and events, so segments its GPU run
 /// still has in flight can never mix into it (one encoder per rendition).
-pub(crate) fn path_salt(hardware: tessera_model::wire::Hardware) -> u64 {
+pub(crate) fn path_salt(hardware: Hardware) -> u64 {
     match hardware {
-        tessera_model::wire::Hardware::Cpu => 0x9e37_79b9_7f4a_7c15,
+        Hardware::Cpu => 0x9e37_79b9_7f4a_7c15,
         _ => 0,
     }
 }
@@ -68,19 +60,101 @@ pub(crate) fn plan_fingerprint(plans: &[SegmentPlan]) -> u64 {
         })
 }
 
+/// Prepares one run of `req` on `hardware` (the request's own; the CPU on a fallback):
+/// probes, plans, resolves the request for the run, records the plan, starts the audio step
+/// and the publish stage.
 pub(crate) async fn prepare(
     ctx: &DispatchContext,
     req: &JobRequest,
+    hardware: Hardware,
     staging: &Path,
 ) -> Result<Prepared, FarmError> {
     tokio::fs::create_dir_all(staging)
         .await
         .map_err(|e| FarmError::io(staging, e))?;
+    let (probe, probe_rss) = probe(ctx, req).await?;
+    // In the one-process farm the audio step takes the first child a segment frees (see
+    // audio_step.rs): a short input's last segment is planned that much shorter.
+    let busy_last = if ctx.sandbox.reuses_children() {
+        audio_step_frames_of(req, &probe.info)
+    } else {
+        0.0
+    };
+    let (probe, planned, bias) = plan(req, probe, busy_last).await?;
+    let thumbnails = thumbnails(req, &probe);
+    let Probe {
+        info,
+        dts_rule,
+        derived_pts,
+        ..
+    } = probe;
+    // A package's rungs join the outputs now that the source's size is known.
+    let resolved = resolve(req, &info, hardware);
+    let fingerprint = plan_fingerprint(&planned.segments) ^ path_salt(hardware);
+    let encode_queue = encode_queue(ctx, &resolved).await;
+    // A restarted dispatcher keeps what the earlier run did, if it planned the same segments.
+    let resume = req
+        .resume
+        .as_ref()
+        .filter(|r| r.plan_fingerprint == fingerprint)
+        .cloned()
+        .unwrap_or_default();
+    let segments = planned.segments.len();
+    let plan = JobPlan {
+        req: resolved,
+        info,
+        segments: planned.segments,
+        bias,
+        fingerprint,
+        encode_queue,
+        on_queue: Arc::new(Mutex::new(vec![resume.published; segments])),
+        media_starts: planned.media_starts,
+        thumbnails,
+    };
+    record_planned(ctx, &plan).await;
+    let bias_seconds = plan.info.video.time_base.seconds(bias);
+    let audio = spawn_audio(
+        ctx,
+        &plan.req,
+        (fingerprint, segments),
+        &plan.info,
+        bias_seconds,
+        staging,
+    );
+
+    tracing::info!(job = %plan.req.id, queue = %plan.encode_queue, "segments go to");
+    let (split_rss, publisher) = if resume.published {
+        tracing::info!(job = %plan.req.id, done = resume.done.len(), "resuming: segments already on the queue");
+        (0, None)
+    } else {
+        let timestamps = SplitTimestamps {
+            dts_rule,
+            derived_pts,
+        };
+        let (rss, publisher) = split_and_publish(ctx, &plan, staging, timestamps).await?;
+        (rss, Some(publisher))
+    };
+    Ok(Prepared {
+        plan,
+        audio,
+        publisher,
+        peak_rss_bytes: probe_rss.max(split_rss),
+        reused: if resume.published {
+            resume.done
+        } else {
+            Vec::new()
+        },
+    })
+}
+
+/// Probes the input in a child (at most ten minutes); returns the probe and the child's
+/// peak RSS.
+async fn probe(ctx: &DispatchContext, req: &JobRequest) -> Result<(Probe, u64), FarmError> {
     let probe_limits = Limits {
         timeout: Duration::from_secs(600).min(ctx.limits.timeout),
         ..ctx.limits
     };
-    let (probe, probe_stats): (Probe, _) = ctx
+    let (probe, stats): (Probe, _) = ctx
         .sandbox
         .run(
             &MediaOp::Probe {
@@ -91,196 +165,31 @@ pub(crate) async fn prepare(
             &mut |_| {},
         )
         .await?;
-    // In the one-process farm the audio step takes the first child a segment frees (see
-    // audio_step.rs): a short input's last segment is planned that much shorter.
-    let busy_last = if ctx.sandbox.reuses_children() {
-        audio_step_frames_of(req, &probe.info)
-    } else {
-        0.0
-    };
-    let (probe, planned, bias) = plan(req, probe, busy_last).await?;
-    let plans = planned.segments;
-    let media_starts = planned.media_starts;
-    let thumbnails = thumbnails(req, &probe);
-    let stills: &[PlannedStill] = thumbnails.as_ref().map_or(&[], |t| &t.stills);
-    // A package's rungs join the outputs now that the source's size is known.
-    let req = &with_rungs(req, &probe.info);
-    let video = &probe.info.video;
-    let fingerprint = plan_fingerprint(&plans) ^ path_salt(req.hardware);
-    let encode_queue = encode_queue(ctx, req).await;
-    // A restarted dispatcher keeps what the earlier run did, if it planned the same segments.
-    let resume = req
-        .resume
-        .as_ref()
-        .filter(|r| r.plan_fingerprint == fingerprint)
-        .cloned()
-        .unwrap_or_default();
+    Ok((probe, stats.peak_rss_bytes))
+}
+
+/// Records the plan (the `Planned` stage) and logs it.
+async fn record_planned(ctx: &DispatchContext, plan: &JobPlan) {
+    let video = &plan.info.video;
+    let segments = &plan.segments;
     recorded(
         &ctx.on_stage,
         &JobStage::Planned {
-            frames: plans.iter().map(|p| p.frames).sum(),
-            segments: plans.len() as u32,
-            fingerprint,
-            segment_seconds: plans
+            frames: segments.iter().map(|p| p.frames).sum(),
+            segments: segments.len() as u32,
+            fingerprint: plan.fingerprint,
+            segment_seconds: segments
                 .iter()
                 .map(|p| video.time_base.seconds(p.end_pts - p.start_pts))
                 .collect(),
-            on_gpu: encode_queue == ctx.gpu_queue,
+            on_gpu: plan.on_gpu(ctx),
         },
     )
     .await;
     tracing::info!(
-        job = %req.id, segments = plans.len(), frames = video.frames,
+        job = %plan.req.id, segments = segments.len(), frames = video.frames,
         codec = %video.codec, width = video.width, height = video.height, "job planned"
     );
-
-    let audio = spawn_audio(
-        ctx,
-        req,
-        (fingerprint, plans.len()),
-        &probe.info,
-        video.time_base.seconds(bias),
-        staging,
-    );
-
-    tracing::info!(job = %req.id, queue = %encode_queue, "segments go to");
-    let on_queue: OnQueue =
-        std::sync::Arc::new(std::sync::Mutex::new(vec![resume.published; plans.len()]));
-    let (split_rss, publisher) = if resume.published {
-        tracing::info!(job = %req.id, done = resume.done.len(), "resuming: segments already on the queue");
-        (0, None)
-    } else {
-        let publish = (encode_queue.clone(), on_queue.clone());
-        let (rss, publisher) = split_and_publish(
-            ctx,
-            req,
-            staging,
-            (&plans, fingerprint, &media_starts, stills),
-            &probe,
-            bias,
-            publish,
-        )
-        .await?;
-        (rss, Some(publisher))
-    };
-    Ok(Prepared {
-        info: probe.info,
-        plans,
-        bias,
-        audio,
-        publisher,
-        peak_rss_bytes: probe_stats.peak_rss_bytes.max(split_rss),
-        reused: if resume.published {
-            resume.done
-        } else {
-            Vec::new()
-        },
-        encode_queue,
-        on_queue,
-        fingerprint,
-        media_starts,
-        thumbnails,
-        outputs: req.outputs.clone(),
-    })
-}
-
-/// Splits the input and publishes each segment as its chunk appears (encoding overlaps the
-/// split); returns the split child's peak RSS and the task still publishing.
-async fn split_and_publish(
-    ctx: &DispatchContext,
-    req: &JobRequest,
-    staging: &Path,
-    (plans, fingerprint, media_starts, stills): (&[SegmentPlan], u64, &[i64], &[PlannedStill]),
-    probe: &Probe,
-    bias: i64,
-    (queue, on_queue): (String, OnQueue),
-) -> Result<(u64, Publisher), FarmError> {
-    let info = &probe.info;
-    let chunk_dir = staging.join("chunks");
-    tokio::fs::create_dir_all(&chunk_dir)
-        .await
-        .map_err(|e| FarmError::io(&chunk_dir, e))?;
-    let split = MediaOp::Split {
-        input: req.input.clone(),
-        segments: plans.to_vec(),
-        bias,
-        dts_rule: probe.dts_rule,
-        derived_pts: probe.derived_pts.clone(),
-        dir: chunk_dir.clone(),
-    };
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u64>();
-    let splitting = async move {
-        let mut on_chunk = move |index: u64| {
-            let _ = tx.send(index);
-        };
-        ctx.sandbox
-            .run::<Vec<ChunkInfo>>(&split, ctx.limits, &mut on_chunk)
-            .await
-    };
-    // Chunks are stored as the split writes them; their tasks wait for admission (priority)
-    // apart, so storing never waits behind the gate.
-    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel::<SegmentTask>();
-    let storing = async move {
-        while let Some(index) = rx.recv().await {
-            let plan = usize::try_from(index)
-                .ok()
-                .and_then(|i| plans.get(i))
-                .ok_or_else(|| FarmError::BadMessage(format!("split reported chunk {index}")))?;
-            let path = chunk_dir.join(tessera_media::chunk_file_name(plan.index));
-            let segments = (plan, plans.len());
-            let task = segment_task(
-                req,
-                fingerprint,
-                segments,
-                info,
-                (bias, media_starts, stills),
-            );
-            patiently("store chunk", || ctx.store.put_file(&task.chunk_key, &path)).await?;
-            let _ = tokio::fs::remove_file(&path).await;
-            let _ = ready_tx.send(task);
-        }
-        Ok::<(), FarmError>(())
-    };
-    // Publishing runs on beside the encodes: with a gate it waits for places that only
-    // finished segments free, and the job's events are read once preparation returns.
-    let publisher = {
-        let ctx = ctx.clone();
-        let (job, priority, total) = (req.id.clone(), req.priority, plans.len());
-        tokio::spawn(async move {
-            let mut published = 0usize;
-            while let Some(task) = ready_rx.recv().await {
-                if let Some(gate) = &ctx.gate {
-                    gate.admit(&job, priority).await;
-                }
-                publish_patiently(&*ctx.queue, &queue, &encode_message(&task)).await?;
-                if let Some(p) = (on_queue.lock().unwrap_or_else(|p| p.into_inner()))
-                    .get_mut(task.segment as usize)
-                {
-                    *p = true;
-                }
-                published += 1;
-            }
-            if published != total {
-                return Err(FarmError::ChildCrashed {
-                    what: "split".into(),
-                    detail: format!("published {published} of {total} segments"),
-                });
-            }
-            recorded(&ctx.on_stage, &JobStage::Published).await;
-            Ok(())
-        })
-    };
-    let publisher = Publisher(publisher);
-    let (split_result, stored) = tokio::join!(splitting, storing);
-    let (chunks, split_stats) = split_result?;
-    stored?;
-    if chunks.len() != plans.len() {
-        return Err(FarmError::ChildCrashed {
-            what: "split".into(),
-            detail: "did not report every chunk".into(),
-        });
-    }
-    Ok((split_stats.peak_rss_bytes, publisher))
 }
 
 /// The queue of a job's segments: by its hardware, and for "any" by whether GPU workers
@@ -296,94 +205,5 @@ async fn encode_queue(ctx: &DispatchContext, req: &JobRequest) -> String {
                 ctx.encode_queue.clone()
             }
         }
-    }
-}
-
-/// The task publishing a job's segments; aborted when dropped (the job ended).
-pub(crate) struct Publisher(JoinHandle<Result<(), FarmError>>);
-
-impl Publisher {
-    /// Waits until every segment is published (or publishing failed).
-    pub(crate) async fn finished(&mut self) -> Result<(), FarmError> {
-        (&mut self.0).await.map_err(|e| FarmError::ChildCrashed {
-            what: "publisher".into(),
-            detail: e.to_string(),
-        })?
-    }
-}
-
-impl Drop for Publisher {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Whether `publisher` finished: pending forever when there is none (nothing to publish).
-pub(crate) async fn published(publisher: &mut Option<Publisher>) -> Result<(), FarmError> {
-    match publisher {
-        Some(p) => p.finished().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// The task message of one planned segment (published by the split, republished after a
-/// silence).
-pub(crate) fn segment_task(
-    req: &JobRequest,
-    fingerprint: u64,
-    (plan, segments): (&SegmentPlan, usize),
-    info: &ProbeInfo,
-    (bias, media_starts, stills): (i64, &[i64], &[PlannedStill]),
-) -> SegmentTask {
-    let video = &info.video;
-    let lo = media_starts.partition_point(|&p| p < plan.start_pts);
-    let hi = media_starts.partition_point(|&p| p < plan.end_pts);
-    SegmentTask {
-        v: WIRE_VERSION,
-        job_id: req.id.clone(),
-        plan: fingerprint,
-        segment: plan.index,
-        chunk_key: keys::chunk(&req.id, fingerprint, plan.index),
-        encode: SegmentEncode {
-            start_pts: plan.start_pts,
-            end_pts: plan.end_pts,
-            time_base: video.time_base,
-            bias,
-            frame_rate: if video.avg_frame_rate.num > 0 {
-                video.avg_frame_rate
-            } else {
-                video.frame_rate
-            },
-            sample_aspect_ratio: video.sample_aspect_ratio,
-            source_size: Some((video.width, video.height)),
-            color: video.color.clone(),
-            source_bit_depth: video.bit_depth,
-            expected_frames: plan.frames,
-            expected_pts: plan.first_frame_pts.zip(plan.last_frame_pts),
-            source_codec: video.codec.clone(),
-            source_pix_fmt: video.pix_fmt.clone(),
-            keyframes: media_starts[lo..hi].to_vec(),
-        },
-        renditions: req
-            .outputs
-            .iter()
-            .map(|o| {
-                let key = keys::encoded(&req.id, fingerprint, &o.rendition.name, plan.index);
-                (o.rendition.clone(), key)
-            })
-            .collect(),
-        stills: stills
-            .iter()
-            .filter(|s| (plan.start_pts..plan.end_pts).contains(&s.pts))
-            .map(|s| StillTask {
-                pts: s.pts,
-                images: s
-                    .images
-                    .iter()
-                    .map(|(image, rel)| (*image, keys::still(&req.id, fingerprint, rel)))
-                    .collect(),
-            })
-            .collect(),
-        segments: u32::try_from(segments).unwrap_or(u32::MAX),
     }
 }

@@ -1,9 +1,9 @@
-//! The dispatcher's shared types: what a job asks for, the services it runs over, where it
-//! stands and what it produced.
+//! The engine's shared types: what a job asks for, the services it runs over, where it
+//! stands, the plan prepare resolves it to, and what it produced.
 //!
-//! Why a module of its own: every stage (prepare, collect, stitching) and the service read
-//! these; keeping them apart from `run_job` lets each stage import them without importing
-//! the orchestrator, so data flows forward from stage to stage.
+//! Why a module of its own: every stage (prepare, publish, collect, finish) and the service
+//! read these; keeping them apart from `run_job` lets each stage import them without
+//! importing the orchestrator, so data flows forward from stage to stage.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::Store;
 use tessera_farm::FarmError;
 use tessera_model::encode::{Container, RenditionSpec};
+use tessera_model::probe::{ProbeInfo, SegmentPlan};
 use tessera_model::stitch::QualityReport;
 use tessera_model::wire::Hardware;
 
@@ -284,4 +285,61 @@ pub struct OutputReport {
     pub bytes: u64,
     /// PSNR/SSIM against the source, when asked.
     pub quality: Option<QualityReport>,
+}
+
+/// A job's request resolved against its source by prepare, with the plan every later stage
+/// reads. Why: built once per run (and once more on a CPU fallback) and handed forward, so no
+/// stage rewrites the request.
+pub(crate) struct JobPlan {
+    /// The request as this run carries it out: a package's rungs joined to the outputs (see
+    /// [`Destination::Rung`]), and the hardware this run uses (the CPU on a fallback).
+    pub req: JobRequest,
+    /// The probed source.
+    pub info: ProbeInfo,
+    /// The segments, in order.
+    pub segments: Vec<SegmentPlan>,
+    /// The timestamp bias the split and the stitch apply (video time base).
+    pub bias: i64,
+    /// The plan's fingerprint: in every task, event and work-area key of this run.
+    pub fingerprint: u64,
+    /// The queue the segment tasks go to.
+    pub encode_queue: String,
+    /// Which segments are on the queue (the publisher marks them; all of them on a resume of
+    /// a run that published everything): the ones a silence may republish.
+    pub on_queue: OnQueue,
+    /// A package's media segment starts (source pts): IDRs in every rendition. Empty
+    /// without a package.
+    pub media_starts: Vec<i64>,
+    /// A package's thumbnails: the stills the segment tasks make, the sheets made of them.
+    pub thumbnails: Option<PlannedThumbnails>,
+}
+
+impl JobPlan {
+    /// The stills the segment tasks take (none without a package's thumbnails).
+    pub(crate) fn stills(&self) -> &[PlannedStill] {
+        self.thumbnails.as_ref().map_or(&[], |t| &t.stills)
+    }
+
+    /// Whether this run's segments go to the GPU queue.
+    pub(crate) fn on_gpu(&self, ctx: &DispatchContext) -> bool {
+        self.encode_queue == ctx.gpu_queue
+    }
+}
+
+/// Which segments of a job have been published, shared with its publisher.
+pub(crate) type OnQueue = Arc<std::sync::Mutex<Vec<bool>>>;
+
+/// One frame's still images: its source pts, and each image with its package-relative file.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PlannedStill {
+    pub pts: i64,
+    pub images: Vec<(tessera_model::images::StillImage, String)>,
+}
+
+/// A package's thumbnails planned on the source: the frames the segment encodes take images
+/// of, and the sheets and thumbnails track the package step makes of them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PlannedThumbnails {
+    pub stills: Vec<PlannedStill>,
+    pub plan: tessera_package::thumbnails::ThumbnailPlan,
 }

@@ -14,19 +14,17 @@ use tessera_model::wire::keys;
 use tessera_model::wire::{encode_message, SegmentOutcome, StitchTask, TaskRef, WIRE_VERSION};
 
 use crate::patience::patiently;
-use crate::request::{Destination, DispatchContext, JobRequest};
+use crate::request::{Destination, DispatchContext, JobPlan, JobRequest};
 use crate::task_events::{next_event, task_failed, Silence};
 
-/// The stitch tasks of a job, one per output.
+/// The stitch tasks of a job, one per output: `frames` each, with the audio step's tracks.
 pub(crate) fn stitch_tasks(
-    req: &JobRequest,
-    fingerprint: u64,
-    info: &ProbeInfo,
-    plans: &[SegmentPlan],
-    bias: i64,
+    plan: &JobPlan,
     audio: Option<&[AudioTrackResult]>,
     frames: u64,
 ) -> Vec<StitchTask> {
+    let (req, fingerprint, info) = (&plan.req, plan.fingerprint, &plan.info);
+    let (plans, bias) = (&plan.segments, plan.bias);
     let video = &info.video;
     req.outputs
         .iter()
