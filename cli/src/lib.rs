@@ -8,6 +8,7 @@ pub mod client;
 pub mod config;
 pub mod gpu;
 pub mod jobview;
+mod local_farm;
 pub mod package_args;
 pub mod probe;
 pub mod progress;

@@ -5,10 +5,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tessera_farm::queue::{Delivery, Queue};
-use tessera_farm::sandbox::{MediaOp, Sandbox, SlotPool, WarmPolicy};
+use tessera_farm::sandbox::{Sandbox, SlotPool, WarmPolicy};
 use tessera_farm::store::Store;
 use tessera_farm::FarmError;
-use tessera_model::encode::{EncodeRequest, EncodeResult, RenditionOutput};
 use tessera_model::wire::{
     decode_message, encode_message, newer_wire_version, SegmentOutcome, SegmentTask, TaskEvent,
     TaskRef, QUEUE_EVENTS, WIRE_VERSION,
@@ -73,7 +72,8 @@ pub struct SegmentRunner {
     pub(crate) encoders: SlotPool<Option<u32>>,
     /// Whether this worker may take work (a full staging disk pauses it).
     pub(crate) fitness: Arc<crate::Fitness>,
-    progress: Option<ProgressFn>,
+    /// Live progress of segment encodes (encode.rs).
+    pub(crate) progress: Option<ProgressFn>,
 }
 
 /// What a finished task reports.
@@ -287,109 +287,5 @@ impl SegmentRunner {
             });
         }
         Ok(())
-    }
-
-    /// Encodes a segment: in software, or on a card when `hardware` is given.
-    pub(crate) async fn execute(
-        &self,
-        task: &SegmentTask,
-        staging: &PathBuf,
-        hardware: Option<tessera_model::encode::HardwareEncode>,
-    ) -> Result<Done, FarmError> {
-        let t0 = Instant::now();
-        self.check_free_space()?;
-        let caps = self.sandbox.capabilities().await?;
-        crate::fitness::check_encoders(task, hardware.is_none(), &caps)?;
-        tokio::fs::create_dir_all(staging)
-            .await
-            .map_err(|e| FarmError::io(staging, e))?;
-        let chunk = staging.join("chunk.nut");
-        self.store.get_file(&task.chunk_key, &chunk).await?;
-        let t_fetched = Instant::now();
-        let outputs: Vec<RenditionOutput> = task
-            .renditions
-            .iter()
-            .enumerate()
-            .map(|(i, (spec, _))| RenditionOutput {
-                spec: spec.clone(),
-                path: staging.join(format!("out-{i}.nut")),
-            })
-            .collect();
-        let e = &task.encode;
-        let card = hardware.as_ref().map(|h| h.device);
-        let request = EncodeRequest {
-            chunk,
-            start_pts: e.start_pts,
-            end_pts: e.end_pts,
-            time_base: e.time_base,
-            bias: e.bias,
-            frame_rate: e.frame_rate,
-            sample_aspect_ratio: e.sample_aspect_ratio,
-            source_size: e.source_size,
-            color: e.color.clone(),
-            source_bit_depth: e.source_bit_depth,
-            outputs: outputs.clone(),
-            threads: match self.config.lend_idle_cores {
-                Some(share) => share.threads(self.config.threads_per_slot, task.segments),
-                None => self.config.threads_per_slot,
-            },
-            hardware,
-            keyframes: e.keyframes.clone(),
-            stills: crate::stills::shots(task, staging),
-        };
-        let progress = self.progress.clone();
-        let (job, seg) = (task.job_id.clone(), task.segment);
-        let mut report = move |n: u64| {
-            if let Some(p) = &progress {
-                p(&job, seg, n);
-            }
-        };
-        // A GPU child gets no address-space limit (CUDA reserves about the card's memory in
-        // address space); its resident memory is bounded instead.
-        let limits = match card {
-            Some(_) => self.config.limits.for_gpu(),
-            None => self.config.limits,
-        };
-        let op = MediaOp::Encode(request);
-        // The one-process farm's software encodes share its warm children with the job's
-        // other operations; elsewhere each slot keeps its own (GPU ones hold a device context).
-        let run = if card.is_none() && self.sandbox.reuses_children() {
-            self.sandbox.run(&op, limits, &mut report).await
-        } else {
-            self.encoders
-                .run(card, &task.job_id, &op, limits, &mut report)
-                .await
-        };
-        let ((result, stats), t_encoded): ((EncodeResult, _), _) = (run?, Instant::now());
-        crate::qc::check_segment(task.segment, e, &result)?;
-        let mut bytes = 0;
-        for (out, (_, key)) in outputs.iter().zip(&task.renditions) {
-            bytes += self.store.put_file(key, &out.path).await?;
-        }
-        bytes += crate::stills::upload(self.store.as_ref(), task, staging).await?;
-        // The dispatcher writes a job's end marker, then empties its work area. Checked after
-        // the uploads: no marker yet means the emptying comes after them; a marker means it
-        // may have come before, so these objects are removed here. Either way none is left.
-        if self.job_ended(&task.job_id).await {
-            for (_, key) in &task.renditions {
-                let _ = self.store.delete(key).await;
-            }
-            crate::stills::remove(self.store.as_ref(), task).await;
-            return Err(FarmError::Cancelled {
-                job: task.job_id.clone(),
-            });
-        }
-        let (ms, media) = (|d: Duration| d.as_millis() as u64, result.media_seconds);
-        tracing::debug!(job = %task.job_id, segment = task.segment, fetch_ms = ms(t_fetched - t0),
-            child_ms = ms((t_encoded - t_fetched).saturating_sub(Duration::from_secs_f64(media))),
-            media_ms = (media * 1e3) as u64, store_ms = ms(t_encoded.elapsed()), "segment phases");
-        Ok(Done {
-            frames: result.frames_in_range,
-            bytes,
-            media_seconds: result.media_seconds,
-            peak_rss_bytes: stats.peak_rss_bytes,
-            decode_errors: result.decode_errors,
-            check_seconds: 0.0,
-        })
     }
 }
