@@ -9,6 +9,7 @@ use std::path::Path;
 
 use tessera_farm::sandbox::MediaOp;
 use tessera_farm::FarmError;
+use tessera_model::encode::SegmentSource;
 use tessera_model::probe::{ChunkInfo, SegmentPlan};
 use tessera_model::timestamps::{DerivedPts, DtsRule};
 use tessera_model::wire::keys;
@@ -163,24 +164,26 @@ pub(crate) fn segment_task(plan: &JobPlan, segment: &SegmentPlan) -> SegmentTask
         segment: segment.index,
         chunk_key: keys::chunk(&req.id, fingerprint, segment.index),
         encode: SegmentEncode {
-            start_pts: segment.start_pts,
-            end_pts: segment.end_pts,
-            time_base: video.time_base,
-            bias: plan.bias,
-            frame_rate: if video.avg_frame_rate.num > 0 {
-                video.avg_frame_rate
-            } else {
-                video.frame_rate
+            source: SegmentSource {
+                start_pts: segment.start_pts,
+                end_pts: segment.end_pts,
+                time_base: video.time_base,
+                bias: plan.bias,
+                frame_rate: if video.avg_frame_rate.num > 0 {
+                    video.avg_frame_rate
+                } else {
+                    video.frame_rate
+                },
+                sample_aspect_ratio: video.sample_aspect_ratio,
+                source_size: Some((video.width, video.height)),
+                color: video.color.clone(),
+                source_bit_depth: video.bit_depth,
+                keyframes: media_starts[lo..hi].to_vec(),
             },
-            sample_aspect_ratio: video.sample_aspect_ratio,
-            source_size: Some((video.width, video.height)),
-            color: video.color.clone(),
-            source_bit_depth: video.bit_depth,
             expected_frames: segment.frames,
             expected_pts: segment.first_frame_pts.zip(segment.last_frame_pts),
             source_codec: video.codec.clone(),
             source_pix_fmt: video.pix_fmt.clone(),
-            keyframes: media_starts[lo..hi].to_vec(),
         },
         renditions: req
             .outputs

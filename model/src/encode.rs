@@ -143,18 +143,22 @@ pub struct RenditionOutput {
     pub path: PathBuf,
 }
 
-/// Everything a worker needs to encode a segment; travels as JSON to the child process.
+/// The stretch of the source a segment encodes and what the encoder must know of the source,
+/// as the dispatcher planned it.
+///
+/// Why one type: the farm's queue message ([`crate::wire::SegmentEncode`]) and the media
+/// child's request ([`EncodeRequest`]) carry the same facts unchanged from the plan to the
+/// encoder; both flatten this struct, so their JSON is what it was when each listed the
+/// fields, and the two can no longer drift apart.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EncodeRequest {
-    /// The chunk file (NUT) holding the segment's packets and its pre-roll.
-    pub chunk: PathBuf,
+pub struct SegmentSource {
     /// First source pts to encode (inclusive), in `time_base`.
     pub start_pts: i64,
     /// First source pts not to encode (exclusive).
     pub end_pts: i64,
     /// The source video time base: all pts here are in it, and the encoder keeps it.
     pub time_base: Rational,
-    /// The bias added to timestamps in the chunk (and added again in the output).
+    /// The job's timestamp bias, added to timestamps in the chunk (and again in the output).
     pub bias: i64,
     /// The source's frame rate, a hint for rate control.
     pub frame_rate: Rational,
@@ -162,13 +166,29 @@ pub struct EncodeRequest {
     pub sample_aspect_ratio: Rational,
     /// The source's size as the probe saw it (its first frames), from which every segment's
     /// output size is made, whatever size the chunk's own frames have: a source whose size
-    /// changes mid-stream still gives segments of one size that stitch. `None`: the chunk's.
-    #[serde(default)]
+    /// changes mid-stream still gives segments of one size that stitch. `None` (e.g. from an
+    /// older dispatcher): the chunk's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_size: Option<(u32, u32)>,
     /// Colour tags to carry to the output.
     pub color: ColorInfo,
     /// Source bits per component (picks 10-bit output for HEVC/AV1).
     pub source_bit_depth: u8,
+    /// Source pts (ascending, unbiased) of frames every rendition must encode as an IDR: the
+    /// starts of a streaming package's media segments, so all rungs switch at the same frames;
+    /// empty for file outputs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keyframes: Vec<i64>,
+}
+
+/// Everything a worker needs to encode a segment; travels as JSON to the child process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EncodeRequest {
+    /// The chunk file (NUT) holding the segment's packets and its pre-roll.
+    pub chunk: PathBuf,
+    /// The stretch of the source to encode, as the task planned it.
+    #[serde(flatten)]
+    pub source: SegmentSource,
     /// Renditions to produce.
     pub outputs: Vec<RenditionOutput>,
     /// Threads for the decoder and each encoder.
@@ -176,10 +196,6 @@ pub struct EncodeRequest {
     /// Run on an NVIDIA card (NVDEC/scale_cuda/NVENC) instead of the software encoders.
     #[serde(default)]
     pub hardware: Option<HardwareEncode>,
-    /// Source pts (ascending, unbiased) of frames every rendition must encode as an IDR: the
-    /// starts of a streaming package's media segments, so all rungs switch at the same frames.
-    #[serde(default)]
-    pub keyframes: Vec<i64>,
     /// Still images to take of frames in the range (posters, thumbnails, sprite tiles),
     /// software path only.
     #[serde(default)]

@@ -5,9 +5,9 @@
 //! upgrade; a message states its version and a reader refuses what it does not understand.
 
 use crate::audio::AudioTrackResult;
-use crate::encode::{Container, RenditionSpec};
+use crate::encode::{Container, RenditionSpec, SegmentSource};
 use crate::error_code::{ErrorClass, ErrorCode};
-use crate::probe::{ColorInfo, Rational};
+use crate::probe::Rational;
 use serde::{Deserialize, Serialize};
 
 /// The wire version of the messages in this module.
@@ -23,30 +23,14 @@ pub const QUEUE_STITCH: &str = "tessera.stitch";
 /// Queue of worker events (task done / failed) for the dispatcher.
 pub const QUEUE_EVENTS: &str = "tessera.events";
 
-/// The encode parameters of a segment, as planned by the dispatcher.
+/// The encode parameters of a segment, as planned by the dispatcher: the stretch of the
+/// source the worker hands its media child unchanged, and what the worker checks of the result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SegmentEncode {
-    /// First source pts to encode (inclusive).
-    pub start_pts: i64,
-    /// First source pts not to encode.
-    pub end_pts: i64,
-    /// The source video time base.
-    pub time_base: Rational,
-    /// The job's timestamp bias.
-    pub bias: i64,
-    /// Source frame rate.
-    pub frame_rate: Rational,
-    /// Source sample aspect ratio.
-    pub sample_aspect_ratio: Rational,
-    /// The source's size as the probe saw it (its first frames): every segment scales to the
-    /// output size made from it, so a source whose size changes mid-stream still gives one
-    /// size. `None` from an older dispatcher: the chunk's own.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source_size: Option<(u32, u32)>,
-    /// Source colour tags.
-    pub color: ColorInfo,
-    /// Source bits per component.
-    pub source_bit_depth: u8,
+    /// The stretch of the source to encode (flattened: the message's JSON keeps its fields
+    /// at this level, as before the type existed).
+    #[serde(flatten)]
+    pub source: SegmentSource,
     /// Frames expected in the range (for progress and checks).
     pub expected_frames: u64,
     /// Pts of the first and last frame shown in the range (source time base): the worker's
@@ -60,10 +44,6 @@ pub struct SegmentEncode {
     /// Source pixel format name (e.g. "yuv420p10le").
     #[serde(default)]
     pub source_pix_fmt: String,
-    /// Source pts of the frames every rendition must encode as IDRs (a streaming package's
-    /// media segment starts inside this range); empty for file outputs.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub keyframes: Vec<i64>,
 }
 
 /// Where a job's segments may be encoded.
@@ -309,6 +289,35 @@ mod tests {
         ] {
             assert_eq!(task_identity(junk), None);
         }
+    }
+
+    #[test]
+    fn a_segment_encode_keeps_its_flat_json() {
+        // The message as dispatchers wrote it before `SegmentSource` existed: flat keys.
+        let color = serde_json::to_value(crate::probe::ColorInfo::default()).unwrap();
+        let rational = |num: i32, den: i32| serde_json::json!({ "num": num, "den": den });
+        let flat = serde_json::json!({
+            "start_pts": 100, "end_pts": 200, "time_base": rational(1, 25), "bias": 3,
+            "frame_rate": rational(25, 1), "sample_aspect_ratio": rational(1, 1),
+            "source_size": [1280, 720], "color": color, "source_bit_depth": 8,
+            "expected_frames": 4, "expected_pts": [100, 199], "source_codec": "h264",
+            "source_pix_fmt": "yuv420p", "keyframes": [150],
+        });
+        let read: SegmentEncode = serde_json::from_value(flat.clone()).unwrap();
+        assert_eq!(
+            (read.source.start_pts, read.source.bias, read.source.keyframes.clone()),
+            (100, 3, vec![150])
+        );
+        assert_eq!(read.source.source_size, Some((1280, 720)));
+        assert_eq!(serde_json::to_value(&read).unwrap(), flat);
+        // An older peer's message without the later fields still reads.
+        let mut old = flat.as_object().unwrap().clone();
+        for key in ["source_size", "keyframes", "expected_pts", "source_codec"] {
+            old.remove(key);
+        }
+        let read: SegmentEncode = serde_json::from_value(old.into()).unwrap();
+        assert_eq!((read.source.source_size, read.expected_pts), (None, None));
+        assert!(read.source.keyframes.is_empty());
     }
 
     #[test]

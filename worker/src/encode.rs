@@ -74,25 +74,15 @@ impl SegmentRunner {
                 path: staging.join(format!("out-{i}.nut")),
             })
             .collect();
-        let e = &task.encode;
         EncodeRequest {
             chunk,
-            start_pts: e.start_pts,
-            end_pts: e.end_pts,
-            time_base: e.time_base,
-            bias: e.bias,
-            frame_rate: e.frame_rate,
-            sample_aspect_ratio: e.sample_aspect_ratio,
-            source_size: e.source_size,
-            color: e.color.clone(),
-            source_bit_depth: e.source_bit_depth,
+            source: task.encode.source.clone(),
             outputs,
             threads: match self.config.lend_idle_cores {
                 Some(share) => share.threads(self.config.threads_per_slot, task.segments),
                 None => self.config.threads_per_slot,
             },
             hardware,
-            keyframes: e.keyframes.clone(),
             stills: crate::stills::shots(task, staging),
         }
     }

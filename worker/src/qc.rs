@@ -53,7 +53,7 @@ pub(crate) fn check_segment(
         // a little after the planned one, but never before it nor outside the range.
         let last_ok = r
             .last_pts
-            .is_some_and(|p| p >= last && p < encode.end_pts.max(last + 1));
+            .is_some_and(|p| p >= last && p < encode.source.end_pts.max(last + 1));
         if !last_ok {
             return Err(qc_failed(
                 what(),
@@ -82,26 +82,28 @@ fn qc_failed(what: String, reason: String) -> FarmError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tessera_model::encode::RenditionResult;
+    use tessera_model::encode::{RenditionResult, SegmentSource};
     use tessera_model::probe::{ColorInfo, Rational};
     use tessera_model::wire::SegmentEncode;
 
     fn plan(frames: u64, pts: Option<(i64, i64)>) -> SegmentEncode {
         SegmentEncode {
-            start_pts: 100,
-            end_pts: 200,
-            time_base: Rational { num: 1, den: 25 },
-            bias: 0,
-            frame_rate: Rational { num: 25, den: 1 },
-            sample_aspect_ratio: Rational { num: 1, den: 1 },
-            source_size: None,
-            color: ColorInfo::default(),
-            source_bit_depth: 8,
+            source: SegmentSource {
+                start_pts: 100,
+                end_pts: 200,
+                time_base: Rational { num: 1, den: 25 },
+                bias: 0,
+                frame_rate: Rational { num: 25, den: 1 },
+                sample_aspect_ratio: Rational { num: 1, den: 1 },
+                source_size: None,
+                color: ColorInfo::default(),
+                source_bit_depth: 8,
+                keyframes: Vec::new(),
+            },
             expected_frames: frames,
             expected_pts: pts,
             source_codec: "h264".into(),
             source_pix_fmt: "yuv420p".into(),
-            keyframes: Vec::new(),
         }
     }
 

@@ -66,6 +66,7 @@ pub(crate) fn encode_hw(
         .map_err(|e| MediaError::encode("hwupload", e))?;
     let mut uploader = Uploader::new(device.clone(), upload_format, dev);
     let (sw, sh) = req
+        .source
         .source_size
         .unwrap_or((decoder.width(), decoder.height()));
     let stream_rate = Some(stream.avg_frame_rate())
@@ -156,7 +157,7 @@ fn rendition_settings(
     let mut settings = Vec::with_capacity(req.outputs.len());
     for o in &req.outputs {
         if hw.software_encode {
-            settings.push(software_settings(&o.spec, req.source_bit_depth)?);
+            settings.push(software_settings(&o.spec, req.source.source_bit_depth)?);
             continue;
         }
         if !caps.has_encoder(o.spec.codec) {
@@ -169,7 +170,7 @@ fn rendition_settings(
                 ),
             });
         }
-        let s = nvenc_settings(&o.spec, hw, req.source_bit_depth)
+        let s = nvenc_settings(&o.spec, hw, req.source.source_bit_depth)
             .map_err(MediaError::InvalidRequest)?;
         settings.push(s);
     }

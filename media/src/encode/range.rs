@@ -17,10 +17,10 @@ pub(crate) fn check_request(req: &EncodeRequest) -> Result<(), MediaError> {
     if req.outputs.is_empty() {
         return Err(MediaError::InvalidRequest("no renditions to encode".into()));
     }
-    if req.end_pts <= req.start_pts {
+    if req.source.end_pts <= req.source.start_pts {
         return Err(MediaError::InvalidRequest(format!(
             "empty range [{}, {})",
-            req.start_pts, req.end_pts
+            req.source.start_pts, req.source.end_pts
         )));
     }
     if !req.stills.is_empty() && req.hardware.is_some() {
@@ -31,11 +31,11 @@ pub(crate) fn check_request(req: &EncodeRequest) -> Result<(), MediaError> {
     if let Some(s) = req
         .stills
         .iter()
-        .find(|s| s.pts < req.start_pts || s.pts >= req.end_pts)
+        .find(|s| s.pts < req.source.start_pts || s.pts >= req.source.end_pts)
     {
         return Err(MediaError::InvalidRequest(format!(
             "still at pts {} is outside the range [{}, {})",
-            s.pts, req.start_pts, req.end_pts
+            s.pts, req.source.start_pts, req.source.end_pts
         )));
     }
     Ok(())
@@ -62,10 +62,10 @@ impl RangeGate {
     pub(crate) fn new(req: &EncodeRequest, chunk_tb: ff::Rational) -> Self {
         RangeGate {
             chunk_tb,
-            src_tb: ff::Rational::new(req.time_base.num, req.time_base.den),
-            start: req.start_pts,
-            end: req.end_pts,
-            bias: req.bias,
+            src_tb: ff::Rational::new(req.source.time_base.num, req.source.time_base.den),
+            start: req.source.start_pts,
+            end: req.source.end_pts,
+            bias: req.source.bias,
             last_sent: None,
             decoded: 0,
             in_range: 0,

@@ -44,15 +44,16 @@ impl SwRendition {
         let codec = ff::encoder::find_by_name(name)
             .ok_or_else(|| MediaError::encode(name, "encoder not in this FFmpeg build"))?;
         let (width, height) = output_size(src_w, src_h, spec.height);
-        let tonemap = tessera_model::settings::hdr::tonemaps(spec.hdr, spec.codec, &req.color);
+        let tonemap =
+            tessera_model::settings::hdr::tonemaps(spec.hdr, spec.codec, &req.source.color);
         let pix_fmt = if tonemap {
             "yuv420p"
         } else {
-            output_pix_fmt(spec.codec, req.source_bit_depth)
+            output_pix_fmt(spec.codec, req.source.source_bit_depth)
         };
         let format =
             ff::format::Pixel::from_str(pix_fmt).map_err(|e| MediaError::encode(name, e))?;
-        let tb = ff::Rational::new(req.time_base.num, req.time_base.den);
+        let tb = ff::Rational::new(req.source.time_base.num, req.source.time_base.den);
 
         let mut enc = ff::codec::Context::new_with_codec(codec)
             .encoder()
@@ -62,16 +63,16 @@ impl SwRendition {
         enc.set_height(height);
         enc.set_format(format);
         enc.set_time_base(tb);
-        if req.frame_rate.num > 0 && req.frame_rate.den > 0 {
+        if req.source.frame_rate.num > 0 && req.source.frame_rate.den > 0 {
             enc.set_frame_rate(Some(ff::Rational::new(
-                req.frame_rate.num,
-                req.frame_rate.den,
+                req.source.frame_rate.num,
+                req.source.frame_rate.den,
             )));
         }
-        if req.sample_aspect_ratio.num > 0 {
+        if req.source.sample_aspect_ratio.num > 0 {
             enc.set_aspect_ratio(ff::Rational::new(
-                req.sample_aspect_ratio.num,
-                req.sample_aspect_ratio.den,
+                req.source.sample_aspect_ratio.num,
+                req.source.sample_aspect_ratio.den,
             ));
         }
         // NUT (and MP4/MKV later) carry parameter sets out of band. set_flags replaces the
@@ -104,7 +105,7 @@ impl SwRendition {
             height,
             format,
             scaler: None,
-            tonemap: tonemap.then(|| (req.color.clone(), None)),
+            tonemap: tonemap.then(|| (req.source.color.clone(), None)),
             encoder,
             file,
         })
@@ -158,7 +159,7 @@ impl SwRendition {
             .send_eof()
             .map_err(|e| MediaError::encode(self.file.name(), e))?;
         self.drain()?;
-        self.file.finish(req.bias)
+        self.file.finish(req.source.bias)
     }
 
     fn scale(&mut self, frame: &ff::frame::Video) -> Result<ff::frame::Video, MediaError> {
@@ -216,9 +217,9 @@ fn output_color(
     } else if super::settings::is_full_range_format(src_format) {
         tessera_model::probe::ColorInfo {
             range: Some("pc".into()),
-            ..req.color.clone()
+            ..req.source.color.clone()
         }
     } else {
-        req.color.clone()
+        req.source.color.clone()
     }
 }

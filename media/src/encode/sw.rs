@@ -30,6 +30,7 @@ pub(crate) fn encode_sw(
     let mut decoder = open_video_decoder(&stream, chunk, req.threads)?;
 
     let (sw, sh) = req
+        .source
         .source_size
         .unwrap_or((decoder.width(), decoder.height()));
     let mut renditions = req
@@ -40,7 +41,7 @@ pub(crate) fn encode_sw(
 
     let mut gate = RangeGate::new(req, chunk_tb);
     let lead_in = gate.lead_in();
-    let mut stills = StillMaker::new(&req.color);
+    let mut stills = StillMaker::new(&req.source.color);
     let mut stills_made = 0usize;
     let mut on_frame = |frame: &mut ff::frame::Video| -> Result<(), MediaError> {
         let Some(pts) = gate.admit_frame(frame) else {
@@ -48,8 +49,12 @@ pub(crate) fn encode_sw(
         };
         frame.set_kind(ff::picture::Type::None);
         // A streaming package's media segment starts here: every rendition makes it an IDR.
-        let key = req.keyframes.binary_search(&(pts - req.bias)).is_ok();
-        for shot in req.stills.iter().filter(|s| s.pts == pts - req.bias) {
+        let key = req
+            .source
+            .keyframes
+            .binary_search(&(pts - req.source.bias))
+            .is_ok();
+        for shot in req.stills.iter().filter(|s| s.pts == pts - req.source.bias) {
             stills.make(frame, shot)?;
             stills_made += 1;
         }

@@ -9,7 +9,8 @@ use super::*;
 use crate::encode::range::RangeGate;
 use crate::{encode_segment, nvdec_decode_check};
 use tessera_model::encode::{
-    EncodeRequest, HardwareEncode, RateControl, RenditionOutput, RenditionSpec, VideoCodec,
+    EncodeRequest, HardwareEncode, RateControl, RenditionOutput, RenditionSpec, SegmentSource,
+    VideoCodec,
 };
 use tessera_model::error_code::ErrorClass;
 use tessera_model::probe::{ColorInfo, Rational};
@@ -37,15 +38,18 @@ fn listed(list: &str, name: &str) -> bool {
 fn request(codec: VideoCodec, hardware: Option<HardwareEncode>) -> EncodeRequest {
     EncodeRequest {
         chunk: PathBuf::from("/nonexistent/tessera-chunk.nut"),
-        start_pts: 0,
-        end_pts: 100,
-        time_base: Rational::new(1, 25),
-        bias: 0,
-        frame_rate: Rational::new(25, 1),
-        sample_aspect_ratio: Rational::new(1, 1),
-        source_size: None,
-        color: ColorInfo::default(),
-        source_bit_depth: 8,
+        source: SegmentSource {
+            start_pts: 0,
+            end_pts: 100,
+            time_base: Rational::new(1, 25),
+            bias: 0,
+            frame_rate: Rational::new(25, 1),
+            sample_aspect_ratio: Rational::new(1, 1),
+            source_size: None,
+            color: ColorInfo::default(),
+            source_bit_depth: 8,
+            keyframes: Vec::new(),
+        },
         outputs: vec![RenditionOutput {
             spec: RenditionSpec {
                 name: "720p".into(),
@@ -61,7 +65,6 @@ fn request(codec: VideoCodec, hardware: Option<HardwareEncode>) -> EncodeRequest
         }],
         threads: 1,
         hardware,
-        keyframes: Vec::new(),
         stills: Vec::new(),
     }
 }
@@ -158,9 +161,9 @@ fn requests_without_hardware_stay_software() {
 #[test]
 fn range_gate_selects_and_orders_frames() {
     let mut req = request(VideoCodec::H264, None);
-    req.start_pts = 10;
-    req.end_pts = 13;
-    req.bias = 5;
+    req.source.start_pts = 10;
+    req.source.end_pts = 13;
+    req.source.bias = 5;
     let tb = ffmpeg_next::Rational::new(1, 25);
     let mut gate = RangeGate::new(&req, tb);
     let got: Vec<_> = [

@@ -68,7 +68,7 @@ impl HwRendition {
             out.spec.rate,
             tessera_model::encode::RateControl::Bitrate(_)
         );
-        let requested = (req.frame_rate.num, req.frame_rate.den);
+        let requested = (req.source.frame_rate.num, req.source.frame_rate.den);
         let stream = stream_rate.map(|r| (r.numerator(), r.denominator()));
         let (fr_num, fr_den) =
             nvenc_frame_rate(Some(requested), stream, bitrate_mode).map_err(|why| {
@@ -93,15 +93,20 @@ impl HwRendition {
             height,
             settings,
             out_format,
-            tb: ff::Rational::new(req.time_base.num, req.time_base.den),
+            tb: ff::Rational::new(req.source.time_base.num, req.source.time_base.den),
             frame_rate: Some(ff::Rational::new(fr_num, fr_den)),
-            sar: rate(req.sample_aspect_ratio, true),
-            color: req.color.clone(),
+            sar: rate(req.source.sample_aspect_ratio, true),
+            color: req.source.color.clone(),
             graph: None,
             opened: None,
             software,
             frames: 0,
-            keyframes: req.keyframes.iter().map(|k| k + req.bias).collect(),
+            keyframes: req
+                .source
+                .keyframes
+                .iter()
+                .map(|k| k + req.source.bias)
+                .collect(),
         })
     }
 
@@ -367,6 +372,6 @@ impl HwRendition {
         let Some(o) = self.opened.take() else {
             unreachable!("opened above")
         };
-        o.file.finish(req.bias)
+        o.file.finish(req.source.bias)
     }
 }
