@@ -232,7 +232,7 @@ impl Gpus {
         if let Some(format) = decode_format(
             &task.encode.source_codec,
             &task.encode.source_pix_fmt,
-            task.encode.source_bit_depth,
+            task.encode.source.source_bit_depth,
         ) {
             if self.scheduler.nvdec_decodes(&format) {
                 need = need.with_nvdec(format);
