@@ -10,6 +10,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use tessera_farm::backoff::Backoff;
 use tessera_farm::FarmError;
 
 use crate::request::{JobStage, StageRecorder};
@@ -25,15 +26,15 @@ where
     Fut: Future<Output = Result<T, FarmError>>,
 {
     let deadline = tokio::time::Instant::now() + STORE_PATIENCE;
-    let mut backoff = Duration::from_secs(1);
+    let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(4));
     loop {
         match op().await {
             Err(e @ FarmError::StoreUnavailable { .. })
-                if tokio::time::Instant::now() + backoff < deadline =>
+                if tokio::time::Instant::now() + backoff.current() < deadline =>
             {
-                tracing::warn!(what, error = %e, retry_in = ?backoff, "store unavailable; waiting");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(4));
+                let retry_in = backoff.next_delay();
+                tracing::warn!(what, error = %e, ?retry_in, "store unavailable; waiting");
+                tokio::time::sleep(retry_in).await;
             }
             other => return other,
         }
@@ -49,13 +50,13 @@ pub async fn publish_patiently(
     body: &[u8],
 ) -> Result<(), FarmError> {
     let deadline = tokio::time::Instant::now() + STORE_PATIENCE;
-    let mut backoff = Duration::from_secs(1);
+    let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30)).jittered();
     loop {
         match queue.publish(queue_name, body.to_vec()).await {
-            Err(e) if tokio::time::Instant::now() + backoff < deadline => {
-                tracing::warn!(queue = queue_name, error = %e, retry_in = ?backoff, "publish failed; retrying");
-                tokio::time::sleep(tessera_farm::queue::jittered(backoff)).await;
-                backoff = (backoff * 2).min(Duration::from_secs(30));
+            Err(e) if tokio::time::Instant::now() + backoff.current() < deadline => {
+                let retry_in = backoff.current();
+                tracing::warn!(queue = queue_name, error = %e, ?retry_in, "publish failed; retrying");
+                tokio::time::sleep(backoff.next_delay()).await;
             }
             other => return other,
         }
@@ -75,17 +76,17 @@ pub(crate) async fn recorded_unless_cancelled(
     record: &StageRecorder,
     stage: &JobStage,
 ) -> Result<(), FarmError> {
-    let mut backoff = Duration::from_secs(1);
+    let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
     loop {
         match record(stage) {
             Ok(()) => return Ok(()),
             Err(e @ FarmError::Cancelled { .. }) => return Err(e),
             Err(e) => {
-                tracing::warn!(error = %e, retry_in = ?backoff, "progress not recorded; waiting")
+                let retry_in = backoff.current();
+                tracing::warn!(error = %e, ?retry_in, "progress not recorded; waiting")
             }
         }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(30));
+        tokio::time::sleep(backoff.next_delay()).await;
     }
 }
 

@@ -1,9 +1,10 @@
 //! Waiting between tries of something that is down (a broker, a store, a database): waits
 //! that double from a first delay up to a cap, optionally jittered, reset after a success.
 //!
-//! Why one helper: the dispatcher's event and dead-letter consumers, the engine's store and
-//! publish retries and the worker's broker reconnect all pace themselves this way; written
-//! once, the doubling, the cap and the shutdown check cannot drift apart.
+//! Why one helper: the broker connection's reconnects, the dispatcher's event and dead-letter
+//! consumers, job-outcome records and webhooks, the engine's store, publish and progress
+//! retries, and the worker's broker reconnect and store wait all pace themselves this way;
+//! written once, the doubling, the cap and the shutdown check cannot drift apart.
 
 use std::time::Duration;
 

@@ -16,6 +16,7 @@ use tokio::sync::Mutex;
 use tokio::time::{timeout, Instant};
 
 use super::config::{redact, RabbitConfig};
+use crate::backoff::Backoff;
 use crate::FarmError;
 
 /// Heartbeat asked of the broker unless the URI sets one.
@@ -32,14 +33,24 @@ macro_rules! queue_err {
 pub(super) use queue_err;
 
 /// The connection state shared by the clones of a `RabbitQueue`.
-#[derive(Default)]
 pub(super) struct State {
     pub(super) conn: Option<Arc<Connection>>,
     pub(super) publisher: Option<Channel>,
     /// No reconnect attempt before this instant.
     next_attempt: Option<Instant>,
-    /// Wait after the next failed attempt (zero: the first step).
-    backoff: Duration,
+    /// Waits after failed attempts: 1 s doubling to 30 s, from the first again once connected.
+    backoff: Backoff,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            conn: None,
+            publisher: None,
+            next_attempt: None,
+            backoff: Backoff::new(BACKOFF_FIRST, BACKOFF_MAX),
+        }
+    }
 }
 
 /// What the clones of a `RabbitQueue` and its consumers share: the config, the parsed URI
@@ -125,14 +136,14 @@ impl Inner {
                 tracing::info!(broker = %self.target, "connected to RabbitMQ");
                 let conn = Arc::new(conn);
                 st.conn = Some(conn.clone());
-                (st.next_attempt, st.backoff) = (None, Duration::ZERO);
+                st.next_attempt = None;
+                st.backoff.reset();
                 Ok(conn)
             }
             Err(e) => {
-                let retry_in = st.backoff.max(BACKOFF_FIRST);
+                let retry_in = st.backoff.next_delay();
                 tracing::warn!(broker = %self.target, error = %e, ?retry_in, "connect failed");
                 st.next_attempt = Some(Instant::now() + retry_in);
-                st.backoff = (retry_in * 2).min(BACKOFF_MAX);
                 Err(e)
             }
         }
