@@ -295,7 +295,7 @@ async fn deliver_folder(root: &Path, dir: &Path) -> Result<(), FarmError> {
             }
             std::fs::remove_dir(&dir).map_err(|e| FarmError::io(&dir, e))?;
         }
-        let tmp = tessera_media::temp_path(&dir);
+        let tmp = tessera_model::stitch::temp_path(&dir);
         let _ = std::fs::remove_dir_all(&tmp);
         if std::fs::rename(&root, &tmp).is_err() {
             // Another file system: copy, then rename within the destination's.

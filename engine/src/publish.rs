@@ -66,7 +66,7 @@ pub(crate) async fn split_and_publish(
                 .ok()
                 .and_then(|i| plan.segments.get(i))
                 .ok_or_else(|| FarmError::BadMessage(format!("split reported chunk {index}")))?;
-            let path = chunk_dir.join(tessera_media::chunk_file_name(segment.index));
+            let path = chunk_dir.join(tessera_model::probe::chunk_file_name(segment.index));
             let task = segment_task(plan, segment);
             patiently("store chunk", || ctx.store.put_file(&task.chunk_key, &path)).await?;
             let _ = tokio::fs::remove_file(&path).await;

@@ -49,9 +49,9 @@ pub use gpu::nvdec::nvdec_decode_check;
 pub use gpu::{release_cuda_devices, warm_cuda_device};
 pub use probe::limits::MAX_VIDEO_FRAMES;
 pub use probe::{probe, probe_within};
-pub use split::{chunk_file_name, split};
+pub use split::split;
 pub use stitch::segmenter::segment_track;
-pub use stitch::{stitch, temp_path};
+pub use stitch::stitch;
 pub use verify::quality::measure_quality;
 
 use std::sync::Once;

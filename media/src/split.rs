@@ -10,17 +10,12 @@ use ffmpeg_next as ff;
 
 use crate::demux::{open_input, packet_times, read_packet};
 use crate::{ffi, nut, MediaError};
-use tessera_model::probe::ChunkInfo;
 use tessera_model::probe::SegmentPlan;
+use tessera_model::probe::{chunk_file_name, ChunkInfo};
 use tessera_model::timestamps::DerivedPts;
 use tessera_model::timestamps::DtsRule;
 
-/// The file name of a segment's chunk inside the split directory.
-pub fn chunk_file_name(index: u32) -> String {
-    format!("{index:06}.nut")
-}
-
-/// Writes one NUT chunk per segment into `dir` (see [`chunk_file_name`]), timestamps + `bias`,
+/// Writes one NUT chunk per segment into `dir` (see [`tessera_model::probe::chunk_file_name`]), timestamps + `bias`,
 /// with dts derived from the pts by the probe's `dts_rule` (never the demuxer's). `on_chunk`
 /// is told each segment index as soon as its chunk is complete, so encoding can start while
 /// the rest of the input is still being split. Errors name `input` and the stage, not a chunk.

@@ -14,7 +14,7 @@ pub(crate) mod segmenter;
 mod subtitles;
 mod video;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ffmpeg_next as ff;
 
@@ -24,17 +24,8 @@ use audio::AudioFeed;
 use subtitles::Writer;
 use tessera_model::encode::Container;
 use tessera_model::stitch::StitchRequest;
-use tessera_model::stitch::StitchResult;
+use tessera_model::stitch::{temp_path, StitchResult};
 use video::{add_video_stream, VideoJoin};
-
-/// The temporary name an output is written under before the rename.
-pub fn temp_path(output: &Path) -> PathBuf {
-    let name = output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "output".into());
-    output.with_file_name(format!(".{name}.tessera-partial"))
-}
 
 /// Writes the final file. On error nothing is left at `req.output` (nor its temporary name).
 pub fn stitch(req: &StitchRequest) -> Result<StitchResult, MediaError> {

@@ -248,6 +248,14 @@ pub struct SegmentPlan {
     pub last_frame_pts: Option<i64>,
 }
 
+/// The file name of a segment's chunk inside the split directory.
+///
+/// Why here: the split writes the chunks and the engine uploads them by the same name; one
+/// definition on the plain-data side keeps the engine free of the media crate.
+pub fn chunk_file_name(index: u32) -> String {
+    format!("{index:06}.nut")
+}
+
 /// What a chunk holds, for the worker that encodes it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ChunkInfo {

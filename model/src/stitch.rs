@@ -4,7 +4,7 @@
 //! Why plain data: a stitch runs in a worker's media child from a queue message; its checks
 //! and report travel back to the dispatcher.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -124,4 +124,17 @@ pub struct QualityReport {
     pub psnr_y: f64,
     /// Mean SSIM of luma (8x8 windows, step 4).
     pub ssim: f64,
+}
+
+/// The temporary name an output is written under before the rename into place: hidden,
+/// beside the output, so the rename stays on one file system.
+///
+/// Why here: the stitch and the engine's package assembly write through it, and a crash
+/// leaves only names that nothing reads as an output.
+pub fn temp_path(output: &Path) -> PathBuf {
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "output".into());
+    output.with_file_name(format!(".{name}.tessera-partial"))
 }
