@@ -305,7 +305,11 @@ mod tests {
         });
         let read: SegmentEncode = serde_json::from_value(flat.clone()).unwrap();
         assert_eq!(
-            (read.source.start_pts, read.source.bias, read.source.keyframes.clone()),
+            (
+                read.source.start_pts,
+                read.source.bias,
+                read.source.keyframes.clone()
+            ),
             (100, 3, vec![150])
         );
         assert_eq!(read.source.source_size, Some((1280, 720)));
