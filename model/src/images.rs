@@ -53,7 +53,7 @@ pub struct StillImage {
 /// The images of one source frame, for a segment encode to write.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StillShot {
-    /// Source pts (unbiased, like [`crate::encode::EncodeRequest::keyframes`]) of the frame.
+    /// Source pts (unbiased, like [`crate::encode::SegmentSource::keyframes`]) of the frame.
     pub pts: i64,
     /// The images and the files they go to.
     pub images: Vec<(StillImage, PathBuf)>,

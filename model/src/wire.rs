@@ -96,7 +96,7 @@ pub struct SegmentTask {
 /// The images of one frame a segment task makes, with the store key of each.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StillTask {
-    /// Source pts of the frame (unbiased, like `SegmentEncode::keyframes`).
+    /// Source pts of the frame (unbiased, like `SegmentSource::keyframes`).
     pub pts: i64,
     /// Each image and its key in the work area.
     pub images: Vec<(crate::images::StillImage, String)>,
