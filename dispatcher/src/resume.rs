@@ -7,6 +7,15 @@ use tessera_engine::Resume;
 use crate::db::Db;
 use tessera_farm::FarmError;
 
+/// What recording a finished segment found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordedSegment {
+    /// The segment was not recorded before (count it in the metrics).
+    pub new: bool,
+    /// Segments of the run recorded now, this one included.
+    pub done: u32,
+}
+
 impl Db {
     /// Records the plan of a run; a new plan (fingerprint) forgets the old run's progress.
     pub fn record_plan(&self, job: &str, fingerprint: u64) -> Result<(), FarmError> {
@@ -37,14 +46,33 @@ impl Db {
         })
     }
 
-    /// Records a finished segment.
-    pub fn record_segment(&self, job: &str, segment: u32, frames: u64) -> Result<(), FarmError> {
+    /// Records a finished segment; says whether it is new and how many the run has now.
+    ///
+    /// Why both: the caller retries a stage until every write of it stands, so the same
+    /// segment may be recorded twice; counting from the records (not by adding one per call)
+    /// keeps `segments_done` at most the total and the metrics counted once.
+    pub fn record_segment(
+        &self,
+        job: &str,
+        segment: u32,
+        frames: u64,
+    ) -> Result<RecordedSegment, FarmError> {
         self.with(|c| {
+            let known: bool = c.query_row(
+                "SELECT EXISTS (SELECT 1 FROM job_segments WHERE job_id = ?1 AND idx = ?2)",
+                params![job, segment],
+                |r| r.get(0),
+            )?;
             c.execute(
                 "INSERT OR REPLACE INTO job_segments (job_id, idx, frames) VALUES (?1, ?2, ?3)",
                 params![job, segment, frames as i64],
-            )
-            .map(|_| ())
+            )?;
+            let done: u32 = c.query_row(
+                "SELECT COUNT(*) FROM job_segments WHERE job_id = ?1",
+                [job],
+                |r| r.get(0),
+            )?;
+            Ok(RecordedSegment { new: !known, done })
         })
     }
 
@@ -126,6 +154,32 @@ mod tests {
         assert_eq!(
             (r.plan_fingerprint, r.published, r.done.len()),
             (8, false, 0)
+        );
+    }
+
+    #[test]
+    fn a_segment_recorded_twice_counts_once() {
+        // The class of L8: a stage retried after a later write failed records its segment
+        // again; the count must not grow past the segments there are.
+        let db = Db::open(Path::new(":memory:")).unwrap();
+        db.record_plan("j", 7).unwrap();
+        let first = db.record_segment("j", 3, 30).unwrap();
+        assert_eq!(first, RecordedSegment { new: true, done: 1 });
+        for _ in 0..3 {
+            let again = db.record_segment("j", 3, 30).unwrap();
+            assert_eq!(
+                again,
+                RecordedSegment {
+                    new: false,
+                    done: 1
+                }
+            );
+        }
+        assert_eq!(db.record_segment("j", 0, 30).unwrap().done, 2);
+        db.record_plan("j", 8).unwrap(); // a new plan starts its count again
+        assert_eq!(
+            db.record_segment("j", 3, 30).unwrap(),
+            RecordedSegment { new: true, done: 1 }
         );
     }
 

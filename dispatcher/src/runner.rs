@@ -317,11 +317,14 @@ impl Runner {
                         media_seconds,
                         overhead_seconds,
                     } => {
-                        db.record_segment(&job, *segment, *frames)?;
-                        scaling.segment_done(&job, *segment, *media_seconds);
-                        // Counted once the record stands (a failed write is tried again).
-                        metrics.segment_done(*frames, *media_seconds, *overhead_seconds);
-                        p.1 += 1;
+                        let recorded = db.record_segment(&job, *segment, *frames)?;
+                        // Counted once the record stands, and once: a stage whose later
+                        // write failed is tried again and records its segment again (L8).
+                        if recorded.new {
+                            scaling.segment_done(&job, *segment, *media_seconds);
+                            metrics.segment_done(*frames, *media_seconds, *overhead_seconds);
+                        }
+                        p.1 = recorded.done.min(p.0);
                         db.set_segments(&job, p.0, p.1)
                     }
                     JobStage::Stitching => db.set_state(&job, JobState::Stitching),
