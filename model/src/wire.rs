@@ -229,6 +229,8 @@ pub struct StitchTask {
 }
 
 mod codec;
+#[cfg(test)]
+mod key_tests;
 /// Store keys of a job's work area, in one place so every component agrees.
 pub mod keys;
 pub use codec::{

@@ -3,7 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{keys, SegmentTask, StitchTask, TaskEvent, TaskRef, WIRE_VERSION};
+use super::keys::Area;
+use super::{SegmentTask, StitchTask, TaskEvent, TaskRef, WIRE_VERSION};
 
 /// A message that cannot be read: not JSON of the expected shape, another wire version, an
 /// invalid job id or too large. Why its own type: the model has no farm error; the farm
@@ -86,8 +87,9 @@ pub fn valid_job_id(id: &str) -> bool {
 }
 
 /// Parses a message and checks it: its size, its version, its job id, and that every store
-/// key it names lies in its job's work area (a forged task cannot make a worker read or
-/// overwrite another job's objects).
+/// key it names lies in the area of its own job's plan that the key's use allows (a forged
+/// task cannot make a worker read, overwrite or delete another job's objects, the end
+/// markers, or its own job's output).
 pub fn decode_message<T: for<'de> Deserialize<'de> + Versioned>(
     body: &[u8],
 ) -> Result<T, BadMessage> {
@@ -112,15 +114,17 @@ pub fn decode_message<T: for<'de> Deserialize<'de> + Versioned>(
             shown.escape_debug()
         )));
     }
-    let area = keys::job_prefix(job);
-    if let Some(key) = msg
+    let plan = msg.plan();
+    if let Some((area, key)) = msg
         .keys()
         .into_iter()
-        .find(|k| !k.starts_with(&area) || k.split('/').any(|part| part.is_empty() || part == ".."))
+        .find(|(area, key)| !area.holds(key, job, plan))
     {
         return Err(BadMessage(format!(
-            "key '{}' lies outside job {job}'s work area {area}",
-            key.escape_debug()
+            "{} key '{}' lies outside job {job}'s area {} of plan {plan:016x}",
+            area.what(),
+            key.escape_debug(),
+            area.prefix(job, plan)
         )));
     }
     Ok(msg)
@@ -132,8 +136,11 @@ pub trait Versioned {
     fn version(&self) -> u32;
     /// The job the message is about.
     fn job_id(&self) -> &str;
-    /// The store keys the message names (each must lie in its job's work area).
-    fn keys(&self) -> Vec<&str> {
+    /// The plan the message's keys belong to.
+    fn plan(&self) -> u64;
+    /// Every store key the message names, each with the area of its job's plan it must lie
+    /// in. Why every one: a worker reads, writes or deletes each of them.
+    fn keys(&self) -> Vec<(Area, &str)> {
         Vec::new()
     }
 }
@@ -145,10 +152,18 @@ impl Versioned for SegmentTask {
     fn job_id(&self) -> &str {
         &self.job_id
     }
-    fn keys(&self) -> Vec<&str> {
-        let renditions = self.renditions.iter().map(|(_, key)| key.as_str());
-        std::iter::once(self.chunk_key.as_str())
+    fn plan(&self) -> u64 {
+        self.plan
+    }
+    fn keys(&self) -> Vec<(Area, &str)> {
+        let renditions = self
+            .renditions
+            .iter()
+            .map(|(_, key)| (Area::Encoded, &key[..]));
+        let stills = self.stills.iter().flat_map(|s| &s.images);
+        std::iter::once((Area::Chunks, &self.chunk_key[..]))
             .chain(renditions)
+            .chain(stills.map(|(_, key)| (Area::Stills, &key[..])))
             .collect()
     }
 }
@@ -160,6 +175,9 @@ impl Versioned for TaskEvent {
     fn job_id(&self) -> &str {
         &self.job_id
     }
+    fn plan(&self) -> u64 {
+        self.plan
+    }
 }
 
 impl Versioned for StitchTask {
@@ -169,11 +187,17 @@ impl Versioned for StitchTask {
     fn job_id(&self) -> &str {
         &self.job_id
     }
-    fn keys(&self) -> Vec<&str> {
-        let segments = self.segment_keys.iter().map(String::as_str);
+    fn plan(&self) -> u64 {
+        self.plan
+    }
+    fn keys(&self) -> Vec<(Area, &str)> {
+        let segments = self
+            .segment_keys
+            .iter()
+            .map(|key| (Area::Encoded, &key[..]));
         segments
-            .chain(self.audio_key.as_deref())
-            .chain(std::iter::once(self.result_key.as_str()))
+            .chain(self.audio_key.as_deref().map(|key| (Area::Audio, key)))
+            .chain(std::iter::once((Area::Output, &self.result_key[..])))
             .collect()
     }
 }
@@ -187,6 +211,7 @@ mod tests {
     struct Probe {
         v: u32,
         job_id: String,
+        plan: u64,
         keys: Vec<String>,
     }
 
@@ -197,13 +222,19 @@ mod tests {
         fn job_id(&self) -> &str {
             &self.job_id
         }
-        fn keys(&self) -> Vec<&str> {
-            self.keys.iter().map(String::as_str).collect()
+        fn plan(&self) -> u64 {
+            self.plan
+        }
+        fn keys(&self) -> Vec<(Area, &str)> {
+            self.keys
+                .iter()
+                .map(|key| (Area::Chunks, &key[..]))
+                .collect()
         }
     }
 
     fn probe(job: &str, keys: &[&str]) -> Result<Probe, BadMessage> {
-        let body = serde_json::json!({"v": WIRE_VERSION, "job_id": job, "keys": keys});
+        let body = serde_json::json!({"v": WIRE_VERSION, "job_id": job, "plan": 1, "keys": keys});
         decode_message::<Probe>(body.to_string().as_bytes())
     }
 

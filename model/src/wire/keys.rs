@@ -12,21 +12,80 @@ pub fn job_prefix(job: &str) -> String {
 pub fn plan_prefix(job: &str, plan: u64) -> String {
     format!("jobs/{job}/{plan:016x}/")
 }
+/// What a key a task names is for: the folder of its plan's area the object lives in.
+///
+/// Why: a worker writes and deletes the keys a task names; a task read off the queue may be
+/// forged, so each key is checked to lie in the one folder of its own job's plan that its
+/// use allows (a still image must not replace the stitched output, nor a chunk another job's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Area {
+    /// Chunks of the source, one per segment.
+    Chunks,
+    /// Encoded segments, per rendition.
+    Encoded,
+    /// The job's transcoded audio.
+    Audio,
+    /// Stitched outputs, before delivery.
+    Output,
+    /// Still images for a streaming package.
+    Stills,
+}
+
+impl Area {
+    /// The folder under the plan's prefix.
+    pub fn folder(self) -> &'static str {
+        match self {
+            Area::Chunks => "chunks",
+            Area::Encoded => "encoded",
+            Area::Audio => "audio",
+            Area::Output => "output",
+            Area::Stills => "stills",
+        }
+    }
+
+    /// What a key of the area names, for error messages.
+    pub fn what(self) -> &'static str {
+        match self {
+            Area::Chunks => "chunk",
+            Area::Encoded => "encoded segment",
+            Area::Audio => "audio",
+            Area::Output => "output",
+            Area::Stills => "still image",
+        }
+    }
+
+    /// The prefix of the area in `job`'s plan `plan`.
+    pub fn prefix(self, job: &str, plan: u64) -> String {
+        format!("{}{}/", plan_prefix(job, plan), self.folder())
+    }
+
+    /// Whether `key` names an object in this area of `job`'s plan `plan`: below its prefix,
+    /// with no empty, `.` or `..` part anywhere (a store or a staging path could fold those).
+    pub fn holds(self, key: &str, job: &str, plan: u64) -> bool {
+        key.strip_prefix(&self.prefix(job, plan))
+            .is_some_and(|rest| !rest.is_empty())
+            && key.split('/').all(|part| !matches!(part, "" | "." | ".."))
+    }
+}
+
 /// The chunk of a segment.
 pub fn chunk(job: &str, plan: u64, seg: u32) -> String {
-    format!("{}chunks/{seg:06}.nut", plan_prefix(job, plan))
+    format!("{}{seg:06}.nut", Area::Chunks.prefix(job, plan))
 }
 /// An encoded segment of a rendition.
 pub fn encoded(job: &str, plan: u64, rendition: &str, seg: u32) -> String {
-    format!("{}encoded/{rendition}/{seg:06}.nut", plan_prefix(job, plan))
+    format!(
+        "{}{rendition}/{seg:06}.nut",
+        Area::Encoded.prefix(job, plan)
+    )
 }
 /// The job's transcoded audio.
 pub fn audio(job: &str, plan: u64) -> String {
-    format!("{}audio/audio.nut", plan_prefix(job, plan))
+    format!("{}audio.nut", Area::Audio.prefix(job, plan))
 }
 /// The stitched file of one output, before the dispatcher delivers it.
 pub fn output(job: &str, plan: u64, output: u32, ext: &str) -> String {
-    format!("{}output/{output:02}.{ext}", plan_prefix(job, plan))
+    format!("{}{output:02}.{ext}", Area::Output.prefix(job, plan))
 }
 /// A file of the job's streaming package (root-relative `rel`), staged for delivery.
 pub fn package_file(job: &str, plan: u64, rel: &str) -> String {
@@ -34,7 +93,7 @@ pub fn package_file(job: &str, plan: u64, rel: &str) -> String {
 }
 /// A still image a segment worker made for the job's package (package-relative `rel`).
 pub fn still(job: &str, plan: u64, rel: &str) -> String {
-    format!("{}stills/{rel}", plan_prefix(job, plan))
+    format!("{}{rel}", Area::Stills.prefix(job, plan))
 }
 /// The marker written when a job ends (done, failed, cancelled), outside the work area so
 /// the cleanup keeps it: workers skip, or abort, segments of an ended job.

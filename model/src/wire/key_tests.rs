@@ -1,0 +1,178 @@
+//! Forged tasks: every store key a segment or stitch task names must lie in its own job's
+//! plan, in the area of what the key is for, or the task is refused when it is read.
+
+use super::*;
+use crate::encode::{RateControl, VideoCodec};
+use crate::images::{ImageFormat, StillImage};
+use crate::probe::ColorInfo;
+
+const JOB: &str = "j1";
+const PLAN: u64 = 0xab;
+
+fn rational(num: i32, den: i32) -> Rational {
+    Rational { num, den }
+}
+
+/// A segment task as the dispatcher writes it: chunk, one rendition, one still.
+fn segment_task() -> SegmentTask {
+    let spec = RenditionSpec {
+        name: "720p".into(),
+        codec: VideoCodec::H264,
+        rate: RateControl::Crf(23.0),
+        preset: "fast".into(),
+        height: Some(720),
+        hdr: Default::default(),
+        maxrate: None,
+        profile: None,
+    };
+    let image = StillImage {
+        width: 320,
+        height: 180,
+        format: ImageFormat::Jpeg,
+        quality: 80,
+    };
+    let source = SegmentSource {
+        start_pts: 0,
+        end_pts: 100,
+        time_base: rational(1, 25),
+        bias: 0,
+        frame_rate: rational(25, 1),
+        sample_aspect_ratio: rational(1, 1),
+        source_size: None,
+        color: ColorInfo::default(),
+        source_bit_depth: 8,
+        keyframes: Vec::new(),
+    };
+    SegmentTask {
+        v: WIRE_VERSION,
+        job_id: JOB.into(),
+        plan: PLAN,
+        segment: 2,
+        chunk_key: keys::chunk(JOB, PLAN, 2),
+        encode: SegmentEncode {
+            source,
+            expected_frames: 100,
+            expected_pts: None,
+            source_codec: "h264".into(),
+            source_pix_fmt: "yuv420p".into(),
+        },
+        renditions: vec![(spec, keys::encoded(JOB, PLAN, "720p", 2))],
+        stills: vec![StillTask {
+            pts: 40,
+            images: vec![(image, keys::still(JOB, PLAN, "thumbs/0001.jpg"))],
+        }],
+        segments: 4,
+    }
+}
+
+/// A stitch task as the dispatcher writes it.
+fn stitch_task() -> StitchTask {
+    StitchTask {
+        v: WIRE_VERSION,
+        job_id: JOB.into(),
+        plan: PLAN,
+        output: 0,
+        segment_keys: (0..2)
+            .map(|i| keys::encoded(JOB, PLAN, "720p", i))
+            .collect(),
+        audio_key: Some(keys::audio(JOB, PLAN)),
+        audio_tracks: Vec::new(),
+        video_bias: 0,
+        video_time_base: rational(1, 25),
+        start_seconds: 0.0,
+        display_matrix: None,
+        frame_rate: rational(25, 1),
+        container: Container::Mp4,
+        result_key: keys::output(JOB, PLAN, 0, "mp4"),
+        expected_frames: 200,
+        chapters: Vec::new(),
+        title: None,
+        subtitles: Vec::new(),
+        expect: None,
+    }
+}
+
+/// Keys a forged task might name instead of its own: another job's, another plan's, the
+/// end markers, outside any job, and tricks with `..` and empty parts.
+fn forged_keys() -> Vec<String> {
+    vec![
+        "ended/x".into(),
+        keys::ended(JOB),
+        keys::output("victim", PLAN, 0, "mp4"),
+        keys::output(JOB, PLAN + 1, 0, "mp4"),
+        format!("{}x", keys::job_prefix(JOB)),
+        format!("{}stills/../output/00.mp4", keys::plan_prefix(JOB, PLAN)),
+        format!("{}stills//x.jpg", keys::plan_prefix(JOB, PLAN)),
+        format!("{}stills/./x.jpg", keys::plan_prefix(JOB, PLAN)),
+        format!("{}stills/", keys::plan_prefix(JOB, PLAN)),
+    ]
+}
+
+/// Asserts the body is refused with a reason naming `key`.
+fn refused<T: for<'de> serde::Deserialize<'de> + Versioned>(body: &[u8], key: &str) {
+    let err = decode_message::<T>(body)
+        .err()
+        .unwrap_or_else(|| panic!("{key} accepted"));
+    let shown = key.escape_debug().to_string();
+    assert!(err.to_string().contains(&shown), "{key}: {err}");
+}
+
+#[test]
+fn the_dispatchers_own_tasks_are_read() {
+    let seg = segment_task();
+    assert_eq!(
+        decode_message::<SegmentTask>(&encode_message(&seg)).unwrap(),
+        seg
+    );
+    let stitch = stitch_task();
+    let read = decode_message::<StitchTask>(&encode_message(&stitch)).unwrap();
+    assert_eq!(read, stitch);
+}
+
+#[test]
+fn a_forged_still_key_is_refused() {
+    let mut forged = forged_keys();
+    // The job's own plan, but another area: a still must not replace the stitched output.
+    forged.push(keys::output(JOB, PLAN, 0, "mp4"));
+    forged.push(keys::chunk(JOB, PLAN, 3));
+    for key in forged {
+        let mut task = segment_task();
+        task.stills[0].images[0].1 = key.clone();
+        refused::<SegmentTask>(&encode_message(&task), &key);
+    }
+}
+
+#[test]
+fn forged_chunk_and_rendition_keys_are_refused() {
+    let mut forged = forged_keys();
+    forged.push(keys::output(JOB, PLAN, 0, "mp4"));
+    for key in forged.iter().chain([&keys::audio(JOB, PLAN)]) {
+        let mut task = segment_task();
+        task.renditions[0].1 = key.clone();
+        refused::<SegmentTask>(&encode_message(&task), key);
+    }
+    for key in forged.iter().chain([&keys::encoded(JOB, PLAN, "720p", 2)]) {
+        let mut task = segment_task();
+        task.chunk_key = key.clone();
+        refused::<SegmentTask>(&encode_message(&task), key);
+    }
+}
+
+#[test]
+fn forged_stitch_keys_are_refused() {
+    let mut forged = forged_keys();
+    forged.push(keys::chunk(JOB, PLAN, 0));
+    for key in forged.iter().chain([&keys::encoded(JOB, PLAN, "720p", 0)]) {
+        let mut task = stitch_task();
+        task.result_key = key.clone();
+        refused::<StitchTask>(&encode_message(&task), key);
+    }
+    for key in forged.iter().chain([&keys::output(JOB, PLAN, 0, "mp4")]) {
+        let mut task = stitch_task();
+        task.segment_keys[1] = key.clone();
+        refused::<StitchTask>(&encode_message(&task), key);
+        let mut task = stitch_task();
+        task.audio_key = Some(key.clone());
+        refused::<StitchTask>(&encode_message(&task), key);
+    }
+}
