@@ -179,11 +179,15 @@ fn in_network(ip: IpAddr, net: IpAddr, bits: u8) -> bool {
 
 /// Whether `ip` is a public unicast address: not loopback, private, shared (CGNAT),
 /// link-local (cloud metadata), documentation, benchmarking, reserved, multicast or
-/// unspecified; IPv4-mapped IPv6 addresses are judged as their IPv4 address.
+/// unspecified. IPv6 addresses that carry an IPv4 address (mapped `::ffff:a.b.c.d` and the
+/// deprecated compatible `::a.b.c.d`) are judged as that IPv4 address; tunnel and
+/// translation prefixes that reach IPv4 hosts (6to4, Teredo, NAT64) are refused whole,
+/// since the host behind them cannot be judged from the address.
 pub fn is_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => is_public_v4(v4),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+        IpAddr::V6(v6) if v6.is_loopback() || v6.is_unspecified() => false,
+        IpAddr::V6(v6) => match v6.to_ipv4() {
             Some(v4) => is_public_v4(v4),
             None => is_public_v6(v6),
         },
@@ -211,10 +215,14 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
     !(ip.is_unspecified()
         || ip.is_loopback()
         || ip.is_multicast()
-        || (s[0] & 0xfe00) == 0xfc00
-        || (s[0] & 0xffc0) == 0xfe80
-        || (s[0] == 0x2001 && s[1] == 0x0db8)
-        || (s[0] == 0x0064 && s[1] == 0xff9b))
+        || (s[0] & 0xfe00) == 0xfc00 // unique local fc00::/7
+        || (s[0] & 0xffc0) == 0xfe80 // link-local fe80::/10
+        || (s[0] & 0xffc0) == 0xfec0 // site-local fec0::/10 (deprecated, still routed inside)
+        || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
+        || (s[0] == 0x2001 && s[1] == 0x0000) // Teredo 2001::/32
+        || s[0] == 0x2002 // 6to4 2002::/16
+        || (s[0] == 0x0064 && s[1] == 0xff9b) // NAT64 64:ff9b::/96 and 64:ff9b:1::/48
+        || (s[0] == 0x0100 && s[1..4] == [0, 0, 0])) // discard-only 100::/64
 }
 
 #[cfg(test)]
@@ -235,6 +243,14 @@ mod tests {
             "http://100.64.0.1/",
             "http://[fd00::1]/",
             "http://[fe80::1]/",
+            "http://[fec0::1]/",
+            "http://[2002:7f00:1::1]/",
+            "http://[2002:5db8:d822::1]/",
+            "http://[2001:0:4136:e378::1]/",
+            "http://[::127.0.0.1]/",
+            "http://[::169.254.169.254]/",
+            "http://[64:ff9b:1::a00:1]/",
+            "http://[100::1]/",
             "http://0.0.0.0/",
             "http://localhost:8080/",
             "ftp://example.com/",
