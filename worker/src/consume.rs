@@ -97,17 +97,13 @@ impl Tasks<'_> {
                 .exit_when_idle
                 .filter(|_| self.running.is_empty())
                 .map(|idle| tokio::time::Instant::from_std(self.last_busy + idle));
-            let event = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = drained.cancelled() => break,
-                Some(done) = self.running.join_next(), if !self.running.is_empty() => {
-                    if let Err(e) = done {
-                        tracing::error!(error = %e, "task panicked");
-                    }
+            let event = match next_step(&mut self.running, rx, idle_at, shutdown, &drained).await {
+                Step::Stop => break,
+                Step::Reaped => {
                     self.last_busy = Instant::now();
                     continue;
                 }
-                _ = sleep_until(idle_at), if idle_at.is_some() => {
+                Step::Idle => {
                     tracing::info!(
                         idle_s = config.exit_when_idle.map(|d| d.as_secs()),
                         "no work for the idle time: stopping"
@@ -115,7 +111,7 @@ impl Tasks<'_> {
                     config.drain.begin(DrainReason::Idle, None);
                     break;
                 }
-                e = rx.recv() => e,
+                Step::Next(e) => e,
             };
             let (kind, delivery) = match event {
                 None => break,
@@ -169,10 +165,111 @@ impl Tasks<'_> {
     }
 }
 
+/// What the consume loop does next.
+enum Step {
+    /// Shutdown or a drain: stop taking work.
+    Stop,
+    /// A task finished (the idle clock restarts).
+    Reaped,
+    /// Nothing ran or arrived for the idle time.
+    Idle,
+    /// What a forwarder sent (`None`: every forwarder is gone).
+    Next(Option<Event>),
+}
+
+/// Waits for the consume loop's next step: shutdown, a drain, a finished task, an event from
+/// the forwarders, or the idle deadline `idle_at`, in that order when several are ready.
+///
+/// Why this order (a biased select): a delivery already in the channel must run rather than
+/// lose to the idle exit, which would hand it back with its delivery count raised (review
+/// N13); shutdown and a drain still win over new work, and the idle exit comes only when
+/// nothing else is ready.
+async fn next_step(
+    running: &mut JoinSet<()>,
+    rx: &mut mpsc::UnboundedReceiver<Event>,
+    idle_at: Option<tokio::time::Instant>,
+    shutdown: &CancellationToken,
+    drained: &CancellationToken,
+) -> Step {
+    tokio::select! {
+        biased;
+        _ = shutdown.cancelled() => Step::Stop,
+        _ = drained.cancelled() => Step::Stop,
+        Some(done) = running.join_next(), if !running.is_empty() => {
+            if let Err(e) = done {
+                tracing::error!(error = %e, "task panicked");
+            }
+            Step::Reaped
+        }
+        e = rx.recv() => Step::Next(e),
+        _ = sleep_until(idle_at), if idle_at.is_some() => Step::Idle,
+    }
+}
+
 /// Sleeps until `at`, or forever when there is no `at` (the select arm is then disabled).
 async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_farm::queue::MemoryQueue;
+
+    /// An idle deadline the timer has passed for sure: a second before a moment the runtime's
+    /// clock has already moved past (a deadline of "now" is rounded up to the next tick).
+    async fn passed() -> Option<tokio::time::Instant> {
+        let before = tokio::time::Instant::now();
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        Some(before.checked_sub(Duration::from_secs(1)).unwrap_or(before))
+    }
+
+    /// A delivery of a one-message queue, as a forwarder sends it.
+    async fn delivery(queue: &MemoryQueue) -> Event {
+        queue.publish("w", b"task".to_vec()).await.unwrap();
+        let mut consumer = queue.consume("w", 1).await.unwrap();
+        Event::Work(Kind::Cpu, consumer.next().await.unwrap().unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_waiting_delivery_wins_over_the_idle_exit() {
+        let (shutdown, drained) = (CancellationToken::new(), CancellationToken::new());
+        // Every round the idle deadline has passed and a delivery waits: a select that picks
+        // at random leaves on about half of them, spending the delivery.
+        for round in 0..64 {
+            let queue = MemoryQueue::new(5);
+            let (tx, mut rx) = mpsc::unbounded_channel();
+            tx.send(delivery(&queue).await).unwrap();
+            let idle_at = passed().await;
+            let mut running = JoinSet::new();
+            match next_step(&mut running, &mut rx, idle_at, &shutdown, &drained).await {
+                Step::Next(Some(Event::Work(_, d))) => {
+                    assert_eq!(d.redeliveries, 0);
+                    d.acker.ack().await.unwrap();
+                }
+                Step::Idle => panic!("round {round}: idle exit taken with a delivery waiting"),
+                _ => panic!("round {round}: not the delivery"),
+            }
+            assert_eq!(queue.ready_len("w"), 0, "round {round}: requeued");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_idle_exit_comes_when_nothing_waits() {
+        let (shutdown, drained) = (CancellationToken::new(), CancellationToken::new());
+        let (_tx, mut rx) = mpsc::unbounded_channel();
+        let idle_at = passed().await;
+        let step = next_step(&mut JoinSet::new(), &mut rx, idle_at, &shutdown, &drained).await;
+        assert!(matches!(step, Step::Idle));
+        // A drain beats a waiting delivery: it is left for the queue to hand elsewhere.
+        let queue = MemoryQueue::new(5);
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        tx.send(delivery(&queue).await).unwrap();
+        drained.cancel();
+        let step = next_step(&mut JoinSet::new(), &mut rx, None, &shutdown, &drained).await;
+        assert!(matches!(step, Step::Stop));
     }
 }
