@@ -19,20 +19,25 @@ use crate::request::{JobStage, StageRecorder};
 pub const STORE_PATIENCE: Duration = Duration::from_secs(600);
 
 /// Runs `op` until it succeeds, fails for another reason than an unreachable store, or
-/// `STORE_PATIENCE` has passed; waits 1 s, 2 s, then 4 s between tries.
+/// `STORE_PATIENCE` has passed; waits about 1 s, 2 s, then 4 s between tries, each moved by
+/// up to half of itself. Why the jitter: against a store answering 503 SlowDown, a fleet of
+/// dispatchers and workers retrying on the same beat keeps it overloaded.
 pub async fn patiently<T, F, Fut>(what: &str, mut op: F) -> Result<T, FarmError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, FarmError>>,
 {
     let deadline = tokio::time::Instant::now() + STORE_PATIENCE;
-    let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(4));
+    let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(4)).jittered();
     loop {
         match op().await {
+            // The un-jittered wait decides whether another try fits; the jittered one is
+            // cut at the deadline, so the last try is never later than the patience.
             Err(e @ FarmError::StoreUnavailable { .. })
                 if tokio::time::Instant::now() + backoff.current() < deadline =>
             {
-                let retry_in = backoff.next_delay();
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                let retry_in = backoff.next_delay().min(left);
                 tracing::warn!(what, error = %e, ?retry_in, "store unavailable; waiting");
                 tokio::time::sleep(retry_in).await;
             }
@@ -131,6 +136,65 @@ mod tests {
         // A store that never comes back: gives up after the patience, with its error.
         let got: Result<(), _> = patiently("op", || async { Err(down()) }).await;
         assert_eq!(got.unwrap_err().code(), "store_unavailable");
+    }
+
+    /// Checks that the gaps between tries follow 1, 2, then 4 s, each jittered by up to half
+    /// either way (the paused clock rounds sleeps up to the millisecond), and not in step.
+    fn assert_jittered(gaps: &[Duration]) {
+        let nominal = [1u64, 2, 4].into_iter().chain(std::iter::repeat(4));
+        for (gap, n) in gaps.iter().zip(nominal) {
+            let n = Duration::from_secs(n);
+            let (low, high) = (n / 2, n * 3 / 2 + Duration::from_millis(1));
+            assert!(
+                *gap >= low && *gap <= high,
+                "gap {gap:?} outside {low:?}..{high:?}"
+            );
+        }
+        let mut capped: Vec<_> = gaps.iter().skip(2).collect();
+        capped.dedup();
+        assert!(
+            capped.len() > 1,
+            "every wait the same, a fleet in step: {gaps:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_waits_are_jittered_and_end_by_the_deadline() {
+        let tries = std::sync::Mutex::new(Vec::new());
+        let got = patiently("op", || {
+            let mut t = tries.lock().unwrap();
+            t.push(tokio::time::Instant::now());
+            let n = t.len();
+            async move {
+                if n <= 10 {
+                    Err(down())
+                } else {
+                    Ok(())
+                }
+            }
+        })
+        .await;
+        assert!(got.is_ok());
+        let at = tries.into_inner().unwrap();
+        let gaps: Vec<_> = at.windows(2).map(|w| w[1] - w[0]).collect();
+        assert_eq!(gaps.len(), 10);
+        assert_jittered(&gaps);
+
+        // A store that never comes back: the last try is no later than the patience.
+        let started = tokio::time::Instant::now();
+        let last = std::sync::Mutex::new(started);
+        let got: Result<(), _> = patiently("op", || {
+            *last.lock().unwrap() = tokio::time::Instant::now();
+            async { Err(down()) }
+        })
+        .await;
+        assert_eq!(got.unwrap_err().code(), "store_unavailable");
+        let last = *last.lock().unwrap() - started;
+        assert!(last <= STORE_PATIENCE, "tried at {last:?}");
+        assert!(
+            last >= STORE_PATIENCE - Duration::from_secs(6),
+            "gave up at {last:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -134,25 +134,46 @@ impl SegmentRunner {
         }
     }
 
-    /// Returns once the store answers again (checked every 1 s, 2 s, then 4 s: a probe is
-    /// cheap, and the worker should resume within seconds of the store's return), or after
-    /// 15 minutes: the delivery is held meanwhile, and must be settled well inside the
-    /// broker's 30-minute consumer timeout (the task is then given back, bounce-counted).
+    /// Returns once the store answers again, or after [`STORE_WAIT`]: the delivery is held
+    /// meanwhile, and must be settled well inside the broker's 30-minute consumer timeout
+    /// (the task is then given back, bounce-counted).
     async fn wait_for_store(&self, job: &str) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(15 * 60);
-        let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(4));
-        while tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(backoff.next_delay()).await;
-            match self
-                .store
-                .exists(&tessera_model::wire::keys::ended(job))
-                .await
-            {
-                Ok(_) => return,
-                Err(e) => {
-                    let retry_in = backoff.current();
-                    tracing::warn!(error = %e, ?retry_in, "store still unavailable");
-                }
+        let marker = tessera_model::wire::keys::ended(job);
+        until_store_answers(STORE_WAIT, || self.store.exists(&marker)).await;
+    }
+}
+
+/// How long a worker holds a task while its store is unavailable.
+const STORE_WAIT: Duration = Duration::from_secs(15 * 60);
+
+/// The waits between store probes: 1 s, 2 s, then 4 s, jittered.
+fn store_backoff() -> Backoff {
+    Backoff::new(Duration::from_secs(1), Duration::from_secs(4)).jittered()
+}
+
+/// Probes with `probe` until it answers (true) or `patience` has passed (false), waiting about
+/// 1 s, 2 s, then 4 s before each probe: a probe is cheap, and the worker should resume within
+/// seconds of the store's return. Each wait is moved by up to half of itself (and cut at the
+/// deadline). Why the jitter: a store answering 503 SlowDown is overloaded, and a fleet of
+/// workers probing on the same beat keeps it so.
+async fn until_store_answers<T, F, Fut>(patience: Duration, mut probe: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, FarmError>>,
+{
+    let deadline = tokio::time::Instant::now() + patience;
+    let mut backoff = store_backoff();
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        tokio::time::sleep(backoff.next_delay().min(left)).await;
+        match probe().await {
+            Ok(_) => return true,
+            Err(e) => {
+                let retry_in = backoff.current();
+                tracing::warn!(error = %e, ?retry_in, "store still unavailable");
             }
         }
     }
@@ -161,6 +182,47 @@ impl SegmentRunner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn down() -> FarmError {
+        FarmError::StoreUnavailable {
+            key: "ended/j".into(),
+            reason: "head: SlowDown (HTTP 503)".into(),
+        }
+    }
+
+    #[test]
+    fn the_store_waits_are_jittered_within_half_either_way() {
+        let mut backoff = store_backoff();
+        let waits: Vec<_> = (0..12).map(|_| backoff.next_delay()).collect();
+        let nominal = [1u64, 2, 4].into_iter().chain(std::iter::repeat(4));
+        for (wait, n) in waits.iter().zip(nominal) {
+            let n = Duration::from_secs(n);
+            assert!(
+                *wait >= n / 2 && *wait < n * 3 / 2,
+                "wait {wait:?} for {n:?}"
+            );
+        }
+        let mut capped: Vec<_> = waits.iter().skip(2).collect();
+        capped.dedup();
+        assert!(
+            capped.len() > 1,
+            "every wait the same, a fleet in step: {waits:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_store_that_never_answers_is_given_up_at_the_deadline() {
+        // The first wait (0.5 to 1.5 s) is cut at the 200 ms patience.
+        let started = tokio::time::Instant::now();
+        let patience = Duration::from_millis(200);
+        let answered = until_store_answers(patience, || async { Err::<(), _>(down()) }).await;
+        let took = started.elapsed();
+        assert!(!answered);
+        assert!(
+            took >= patience && took < Duration::from_millis(480),
+            "{took:?}"
+        );
+    }
 
     #[test]
     fn a_given_back_task_counts_its_bounces_and_keeps_everything_else() {
