@@ -1,7 +1,7 @@
 //! Job state in SQLite: what the API reports and what a restarted dispatcher resumes.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
@@ -97,10 +97,18 @@ pub struct JobRow {
     pub owner: String,
 }
 
+mod outbox;
+pub use outbox::{now_ms, OutboxRow};
+
+/// Which ended job gets a webhook, and its `(url, body)`; see [`Db::queue_webhooks`].
+pub type WebhookOf = dyn Fn(&JobRow) -> Option<(String, Vec<u8>)> + Send + Sync;
+
 /// The job database (one SQLite file, serialised access).
 #[derive(Clone)]
 pub struct Db {
     conn: Arc<Mutex<Connection>>,
+    /// Set by the webhook sender: the statements that end a job queue its webhook with it.
+    webhooks: Arc<OnceLock<Box<WebhookOf>>>,
 }
 
 fn db_err(e: impl std::fmt::Display) -> FarmError {
@@ -157,7 +165,20 @@ impl Db {
                 idx INTEGER NOT NULL,
                 frames INTEGER NOT NULL,
                 PRIMARY KEY (job_id, idx)
-             );",
+             );
+             CREATE TABLE IF NOT EXISTS webhook_outbox (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                job_id TEXT NOT NULL,
+                url TEXT NOT NULL,
+                body BLOB NOT NULL,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                next_attempt_ms INTEGER NOT NULL,
+                created_ms INTEGER NOT NULL,
+                given_up_ms INTEGER,
+                last_error TEXT
+             );
+             CREATE INDEX IF NOT EXISTS webhook_outbox_due
+                ON webhook_outbox(given_up_ms, next_attempt_ms);",
         )
         .map_err(db_err)?;
         // Databases from before tenants: every job belonged to the one client there was.
@@ -174,6 +195,7 @@ impl Db {
         }
         Ok(Db {
             conn: Arc::new(Mutex::new(conn)),
+            webhooks: Arc::default(),
         })
     }
 
@@ -259,49 +281,6 @@ impl Db {
         }
     }
 
-    /// Cancels a job unless it has ended or is delivering its outputs; whether it did.
-    pub fn cancel(&self, id: &str, message: &str) -> Result<bool, FarmError> {
-        let moved = self.with(|c| {
-            c.execute(
-                "UPDATE jobs SET state = 'cancelled', error_code = 'cancelled',
-                 error_message = ?2, updated_at = ?3
-                 WHERE id = ?1 AND state NOT IN ('done', 'failed', 'cancelled', 'delivering')",
-                params![id, message, now()],
-            )
-        })?;
-        Ok(moved == 1)
-    }
-
-    /// Marks a job done with its report.
-    pub fn finish(&self, id: &str, report: &serde_json::Value) -> Result<(), FarmError> {
-        self.with(|c| {
-            c.execute(
-                "UPDATE jobs SET state = 'done', report = ?2, updated_at = ?3
-                 WHERE id = ?1 AND state NOT IN ('failed', 'cancelled')",
-                params![id, report.to_string(), now()],
-            )
-            .map(|_| ())
-        })
-    }
-
-    /// Marks a job failed (or cancelled) with a code and message.
-    pub fn fail(
-        &self,
-        id: &str,
-        state: JobState,
-        code: &str,
-        message: &str,
-    ) -> Result<(), FarmError> {
-        self.with(|c| {
-            c.execute(
-                "UPDATE jobs SET state = ?2, error_code = ?3, error_message = ?4, updated_at = ?5
-                 WHERE id = ?1 AND state NOT IN ('done', 'failed', 'cancelled')",
-                params![id, state.as_str(), code, message, now()],
-            )
-            .map(|_| ())
-        })
-    }
-
     /// One job.
     pub fn get(&self, id: &str) -> Result<Option<JobRow>, FarmError> {
         self.with(|c| {
@@ -343,9 +322,14 @@ impl Db {
     }
 
     /// Deletes final jobs last changed before `cutoff` (Unix seconds); returns how many went.
-    /// Jobs whose end is not complete (progress kept) stay.
+    /// Jobs whose end is not complete (progress kept) stay. Webhooks given up before then go
+    /// too (kept until now for the operator to see).
     pub fn prune(&self, cutoff: i64) -> Result<usize, FarmError> {
         self.with(|c| {
+            c.execute(
+                "DELETE FROM webhook_outbox WHERE given_up_ms < ?1",
+                [cutoff.saturating_mul(1000)],
+            )?;
             c.execute(
                 "DELETE FROM jobs WHERE state IN ('done', 'failed', 'cancelled')
                  AND updated_at < ?1

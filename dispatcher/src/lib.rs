@@ -86,6 +86,8 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
         max_jobs_per_tenant: settings.limits.jobs_per_tenant,
         running: Mutex::new(Default::default()),
     });
+    // Before any job can end: an ending job queues its webhook in the same transaction.
+    webhook::start(&db, &state.runner, shutdown.clone());
     end_ended_jobs(&state, &db)?;
     resume_unfinished_jobs(&state, &db)?;
     tokio::spawn(router.run(events, queue.clone(), shutdown.clone()));

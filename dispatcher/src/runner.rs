@@ -154,17 +154,8 @@ impl Runner {
         if let Err(e) = self.db.forget_progress(&id) {
             tracing::warn!(job = %id, error = %e, "ended job's progress not removed");
         }
-        if let (Some(url), Some(secret)) = (plan.callback_url.clone(), self.webhook_secret.clone())
-        {
-            if let Ok(Some(row)) = self.db.get(&id) {
-                let body = crate::jobview::view(&row).to_string().into_bytes();
-                let metrics = self.metrics.clone();
-                let agent = self.webhook_guard.agent();
-                tokio::spawn(async move {
-                    metrics.webhook(crate::webhook::deliver(agent, url, body, secret).await);
-                });
-            }
-        }
+        // The job's webhook, if it has one, was queued with its outcome (db/outbox.rs) and is
+        // sent by the webhook sender (webhook.rs), across restarts.
     }
 
     /// Writes the job's final state, retrying (1 s doubling to 30 s) until it is stored.
