@@ -8,6 +8,12 @@
 //! ones are done, so the backlog here is in segment-seconds, gate and in-flight included,
 //! and it is divided by what one worker actually encodes per second (measured from the
 //! segments done, per pool) over the drain time the operator wants.
+//!
+//! A job whose segments are all done still needs a worker: its stitches go to
+//! `tessera.stitch`, which only workers consume (the CPU pool, present in every deployment;
+//! GPU workers take stitches too but are started for GPU segments only). Until the job
+//! delivers, it asks the CPU pool for one worker, so a pool scaled to zero cannot leave it
+//! waiting in `stitching` forever.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -68,7 +74,8 @@ pub struct PoolFigures {
     pub backlog_segments: u64,
     /// Media seconds one worker encodes per second (measured, or the setting).
     pub worker_throughput: f64,
-    /// Workers that drain the backlog in the target time (never more than its segments).
+    /// Workers that drain the backlog in the target time (never more than its segments),
+    /// and for the CPU pool at least one per job waiting for its stitches.
     pub desired_workers: u64,
 }
 
@@ -91,6 +98,15 @@ struct JobBacklog {
     left: HashMap<u32, f64>,
     /// Seconds of every planned segment (to measure throughput when one is done).
     planned: HashMap<u32, f64>,
+    /// Delivery started: every output is stitched, the rest is the dispatcher's own work.
+    delivering: bool,
+}
+
+impl JobBacklog {
+    /// Segments all done, stitches not yet all in: a worker must take them.
+    fn awaits_stitches(&self) -> bool {
+        self.left.is_empty() && !self.delivering
+    }
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -137,6 +153,7 @@ impl Scaling {
                 pool,
                 left,
                 planned,
+                delivering: false,
             },
         );
     }
@@ -157,6 +174,16 @@ impl Scaling {
             let e = m.entry(pool).or_default();
             e.media_seconds += media;
             e.encode_seconds += encode_seconds;
+        }
+    }
+
+    /// The job's outputs are stitched and delivery started: it needs no worker any more.
+    /// Why apart from `ended`: delivering a large package can take minutes of the
+    /// dispatcher's copies, during which a worker kept up for the job would sit idle.
+    pub fn delivering(&self, job: &str) {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(b) = jobs.get_mut(job) {
+            b.delivering = true;
         }
     }
 
@@ -182,25 +209,32 @@ impl Scaling {
 
     /// The figures of `pool` now.
     pub fn figures(&self, pool: Pool) -> PoolFigures {
-        let (seconds, segments) = {
+        let (seconds, segments, stitching) = {
             let jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
-            jobs.values()
+            let stitching = jobs.values().filter(|b| b.awaits_stitches()).count() as u64;
+            let (seconds, segments) = jobs
+                .values()
                 .filter(|b| b.pool == pool)
                 .fold((0.0, 0u64), |(s, n), b| {
                     (s + b.left.values().sum::<f64>(), n + b.left.len() as u64)
-                })
+                });
+            (seconds, segments, stitching)
         };
         let throughput = self.throughput(pool);
+        let for_segments = desired_workers(
+            seconds,
+            segments,
+            throughput,
+            self.settings.target_drain_seconds,
+        );
+        // A worker takes one stitch at a time beside its segment slots: one per job whose
+        // stitches wait, counted within the workers the segments need.
+        let for_stitches = if pool == Pool::Cpu { stitching } else { 0 };
         PoolFigures {
             backlog_segment_seconds: seconds,
             backlog_segments: segments,
             worker_throughput: throughput,
-            desired_workers: desired_workers(
-                seconds,
-                segments,
-                throughput,
-                self.settings.target_drain_seconds,
-            ),
+            desired_workers: for_segments.max(for_stitches),
         }
     }
 
@@ -242,44 +276,4 @@ impl Scaling {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn desired_workers_drain_the_backlog_in_the_target_time() {
-        // 600 s of video, 0.5 s/s per worker, 300 s target: 4 workers.
-        assert_eq!(desired_workers(600.0, 60, 0.5, 300.0), 4);
-        assert_eq!(desired_workers(601.0, 60, 0.5, 300.0), 5);
-        // At least one while anything is left, at most one per segment.
-        assert_eq!(desired_workers(1.0, 1, 0.5, 300.0), 1);
-        assert_eq!(desired_workers(10_000.0, 3, 0.5, 300.0), 3);
-        assert_eq!(desired_workers(0.0, 0, 0.5, 300.0), 0);
-    }
-
-    #[test]
-    fn the_backlog_counts_planned_segments_until_done_and_learns_throughput() {
-        let s = Scaling::new(ScalingSettings {
-            target_drain_seconds: 10.0,
-            cpu_throughput: 1.0,
-            gpu_throughput: 4.0,
-        });
-        s.planned("a", Pool::Cpu, &[10.0, 10.0, 10.0, 5.0], &[0]);
-        s.planned("b", Pool::Gpu, &[20.0, 20.0], &[]);
-        let cpu = s.figures(Pool::Cpu);
-        assert_eq!(cpu.backlog_segments, 3);
-        assert_eq!(cpu.backlog_segment_seconds, 25.0);
-        assert_eq!(cpu.desired_workers, 3); // 25 s / (1 s/s x 10 s)
-        assert_eq!(s.figures(Pool::Gpu).desired_workers, 1); // 40 / (4 x 10)
-                                                             // Two segments of 10 s took 5 s each: 2 s/s once 10 s are measured.
-        s.segment_done("a", 1, 5.0);
-        s.segment_done("a", 2, 5.0);
-        s.segment_done("a", 2, 5.0); // a duplicate report counts once
-        let cpu = s.figures(Pool::Cpu);
-        assert_eq!(cpu.backlog_segments, 1);
-        assert_eq!(cpu.worker_throughput, 2.0);
-        assert_eq!(cpu.desired_workers, 1);
-        s.ended("a");
-        assert_eq!(s.figures(Pool::Cpu).desired_workers, 0);
-        assert_eq!(s.figures(Pool::Cpu).backlog_segment_seconds, 0.0);
-    }
-}
+mod tests;

@@ -1,0 +1,77 @@
+//! The scaling signal's unit tests: the pure estimate, the backlog, stitches, throughput.
+
+use super::*;
+
+#[test]
+fn desired_workers_drain_the_backlog_in_the_target_time() {
+    // 600 s of video, 0.5 s/s per worker, 300 s target: 4 workers.
+    assert_eq!(desired_workers(600.0, 60, 0.5, 300.0), 4);
+    assert_eq!(desired_workers(601.0, 60, 0.5, 300.0), 5);
+    // At least one while anything is left, at most one per segment.
+    assert_eq!(desired_workers(1.0, 1, 0.5, 300.0), 1);
+    assert_eq!(desired_workers(10_000.0, 3, 0.5, 300.0), 3);
+    assert_eq!(desired_workers(0.0, 0, 0.5, 300.0), 0);
+}
+
+#[test]
+fn the_backlog_counts_planned_segments_until_done_and_learns_throughput() {
+    let s = Scaling::new(ScalingSettings {
+        target_drain_seconds: 10.0,
+        cpu_throughput: 1.0,
+        gpu_throughput: 4.0,
+    });
+    s.planned("a", Pool::Cpu, &[10.0, 10.0, 10.0, 5.0], &[0]);
+    s.planned("b", Pool::Gpu, &[20.0, 20.0], &[]);
+    let cpu = s.figures(Pool::Cpu);
+    assert_eq!(cpu.backlog_segments, 3);
+    assert_eq!(cpu.backlog_segment_seconds, 25.0);
+    assert_eq!(cpu.desired_workers, 3); // 25 s / (1 s/s x 10 s)
+    assert_eq!(s.figures(Pool::Gpu).desired_workers, 1); // 40 / (4 x 10)
+                                                         // Two segments of 10 s took 5 s each: 2 s/s once 10 s are measured.
+    s.segment_done("a", 1, 5.0);
+    s.segment_done("a", 2, 5.0);
+    s.segment_done("a", 2, 5.0); // a duplicate report counts once
+    let cpu = s.figures(Pool::Cpu);
+    assert_eq!(cpu.backlog_segments, 1);
+    assert_eq!(cpu.worker_throughput, 2.0);
+    assert_eq!(cpu.desired_workers, 1);
+    s.ended("a");
+    assert_eq!(s.figures(Pool::Cpu).desired_workers, 0);
+    assert_eq!(s.figures(Pool::Cpu).backlog_segment_seconds, 0.0);
+}
+
+#[test]
+fn a_job_with_its_segments_done_keeps_a_worker_for_its_stitch() {
+    let s = Scaling::new(ScalingSettings::default());
+    s.planned("a", Pool::Cpu, &[10.0, 10.0], &[]);
+    s.segment_done("a", 0, 5.0);
+    s.segment_done("a", 1, 5.0);
+    // Every segment done, the stitch outstanding: the pool must not scale to zero under it.
+    assert_eq!(s.figures(Pool::Cpu).backlog_segments, 0);
+    assert_eq!(s.figures(Pool::Cpu).desired_workers, 1);
+    // A dispatcher restarted after a GPU job's segments plans it again with all of them
+    // done: its stitch goes to tessera.stitch, which the CPU workers consume.
+    s.planned("b", Pool::Gpu, &[10.0], &[0]);
+    assert_eq!(s.figures(Pool::Cpu).desired_workers, 2);
+    assert_eq!(s.figures(Pool::Gpu).desired_workers, 0);
+    // Stitched and delivering (the dispatcher's own work), then ended: no worker needed.
+    s.delivering("a");
+    assert_eq!(s.figures(Pool::Cpu).desired_workers, 1);
+    s.ended("b");
+    assert_eq!(s.figures(Pool::Cpu).desired_workers, 0);
+    s.ended("a");
+    assert_eq!(s.figures(Pool::Cpu).desired_workers, 0);
+}
+
+#[test]
+fn stitches_count_beside_the_segment_backlog_not_on_top_of_it() {
+    let s = Scaling::new(ScalingSettings {
+        target_drain_seconds: 10.0,
+        cpu_throughput: 1.0,
+        gpu_throughput: 4.0,
+    });
+    // 30 s of segments left: 3 workers; a stitch runs beside a worker's segment slots.
+    s.planned("a", Pool::Cpu, &[10.0, 10.0, 10.0], &[]);
+    s.planned("b", Pool::Cpu, &[10.0], &[0]);
+    assert_eq!(s.figures(Pool::Cpu).desired_workers, 3);
+}
