@@ -189,4 +189,23 @@ fn a_worker_with_a_full_disk_pauses_and_spends_no_delivery() {
         !log.contains("segment encoded"),
         "the unfit worker encoded:\n{log}"
     );
+    // What the name promises: each task the unfit worker gave back reached worker 1 as a
+    // fresh message, on its first delivery; a nack would have raised its delivery count.
+    let given_back = log.matches("task attempt failed").count();
+    assert!(
+        given_back >= 1,
+        "the unfit worker gave nothing back:\n{log}"
+    );
+    let done = farm.log("worker-1.log");
+    let encoded: Vec<&str> = done
+        .lines()
+        .filter(|l| l.contains("segment encoded") && l.contains(id.as_str()))
+        .collect();
+    assert!(!encoded.is_empty(), "worker 1 encoded nothing:\n{done}");
+    for line in &encoded {
+        assert!(
+            line.contains("attempt=1"),
+            "a segment reached worker 1 on a later delivery:\n{line}"
+        );
+    }
 }

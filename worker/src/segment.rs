@@ -174,12 +174,16 @@ impl SegmentRunner {
                 self.config
                     .metrics
                     .done(task, done.frames, done.media_seconds, overhead);
+                // Which delivery of the task this was (1: its first), so a spent delivery
+                // shows in the log.
+                let attempt = delivery.redeliveries + 1;
                 match task {
                     TaskRef::Segment(segment) => tracing::info!(
                         job,
                         segment,
                         frames = done.frames,
                         seconds = total,
+                        attempt,
                         "segment encoded"
                     ),
                     TaskRef::Stitch(output) => tracing::info!(
@@ -187,6 +191,7 @@ impl SegmentRunner {
                         output,
                         frames = done.frames,
                         seconds = total,
+                        attempt,
                         "output stitched"
                     ),
                 }
