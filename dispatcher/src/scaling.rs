@@ -6,8 +6,11 @@
 //! waiting in the publish gate are not on the queue at all, and KEDA's AMQP mode does not see
 //! the unacked ones being encoded. The dispatcher knows every segment it planned and which
 //! ones are done, so the backlog here is in segment-seconds, gate and in-flight included,
-//! and it is divided by what one worker actually encodes per second (measured from the
-//! segments done, per pool) over the drain time the operator wants.
+//! and it is divided by what one worker actually encodes per second over the drain time the
+//! operator wants. A segment's report measures one slot (one child encoding it); a worker
+//! runs its slots at once, so one worker's throughput is that times its slots. The measure
+//! is a mean that forgets: the last few minutes of video weigh most, so a slower preset or
+//! slower nodes show within minutes, not after the history is outweighed.
 //!
 //! A job whose segments are all done still needs a worker: its stitches go to
 //! `tessera.stitch`, which only workers consume (the CPU pool, present in every deployment;
@@ -109,16 +112,29 @@ impl JobBacklog {
     }
 }
 
+/// Exponentially weighted sums of a pool's done segments: each older segment's weight
+/// halves with every [`HALF_LIFE_SECONDS`] of video done after it.
 #[derive(Debug, Default, Clone, Copy)]
 struct Measured {
     media_seconds: f64,
     encode_seconds: f64,
 }
 
+impl Measured {
+    /// Adds a segment of `media` seconds encoded in `encode` seconds, older ones fading.
+    fn add(&mut self, media: f64, encode: f64) {
+        let keep = 0.5f64.powf(media / HALF_LIFE_SECONDS);
+        self.media_seconds = self.media_seconds * keep + media;
+        self.encode_seconds = self.encode_seconds * keep + encode;
+    }
+}
+
 /// The backlog of every running job and the measured throughput of each pool.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Scaling {
     settings: ScalingSettings,
+    /// Segments one worker of each pool encodes at once.
+    slots: HashMap<Pool, u32>,
     jobs: Mutex<HashMap<String, JobBacklog>>,
     measured: Mutex<HashMap<Pool, Measured>>,
 }
@@ -129,13 +145,32 @@ type Series = (&'static str, &'static str, fn(&PoolFigures) -> f64);
 /// Segments that count toward a pool's measurement before it replaces the setting.
 const MIN_MEASURED_SECONDS: f64 = 10.0;
 
+/// Seconds of video done after a segment that halve its weight in the measurement.
+const HALF_LIFE_SECONDS: f64 = 300.0;
+
+/// Segments one worker encodes at once until told otherwise: a CPU worker's default
+/// `TESSERA_SLOTS` (1, as deploy/k8s sets it), and a T4's encode sessions for a GPU worker
+/// (the GPU ScaledJob's segments per Job).
+const DEFAULT_SLOTS: [(Pool, u32); 2] = [(Pool::Cpu, 1), (Pool::Gpu, 4)];
+
 impl Scaling {
     /// An empty backlog.
     pub fn new(settings: ScalingSettings) -> Self {
         Scaling {
             settings,
-            ..Default::default()
+            slots: DEFAULT_SLOTS.into_iter().collect(),
+            jobs: Mutex::default(),
+            measured: Mutex::default(),
         }
+    }
+
+    /// Workers of `pool` encode `slots` segments at once (at least 1). Why: a segment's
+    /// report measures one slot, and the dispatcher cannot see a worker's slots (its events
+    /// name the worker, not its slots); a worker of 4 slots counted as one slot asks for 4
+    /// times the workers needed.
+    pub fn with_slots(mut self, pool: Pool, slots: u32) -> Self {
+        self.slots.insert(pool, slots.max(1));
+        self
     }
 
     /// A job planned its segments (seconds each) for `pool`; `done` were finished by an
@@ -171,9 +206,7 @@ impl Scaling {
         drop(jobs);
         if encode_seconds > 0.0 {
             let mut m = self.measured.lock().unwrap_or_else(|e| e.into_inner());
-            let e = m.entry(pool).or_default();
-            e.media_seconds += media;
-            e.encode_seconds += encode_seconds;
+            m.entry(pool).or_default().add(media, encode_seconds);
         }
     }
 
@@ -193,12 +226,14 @@ impl Scaling {
         jobs.remove(job);
     }
 
-    /// Media seconds one worker of `pool` encodes per second.
+    /// Media seconds one worker of `pool` encodes per second: one slot's measured rate
+    /// times the worker's slots, or the setting until enough is measured.
     fn throughput(&self, pool: Pool) -> f64 {
         let m = self.measured.lock().unwrap_or_else(|e| e.into_inner());
+        let slots = f64::from(self.slots.get(&pool).copied().unwrap_or(1));
         match m.get(&pool) {
             Some(x) if x.media_seconds >= MIN_MEASURED_SECONDS && x.encode_seconds > 0.0 => {
-                x.media_seconds / x.encode_seconds
+                slots * x.media_seconds / x.encode_seconds
             }
             _ => match pool {
                 Pool::Cpu => self.settings.cpu_throughput,

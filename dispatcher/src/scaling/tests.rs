@@ -75,3 +75,42 @@ fn stitches_count_beside_the_segment_backlog_not_on_top_of_it() {
     s.planned("b", Pool::Cpu, &[10.0], &[0]);
     assert_eq!(s.figures(Pool::Cpu).desired_workers, 3);
 }
+
+/// Segments `first..first + n` of `job` done, each after `encode` seconds.
+fn measure(s: &Scaling, job: &str, first: u32, n: u32, encode: f64) {
+    for segment in first..first + n {
+        s.segment_done(job, segment, encode);
+    }
+}
+
+#[test]
+fn a_worker_encodes_its_slots_at_once() {
+    // 4-slot workers; 0.5 s/s per slot measured, so 2 s/s per worker.
+    let s = Scaling::new(ScalingSettings {
+        target_drain_seconds: 10.0,
+        cpu_throughput: 2.0,
+        gpu_throughput: 4.0,
+    })
+    .with_slots(Pool::Cpu, 4);
+    s.planned("a", Pool::Cpu, &[10.0; 20], &[]);
+    measure(&s, "a", 0, 4, 20.0); // 10 s segments in 20 s each
+    let cpu = s.figures(Pool::Cpu);
+    assert!((cpu.worker_throughput - 2.0).abs() < 1e-9, "{cpu:?}");
+    // 160 s left / (2 s/s x 10 s) = 8 workers of 4 slots: the 16 segments at once.
+    assert_eq!(cpu.desired_workers, 8, "{cpu:?}");
+}
+
+#[test]
+fn the_measured_throughput_follows_recent_segments() {
+    let s = Scaling::new(ScalingSettings::default());
+    s.planned("a", Pool::Cpu, &[10.0; 200], &[]);
+    // 1000 s of video at 1 s/s, then 600 s at 0.25 s/s (a slower preset, slower nodes).
+    measure(&s, "a", 0, 100, 10.0);
+    measure(&s, "a", 100, 60, 40.0);
+    // The mean of everything would say 1600 / 3400 = 0.47; recent segments weigh more.
+    let now = s.figures(Pool::Cpu).worker_throughput;
+    assert!(now > 0.25 && now < 0.35, "{now}");
+    measure(&s, "a", 160, 40, 40.0);
+    let later = s.figures(Pool::Cpu).worker_throughput;
+    assert!(later > 0.25 && later < now, "{later}");
+}
