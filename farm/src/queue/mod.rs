@@ -87,15 +87,42 @@ pub const HELD_ELSEWHERE: &str = "held by another connection";
 
 /// `d` moved by up to half of itself either way. Why: after a broker restart every client
 /// reconnects; without jitter a fleet of workers retries in lockstep.
+///
+/// The share comes from std's randomly keyed SipHash (`RandomState`: keys random per process
+/// and moved on for every state made), not from the clock alone: a clock that ticks in
+/// microseconds would give every machine the same share, back in step.
 pub fn jittered(d: std::time::Duration) -> std::time::Duration {
+    use std::hash::{BuildHasher, Hasher};
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |t| t.subsec_nanos());
-    // A share in [0.5, 1.5) from the clock's low bits: enough spread, no RNG dependency.
-    d.mul_f64(0.5 + f64::from(nanos % 1000) / 1000.0)
+        .map_or(0, |t| t.as_nanos() as u64);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(nanos);
+    let bits = h.finish() >> 11; // 53 bits: exact in an f64
+    d.mul_f64(0.5 + bits as f64 / (1u64 << 53) as f64)
 }
 
 /// The dead-letter queue of a queue.
 pub fn dead_letter_queue(queue: &str) -> String {
     format!("{queue}.dead")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::jittered;
+    use std::time::Duration;
+
+    #[test]
+    fn jitter_spreads_waits_within_half_either_way() {
+        let d = Duration::from_secs(1);
+        let waits: Vec<f64> = (0..400).map(|_| jittered(d).as_secs_f64()).collect();
+        assert!(waits.iter().all(|w| (0.5..1.5).contains(w)), "{waits:?}");
+        // Drawn back to back (the same clock microsecond), the shares still differ and
+        // cover the range: every tenth of it is hit.
+        let mut tenths = [0usize; 10];
+        for w in &waits {
+            tenths[((w - 0.5) * 10.0) as usize] += 1;
+        }
+        assert!(tenths.iter().all(|&n| n > 0), "{tenths:?}");
+    }
 }
