@@ -319,7 +319,10 @@ impl Runner {
                         db.set_segments(&job, p.0, p.1)
                     }
                     JobStage::Stitching => db.set_state(&job, JobState::Stitching),
-                    JobStage::Delivering => db.begin_delivery(&job),
+                    JobStage::Delivering => db.begin_delivery(&job).map(|()| {
+                        // Its stitches are done: the worker kept for them may go (N2).
+                        scaling.delivering(&job);
+                    }),
                 }
             }),
         }

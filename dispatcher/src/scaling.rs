@@ -55,6 +55,11 @@ pub struct ScalingSettings {
     pub cpu_throughput: f64,
     /// Media seconds one GPU worker encodes per second, until segments are measured.
     pub gpu_throughput: f64,
+    /// Segments a CPU worker encodes at once (its `TESSERA_SLOTS`): a measured segment is
+    /// one slot's speed, a worker's is that times its slots.
+    pub cpu_slots: u32,
+    /// Segments a GPU worker encodes at once.
+    pub gpu_slots: u32,
 }
 
 impl Default for ScalingSettings {
@@ -63,6 +68,8 @@ impl Default for ScalingSettings {
             target_drain_seconds: 600.0,
             cpu_throughput: 0.5,
             gpu_throughput: 4.0,
+            cpu_slots: DEFAULT_SLOTS[0].1,
+            gpu_slots: DEFAULT_SLOTS[1].1,
         }
     }
 }
@@ -158,7 +165,12 @@ impl Scaling {
     pub fn new(settings: ScalingSettings) -> Self {
         Scaling {
             settings,
-            slots: DEFAULT_SLOTS.into_iter().collect(),
+            slots: [
+                (Pool::Cpu, settings.cpu_slots.max(1)),
+                (Pool::Gpu, settings.gpu_slots.max(1)),
+            ]
+            .into_iter()
+            .collect(),
             jobs: Mutex::default(),
             measured: Mutex::default(),
         }

@@ -41,6 +41,8 @@ struct DispatcherFile {
     scaling_target_seconds: Option<f64>,
     scaling_cpu_throughput: Option<f64>,
     scaling_gpu_throughput: Option<f64>,
+    scaling_cpu_slots: Option<u32>,
+    scaling_gpu_slots: Option<u32>,
     webhook_allow: Option<Vec<String>>,
     max_running_jobs: Option<usize>,
     max_jobs_per_tenant: Option<u64>,
@@ -362,6 +364,14 @@ fn http_limits(args: &DispatcherArgs, d: &DispatcherFile) -> HttpLimits {
 /// The scaling signal's settings, each positive and finite.
 fn scaling_settings(args: &DispatcherArgs, d: &DispatcherFile) -> Result<ScalingSettings, String> {
     let default = ScalingSettings::default();
+    let slots = |name: &'static str, flag: Option<u32>, file: Option<u32>, default: u32| {
+        Setting::layered(name, flag, file)
+            .check_set(
+                |v| (1..=256).contains(v),
+                |v| format!("{v} must be within 1..=256"),
+            )
+            .map(|s| s.or(default).get())
+    };
     let positive = |name: &'static str, flag: Option<f64>, file: Option<f64>, default: f64| {
         Setting::layered(name, flag, file)
             .check_set(
@@ -388,6 +398,18 @@ fn scaling_settings(args: &DispatcherArgs, d: &DispatcherFile) -> Result<Scaling
             args.scaling_gpu_throughput,
             d.scaling_gpu_throughput,
             default.gpu_throughput,
+        )?,
+        cpu_slots: slots(
+            "scaling_cpu_slots",
+            args.scaling_cpu_slots,
+            d.scaling_cpu_slots,
+            default.cpu_slots,
+        )?,
+        gpu_slots: slots(
+            "scaling_gpu_slots",
+            args.scaling_gpu_slots,
+            d.scaling_gpu_slots,
+            default.gpu_slots,
         )?,
     })
 }

@@ -19,6 +19,7 @@ fn the_backlog_counts_planned_segments_until_done_and_learns_throughput() {
         target_drain_seconds: 10.0,
         cpu_throughput: 1.0,
         gpu_throughput: 4.0,
+        ..ScalingSettings::default()
     });
     s.planned("a", Pool::Cpu, &[10.0, 10.0, 10.0, 5.0], &[0]);
     s.planned("b", Pool::Gpu, &[20.0, 20.0], &[]);
@@ -69,6 +70,7 @@ fn stitches_count_beside_the_segment_backlog_not_on_top_of_it() {
         target_drain_seconds: 10.0,
         cpu_throughput: 1.0,
         gpu_throughput: 4.0,
+        ..ScalingSettings::default()
     });
     // 30 s of segments left: 3 workers; a stitch runs beside a worker's segment slots.
     s.planned("a", Pool::Cpu, &[10.0, 10.0, 10.0], &[]);
@@ -90,8 +92,9 @@ fn a_worker_encodes_its_slots_at_once() {
         target_drain_seconds: 10.0,
         cpu_throughput: 2.0,
         gpu_throughput: 4.0,
-    })
-    .with_slots(Pool::Cpu, 4);
+        cpu_slots: 4,
+        ..ScalingSettings::default()
+    });
     s.planned("a", Pool::Cpu, &[10.0; 20], &[]);
     measure(&s, "a", 0, 4, 20.0); // 10 s segments in 20 s each
     let cpu = s.figures(Pool::Cpu);

@@ -84,6 +84,13 @@ pub struct DispatcherArgs {
     /// Media seconds one GPU worker encodes per second, until measured [default: 4].
     #[arg(long, env = "TESSERA_SCALING_GPU_THROUGHPUT")]
     pub scaling_gpu_throughput: Option<f64>,
+    /// Segments one CPU worker encodes at once (the workers' `TESSERA_SLOTS`), for the
+    /// scaling signal's per-worker throughput [default: 1].
+    #[arg(long, env = "TESSERA_SCALING_CPU_SLOTS")]
+    pub scaling_cpu_slots: Option<u32>,
+    /// Segments one GPU worker encodes at once [default: 4].
+    #[arg(long, env = "TESSERA_SCALING_GPU_SLOTS")]
+    pub scaling_gpu_slots: Option<u32>,
     /// Hosts (`hooks.example.com`, `*.example.com`) and networks (`10.1.0.0/16`) webhooks may
     /// reach besides public addresses, comma-separated; with host names given, callbacks
     /// must use one of them [default: any public address].
