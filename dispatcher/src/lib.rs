@@ -6,7 +6,8 @@
 //!
 //! Layout:
 //! - settings.rs: the service's settings (defaults, file, env, flags); `serve` below wires
-//!   them to RabbitMQ, S3, the media sandbox and the database (db.rs with db/outbox.rs, the webhook outbox; instance.rs).
+//!   them to RabbitMQ, S3, the media sandbox and the database (db.rs, with the webhook
+//!   outbox in db/outbox.rs; instance.rs).
 //! - api.rs: the router and the job handlers over `AppState`; error.rs the error answer,
 //!   jobview.rs what a client sees of a job; auth.rs (tokens, tenants) and uploads.rs take
 //!   their own narrow state, not `AppState`.
