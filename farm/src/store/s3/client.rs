@@ -16,7 +16,7 @@ use aws_config::{BehaviorVersion, Region};
 use aws_credential_types::Credentials;
 use aws_sdk_s3::config::{RequestChecksumCalculation, ResponseChecksumValidation};
 
-use super::config::{S3Config, MIB};
+use super::config::{S3Config, MAX_SINGLE_COPY, MIB};
 use super::errors::store_err;
 use crate::store::validate_key;
 use crate::FarmError;
@@ -45,6 +45,10 @@ pub(super) struct Tuning {
     /// The configured part size of multipart uploads (the part plan keeps it within S3's
     /// limits).
     pub(super) part_size: u64,
+    /// Larger objects are copied in parts (at most [`MAX_SINGLE_COPY`]).
+    pub(super) single_copy_max: u64,
+    /// The part size of multipart copies (at least 1 byte).
+    pub(super) copy_part_size: u64,
 }
 
 impl S3Client {
@@ -102,6 +106,8 @@ impl S3Client {
                 op_timeout: cfg.op_timeout,
                 multipart_threshold: cfg.multipart_threshold.min(MAX_SINGLE_PUT),
                 part_size: cfg.part_size,
+                single_copy_max: cfg.single_copy_max.min(MAX_SINGLE_COPY),
+                copy_part_size: cfg.copy_part_size.max(1),
             },
         })
     }

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 /// One mebibyte, the unit of the transfer sizes.
 pub(super) const MIB: u64 = 1024 * 1024;
+/// The largest object one CopyObject may copy.
+pub(super) const MAX_SINGLE_COPY: u64 = 5 * 1024 * MIB;
 
 /// How to reach an S3 endpoint and how to move objects to it.
 ///
@@ -39,12 +41,18 @@ pub struct S3Config {
     /// Part size of multipart uploads (default 8 MiB; raised to 5 MiB, the S3 minimum, and
     /// further when a file would need more than 10000 parts).
     pub part_size: u64,
+    /// Objects larger than this are copied server-side as a multipart copy of ranges (default
+    /// and most: 5 GiB, the largest single CopyObject S3 allows). Why a setting: tests copy a
+    /// few MiB in parts.
+    pub single_copy_max: u64,
+    /// Part size of multipart copies (default 1 GiB; S3 allows 5 MiB to 5 GiB).
+    pub copy_part_size: u64,
 }
 
 impl S3Config {
     /// A config for `region` with the defaults: AWS endpoint, default credential chain,
     /// virtual-hosted URLs, 10 s connect and 120 s per-attempt timeouts, 16 MiB multipart
-    /// threshold, 8 MiB parts.
+    /// threshold, 8 MiB parts, copies in 1 GiB parts above 5 GiB.
     pub fn new(region: impl Into<String>) -> Self {
         S3Config {
             endpoint: None,
@@ -57,6 +65,8 @@ impl S3Config {
             op_timeout: Duration::from_secs(120),
             multipart_threshold: 16 * MIB,
             part_size: 8 * MIB,
+            single_copy_max: MAX_SINGLE_COPY,
+            copy_part_size: 1024 * MIB,
         }
     }
 }
@@ -77,6 +87,8 @@ impl fmt::Debug for S3Config {
             .field("op_timeout", &self.op_timeout)
             .field("multipart_threshold", &self.multipart_threshold)
             .field("part_size", &self.part_size)
+            .field("single_copy_max", &self.single_copy_max)
+            .field("copy_part_size", &self.copy_part_size)
             .finish()
     }
 }

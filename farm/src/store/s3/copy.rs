@@ -5,18 +5,17 @@
 //! to 5 GiB take one CopyObject; larger ones a multipart upload of UploadPartCopy ranges,
 //! aborted on failure so nothing partial ever appears at the destination.
 
+use aws_sdk_s3::config::http::HttpResponse;
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 use futures_util::{StreamExt, TryStreamExt};
 
 use super::client::S3Store;
 use super::errors::{sdk_err, store_err};
+use super::read::ObjectInfo;
 use crate::store::validate_key;
 use crate::FarmError;
 
-/// The largest object one CopyObject may copy.
-const MAX_SINGLE_COPY: u64 = 5 * 1024 * 1024 * 1024;
-/// Part size of multipart copies (S3 allows 5 MiB to 5 GiB).
-const COPY_PART: u64 = 1024 * 1024 * 1024;
 /// Part copies in flight.
 const COPIES_IN_FLIGHT: usize = 4;
 
@@ -34,20 +33,48 @@ fn copy_source(bucket: &str, key: &str) -> String {
     out
 }
 
-/// The byte ranges (inclusive ends) of a multipart copy of `size` bytes.
-fn copy_ranges(size: u64) -> Vec<(i32, u64, u64)> {
-    (0..size.div_ceil(COPY_PART))
+/// The byte ranges (inclusive ends) of a multipart copy of `size` bytes in `part`-byte parts.
+fn copy_ranges(size: u64, part: u64) -> Vec<(i32, u64, u64)> {
+    (0..size.div_ceil(part))
         .map(|i| {
-            let start = i * COPY_PART;
-            let end = (start + COPY_PART).min(size) - 1;
+            let start = i * part;
+            let end = (start + part).min(size) - 1;
             (i as i32 + 1, start, end)
         })
         .collect()
 }
 
+/// What a copy reads: the source as `x-amz-copy-source` names it, the ETag every request
+/// requires of it, and `bucket/key` for errors and logs.
+struct Pin {
+    source: String,
+    if_match: String,
+    named: String,
+}
+
+/// The error of a failed copy request `op` to `key`: a refused precondition (HTTP 412) says
+/// the source changed; anything else as [`sdk_err`] reads it.
+fn copy_err<E>(key: &str, pin: &Pin, op: &str, err: &SdkError<E, HttpResponse>) -> FarmError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    match err {
+        SdkError::ServiceError(se) if se.raw().status().as_u16() == 412 => store_err(
+            key,
+            format!(
+                "{op}: the source {} changed since it was checked (no longer ETag {}): \
+                 nothing copied",
+                pin.named, pin.if_match
+            ),
+        ),
+        _ => sdk_err(key, op, err),
+    }
+}
+
 impl S3Store {
     /// Copies `src_key` of bucket `src_bucket` (same endpoint) to `key` in this store's bucket,
-    /// server-side; returns the size. The destination appears whole or not at all.
+    /// server-side; returns the size. The destination appears whole or not at all, and holds
+    /// the object as this call's HEAD found it (see [`S3Store::copy_version`]).
     pub async fn copy_from(
         &self,
         src_bucket: &str,
@@ -55,27 +82,50 @@ impl S3Store {
         key: &str,
     ) -> Result<u64, FarmError> {
         validate_key(key)?;
-        let size = self
+        let src = self
             .client_store(src_bucket)
             .head(src_key)
             .await?
-            .ok_or_else(|| store_err(src_key, "copy: no such object"))?
-            .size;
-        let source = copy_source(src_bucket, src_key);
-        if size <= MAX_SINGLE_COPY {
+            .ok_or_else(|| store_err(src_key, "copy: no such object"))?;
+        self.copy_version(src_bucket, &src, key).await
+    }
+
+    /// Copies the object of bucket `src_bucket` that `src` describes (a HEAD or listing of it)
+    /// to `key` in this store's bucket, server-side; returns the size. Every request is pinned
+    /// to `src.etag` (`x-amz-copy-source-if-match`): if the source was replaced since `src` was
+    /// taken, or is replaced between the parts of a multipart copy, the copy fails (nothing at
+    /// the destination) instead of delivering another object, or a splice of two.
+    ///
+    /// Why: a late duplicate stitch may overwrite the work object that passed QC while it is
+    /// being delivered.
+    pub async fn copy_version(
+        &self,
+        src_bucket: &str,
+        src: &ObjectInfo,
+        key: &str,
+    ) -> Result<u64, FarmError> {
+        validate_key(key)?;
+        let pin = Pin {
+            source: copy_source(src_bucket, &src.key),
+            if_match: format!("\"{}\"", src.etag.trim_matches('"')),
+            named: format!("{src_bucket}/{}", src.key),
+        };
+        if src.size <= self.tuning.single_copy_max {
             self.client
                 .copy_object()
                 .bucket(&*self.bucket)
                 .key(key)
-                .copy_source(&source)
+                .copy_source(&pin.source)
+                .copy_source_if_match(&pin.if_match)
                 .send()
                 .await
-                .map_err(|e| sdk_err(key, "copy", &e))?;
+                .map_err(|e| copy_err(key, &pin, "copy", &e))?;
         } else {
-            self.copy_multipart(&source, key, size).await?;
+            self.copy_multipart(&pin, key, src.size).await?;
         }
-        tracing::debug!(bucket = %self.bucket, key, size, from = %source, "copied object");
-        Ok(size)
+        tracing::debug!(bucket = %self.bucket, key, size = src.size, from = %pin.named,
+            etag = %src.etag, "copied object");
+        Ok(src.size)
     }
 
     /// Deletes one object (absent is fine). Why: undoing a delivery when a later output of
@@ -101,10 +151,10 @@ impl S3Store {
         }
     }
 
-    async fn copy_multipart(&self, source: &str, key: &str, size: u64) -> Result<(), FarmError> {
+    async fn copy_multipart(&self, pin: &Pin, key: &str, size: u64) -> Result<(), FarmError> {
         let mut guard = self.create_upload(key, "create multipart copy").await?;
         let upload_id = guard.upload_id.clone();
-        let parts = futures_util::stream::iter(copy_ranges(size))
+        let parts = futures_util::stream::iter(copy_ranges(size, self.tuning.copy_part_size))
             .map(|(number, start, end)| {
                 let upload_id = upload_id.clone();
                 async move {
@@ -115,11 +165,12 @@ impl S3Store {
                         .key(key)
                         .upload_id(upload_id)
                         .part_number(number)
-                        .copy_source(source)
+                        .copy_source(&pin.source)
+                        .copy_source_if_match(&pin.if_match)
                         .copy_source_range(format!("bytes={start}-{end}"))
                         .send()
                         .await
-                        .map_err(|e| sdk_err(key, &format!("copy part {number}"), &e))?;
+                        .map_err(|e| copy_err(key, pin, &format!("copy part {number}"), &e))?;
                     let etag = out
                         .copy_part_result()
                         .and_then(|r| r.e_tag())
@@ -176,8 +227,9 @@ mod tests {
 
     #[test]
     fn copy_ranges_cover_the_object() {
-        assert_eq!(copy_ranges(10), vec![(1, 0, 9)]);
-        let r = copy_ranges(2 * COPY_PART + 5);
+        const COPY_PART: u64 = 1024;
+        assert_eq!(copy_ranges(10, COPY_PART), vec![(1, 0, 9)]);
+        let r = copy_ranges(2 * COPY_PART + 5, COPY_PART);
         assert_eq!(r.len(), 3);
         assert_eq!(r[1], (2, COPY_PART, 2 * COPY_PART - 1));
         assert_eq!(r[2], (3, 2 * COPY_PART, 2 * COPY_PART + 4));

@@ -8,8 +8,8 @@
 //! Layout: `config` (how to reach and tune it) and `errors` (readable SDK errors) at the
 //! bottom; `client` (the client, the bucket store and shared helpers) above them; then one
 //! file per kind of operation, each importing only those: `read` (presign, list, head,
-//! download), `multipart` (uploads, prefix deletes), `copy` (server-side copies, single
-//! deletes) and `abort` (creating and aborting multipart uploads, with the guards that abort
+//! download), `multipart` (uploads, prefix deletes), `copy` (server-side copies pinned to
+//! the ETag of the object read's `ObjectInfo` describes, single deletes) and `abort` (creating and aborting multipart uploads, with the guards that abort
 //! them when cancelled). This file only wires them into the [`Store`] trait.
 
 mod abort;
