@@ -94,8 +94,10 @@ impl Silence {
 
 /// The next event of plan `plan` of job `job`; unreadable events are dead-lettered, other
 /// jobs' and other plans' (tasks of an earlier plan of the job, still queued when the
-/// dispatcher restarted with other settings) acked away. Events without a plan (0) come from
-/// workers that predate plans and are taken.
+/// dispatcher restarted with other settings) acked away. An event without a plan (0) is
+/// dropped too: every task carries its plan and every event is built from a task (by a worker,
+/// or from a dead letter), so a plan-0 event is forged or mangled (no release sent events
+/// without plans).
 pub(crate) async fn next_event(
     job: &str,
     plan: u64,
@@ -107,8 +109,9 @@ pub(crate) async fn next_event(
             reason: "closed before the job finished".into(),
         })?;
         match decode_message::<TaskEvent>(&delivery.body) {
-            Ok(event) if event.job_id == job && event.plan != 0 && event.plan != plan => {
-                tracing::info!(job, task = %event.task, plan = event.plan, "event of an earlier plan dropped");
+            Ok(event) if event.job_id == job && event.plan != plan => {
+                tracing::info!(job, task = %event.task, plan = event.plan, expected = plan,
+                    "event of another plan (or of none) dropped");
                 let _ = delivery.acker.ack().await;
             }
             Ok(event) if event.job_id == job => return Ok((event, delivery)),
@@ -166,7 +169,7 @@ mod tests {
         for body in [
             event("other", 2, 0),
             event("j", 1, 1), // an earlier plan's task, still queued at the restart
-            event("j", 0, 2), // a worker that predates plans
+            event("j", 2, 2),
             event("j", 2, 3),
         ] {
             q.publish("events", body).await.unwrap();
@@ -181,6 +184,23 @@ mod tests {
             (TaskRef::Segment(2), TaskRef::Segment(3))
         );
         // The dropped ones were settled: nothing comes back.
+        assert_eq!(q.ready_len("events"), 0);
+        assert_eq!(q.ready_len("events.dead"), 0);
+    }
+
+    /// Every task the dispatcher publishes carries its plan, and so does every event a worker
+    /// or the dead-letter reader builds from one: an event without a plan is forged or
+    /// mangled, and must not count as any task's result.
+    #[tokio::test]
+    async fn events_without_a_plan_are_dropped() {
+        let q = MemoryQueue::new(3);
+        q.declare("events").await.unwrap();
+        q.publish("events", event("j", 0, 1)).await.unwrap();
+        q.publish("events", event("j", 2, 2)).await.unwrap();
+        let mut c = q.consume("events", 8).await.unwrap();
+        let (first, d) = next_event("j", 2, c.as_mut()).await.unwrap();
+        d.acker.ack().await.unwrap();
+        assert_eq!((first.task, first.plan), (TaskRef::Segment(2), 2));
         assert_eq!(q.ready_len("events"), 0);
         assert_eq!(q.ready_len("events.dead"), 0);
     }

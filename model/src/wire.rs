@@ -165,8 +165,7 @@ pub struct TaskEvent {
     /// The job.
     pub job_id: String,
     /// The plan (fingerprint) of the task this event is about, as the task carried it: a
-    /// dispatcher drops events of another plan than its job's (0: from a worker that predates
-    /// plans, accepted).
+    /// dispatcher drops events of another plan than its job's, and events without one (0).
     #[serde(default)]
     pub plan: u64,
     /// Which task.
