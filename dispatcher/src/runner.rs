@@ -37,10 +37,10 @@ impl OutputSink for S3Sink {
             .await
     }
 
-    async fn remove(&self, bucket: &str, key: &str) {
-        if let Err(e) = self.s3.store(bucket).delete(key).await {
-            tracing::warn!(bucket, key, error = %e, "delivered output not removed");
-        }
+    async fn remove(&self, bucket: &str, key: &str) -> Result<(), FarmError> {
+        // The engine retries an unavailable store, logs each try and names what stays in
+        // the job's error (engine rollback.rs).
+        self.s3.store(bucket).delete(key).await
     }
 }
 

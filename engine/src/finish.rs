@@ -22,6 +22,7 @@ use crate::packaging::{self, Built};
 use crate::patience::{recorded, recorded_unless_cancelled};
 use crate::prepare::Prepared;
 use crate::request::{DispatchContext, JobPlan, JobRequest, JobStage};
+use crate::rollback::Rollback;
 use crate::stitching::{self, Stitched};
 
 /// What the finish step delivered, for the report.
@@ -119,8 +120,8 @@ async fn measure_all(
 }
 
 /// Delivers every output, then the package; returns the outputs' sizes. If the package
-/// fails to deliver, it and the outputs are taken back: a failed job leaves nothing at its
-/// destinations.
+/// fails to deliver, it and the outputs are taken back, retried through store outages; what
+/// could not be is named in the job's error.
 async fn deliver(
     ctx: &DispatchContext,
     plan: &JobPlan,
@@ -139,10 +140,10 @@ async fn deliver(
     recorded_unless_cancelled(&ctx.on_stage, &JobStage::Delivering).await?;
     let sizes = stitching::deliver_all(ctx, req, tasks).await?;
     if let Some(built) = package {
-        if let Err(e) = packaging::deliver(ctx, req, plan.fingerprint, built).await {
-            packaging::undeliver(ctx, req, built).await;
-            stitching::undeliver_all(ctx, req).await;
-            return Err(e);
+        let mut rollback = Rollback::default();
+        if let Err(e) = packaging::deliver(ctx, req, plan.fingerprint, built, &mut rollback).await {
+            stitching::undeliver_all(ctx, req, &mut rollback).await;
+            return Err(rollback.fail(e));
         }
     }
     Ok(sizes)

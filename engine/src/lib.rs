@@ -19,6 +19,8 @@
 //! - job.rs: `run_job` (the stages in order, the GPU->CPU fallback) and `end_job`.
 //! - task_events.rs, patience.rs, cancel.rs, parallel.rs: event reading and task
 //!   deadlines, store and record retries, cancellation, bounded transfers.
+//! - rollback.rs: a failed delivery's outputs removed again, retried through store
+//!   outages, what is left behind named in the job's error.
 //! - dead_letters.rs: dead-lettered tasks become failure events of their jobs.
 
 mod audio_step;
@@ -38,6 +40,7 @@ mod prepare;
 mod publish;
 mod report;
 mod request;
+mod rollback;
 mod stitching;
 mod task_events;
 

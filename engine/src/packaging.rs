@@ -22,6 +22,7 @@ use crate::package_images;
 use crate::parallel;
 use crate::patience::patiently;
 use crate::request::{Destination, DispatchContext, JobPlan, JobRequest, PackageJob};
+use crate::rollback::Rollback;
 
 /// A package written and checked in staging, ready for delivery.
 pub(crate) struct Built {
@@ -186,13 +187,15 @@ fn source_timing(plan: &JobPlan) -> ((RatePair, RatePair), f64) {
     (source_rate, video_info.time_base.seconds(first_frame))
 }
 
-/// Delivers a built package: media first, manifests last. On failure nothing of it stays at
-/// the destination.
+/// Delivers a built package: media first, manifests last. On failure what of it was
+/// delivered is removed again (a folder appears whole or not at all); what could not be is
+/// noted in `rollback`.
 pub(crate) async fn deliver(
     ctx: &DispatchContext,
     req: &JobRequest,
     plan: u64,
     built: &Built,
+    rollback: &mut Rollback,
 ) -> Result<(), FarmError> {
     let Some(package) = &req.package else {
         return Ok(());
@@ -249,32 +252,13 @@ pub(crate) async fn deliver(
                 }
             }
             if let Some(e) = err {
-                for rel in &delivered {
-                    sink.remove(bucket, &format!("{key}{rel}")).await;
-                }
+                let keys = delivered.iter().map(|rel| format!("{key}{rel}")).collect();
+                rollback.remove_objects(sink, bucket, keys).await;
                 return Err(e);
             }
             Ok(())
         }
         Destination::Rung => Err(failed(package, "a package cannot be a rung")),
-    }
-}
-
-/// Removes a delivered package again (a later step of the job failed).
-pub(crate) async fn undeliver(ctx: &DispatchContext, req: &JobRequest, built: &Built) {
-    let Some(package) = &req.package else { return };
-    match &package.destination {
-        Destination::File(dir) => {
-            let _ = tokio::fs::remove_dir_all(dir).await;
-        }
-        Destination::Object { bucket, key } => {
-            if let Some(sink) = &ctx.sink {
-                for rel in built.media.iter().chain(&built.manifests) {
-                    sink.remove(bucket, &format!("{key}{rel}")).await;
-                }
-            }
-        }
-        Destination::Rung => {}
     }
 }
 

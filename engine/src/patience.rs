@@ -22,12 +22,27 @@ pub const STORE_PATIENCE: Duration = Duration::from_secs(600);
 /// `STORE_PATIENCE` has passed; waits about 1 s, 2 s, then 4 s between tries, each moved by
 /// up to half of itself. Why the jitter: against a store answering 503 SlowDown, a fleet of
 /// dispatchers and workers retrying on the same beat keeps it overloaded.
-pub async fn patiently<T, F, Fut>(what: &str, mut op: F) -> Result<T, FarmError>
+pub async fn patiently<T, F, Fut>(what: &str, op: F) -> Result<T, FarmError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, FarmError>>,
 {
-    let deadline = tokio::time::Instant::now() + STORE_PATIENCE;
+    patiently_until(what, tokio::time::Instant::now() + STORE_PATIENCE, op).await
+}
+
+/// [`patiently`] with a deadline of the caller's: tries `op` at least once, and retries it
+/// while the store is unavailable and the next try still fits before `deadline`. Why: a
+/// rollback shares one deadline among all its deletes (see rollback.rs), so a store that
+/// stays down costs the job one patience, not one per delivered object.
+pub(crate) async fn patiently_until<T, F, Fut>(
+    what: &str,
+    deadline: tokio::time::Instant,
+    mut op: F,
+) -> Result<T, FarmError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, FarmError>>,
+{
     let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(4)).jittered();
     loop {
         match op().await {
@@ -195,6 +210,90 @@ mod tests {
             last >= STORE_PATIENCE - Duration::from_secs(6),
             "gave up at {last:?}"
         );
+    }
+
+    /// The farm's in-memory queue, refusing its first `failures` publishes as a broker
+    /// restarting would.
+    struct FlakyQueue {
+        inner: tessera_farm::queue::MemoryQueue,
+        failures: AtomicU32,
+        publishes: AtomicU32,
+    }
+
+    #[async_trait::async_trait]
+    impl tessera_farm::queue::Queue for FlakyQueue {
+        async fn declare(&self, queue: &str) -> Result<(), FarmError> {
+            self.inner.declare(queue).await
+        }
+
+        async fn publish(&self, queue: &str, body: Vec<u8>) -> Result<(), FarmError> {
+            self.publishes.fetch_add(1, Ordering::SeqCst);
+            let failing = self.failures.load(Ordering::SeqCst);
+            if failing > 0 {
+                self.failures.store(failing - 1, Ordering::SeqCst);
+                return Err(FarmError::Queue {
+                    queue: queue.into(),
+                    reason: "connection reset".into(),
+                });
+            }
+            self.inner.publish(queue, body).await
+        }
+
+        async fn consume(
+            &self,
+            queue: &str,
+            prefetch: u16,
+        ) -> Result<Box<dyn tessera_farm::queue::Consumer>, FarmError> {
+            self.inner.consume(queue, prefetch).await
+        }
+
+        async fn consumers(&self, queue: &str) -> Result<u32, FarmError> {
+            self.inner.consumers(queue).await
+        }
+    }
+
+    fn flaky(failures: u32) -> FlakyQueue {
+        FlakyQueue {
+            inner: tessera_farm::queue::MemoryQueue::new(5),
+            failures: AtomicU32::new(failures),
+            publishes: AtomicU32::new(0),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_publish_refused_twice_is_delivered_once() {
+        let queue = flaky(2);
+        tessera_farm::queue::Queue::declare(&queue, "q")
+            .await
+            .unwrap();
+        publish_patiently(&queue, "q", b"task").await.unwrap();
+        assert_eq!(queue.publishes.load(Ordering::SeqCst), 3);
+        let mut consumer = tessera_farm::queue::Queue::consume(&queue, "q", 10)
+            .await
+            .unwrap();
+        let first = consumer.next().await.unwrap().expect("the task");
+        assert_eq!(first.body, b"task");
+        let second = tokio::time::timeout(Duration::from_secs(60), consumer.next()).await;
+        assert!(second.is_err(), "published twice: {second:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_broker_down_past_the_patience_fails_the_publish_with_its_error() {
+        let queue = flaky(u32::MAX);
+        let started = tokio::time::Instant::now();
+        let got = publish_patiently(&queue, "q", b"task").await;
+        let e = got.unwrap_err();
+        assert_eq!(e.to_string(), "queue q: connection reset");
+        let waited = started.elapsed();
+        assert!(
+            waited >= STORE_PATIENCE - Duration::from_secs(45),
+            "{waited:?}"
+        );
+        assert!(
+            waited <= STORE_PATIENCE + Duration::from_secs(45),
+            "{waited:?}"
+        );
+        assert!(queue.publishes.load(Ordering::SeqCst) > 10);
     }
 
     #[tokio::test(start_paused = true)]

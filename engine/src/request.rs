@@ -112,8 +112,9 @@ impl std::fmt::Display for Destination {
 pub trait OutputSink: Send + Sync {
     /// Copies the work-area object `work_key` to `bucket`/`key`; returns the size.
     async fn deliver(&self, work_key: &str, bucket: &str, key: &str) -> Result<u64, FarmError>;
-    /// Removes a delivered object again (a later output of the job failed).
-    async fn remove(&self, bucket: &str, key: &str);
+    /// Removes a delivered object again (a later output of the job failed). Why a result:
+    /// the engine retries a delete the store could not do and names what it left behind.
+    async fn remove(&self, bucket: &str, key: &str) -> Result<(), FarmError>;
 }
 
 /// Progress of an interrupted run, so a restarted dispatcher does not redo it.

@@ -15,6 +15,7 @@ use tessera_model::wire::{encode_message, SegmentOutcome, StitchTask, TaskRef, W
 
 use crate::patience::patiently;
 use crate::request::{Destination, DispatchContext, JobPlan, JobRequest};
+use crate::rollback::Rollback;
 use crate::task_events::{next_event, task_failed, Silence};
 
 /// The stitch tasks of a job, one per output: `frames` each, with the audio step's tracks.
@@ -215,20 +216,26 @@ pub(crate) async fn deliver_all(
                 sizes.push(size)
             }
             Err(e) => {
+                let mut rollback = Rollback::default();
                 for done in req.outputs.iter().take(sizes.len()) {
-                    undeliver(ctx, &done.destination).await;
+                    undeliver(ctx, &done.destination, &mut rollback).await;
                 }
-                return Err(e);
+                return Err(rollback.fail(e));
             }
         }
     }
     Ok(sizes)
 }
 
-/// Removes every delivered output of `req` again (its package failed to deliver).
-pub(crate) async fn undeliver_all(ctx: &DispatchContext, req: &JobRequest) {
+/// Removes every delivered output of `req` again (its package failed to deliver); what
+/// stays is noted in `rollback`.
+pub(crate) async fn undeliver_all(
+    ctx: &DispatchContext,
+    req: &JobRequest,
+    rollback: &mut Rollback,
+) {
     for out in &req.outputs {
-        undeliver(ctx, &out.destination).await;
+        undeliver(ctx, &out.destination, rollback).await;
     }
 }
 
@@ -247,14 +254,14 @@ async fn deliver(ctx: &DispatchContext, key: &str, dest: &Destination) -> Result
     }
 }
 
-async fn undeliver(ctx: &DispatchContext, dest: &Destination) {
+async fn undeliver(ctx: &DispatchContext, dest: &Destination, rollback: &mut Rollback) {
     match dest {
-        Destination::File(path) => {
-            let _ = tokio::fs::remove_file(path).await;
-        }
+        Destination::File(path) => rollback.remove_file(path).await,
         Destination::Object { bucket, key } => {
             if let Some(sink) = &ctx.sink {
-                sink.remove(bucket, key).await;
+                rollback
+                    .remove_objects(sink, bucket, vec![key.clone()])
+                    .await;
             }
         }
         Destination::Rung => {}
