@@ -2,7 +2,8 @@
 //! against the real store (Garage) with the real client, not a fake of either.
 //!
 //! Every request is read up to the end of its head, judged, and either answered `403
-//! AccessDenied` (what a bucket policy that denies the write answers) or passed to the store
+//! AccessDenied` (what a bucket policy that denies the write answers) to a copy, `503
+//! SlowDown` (a store in trouble) to a delete while an outage lasts, or passed to the store
 //! byte for byte with `Connection: close` added, so that the next request of the client comes on
 //! a new connection and is judged too. The signature is untouched: SigV4 signs neither the
 //! connection header nor anything the door changes.
@@ -10,7 +11,7 @@
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Which server-side copies (`CopyObject`, `UploadPartCopy`: the requests that deliver) to
 /// refuse: those whose path starts with `path_prefix` (`/bucket/key-prefix`), once `pass` of
@@ -22,10 +23,21 @@ struct Rule {
     seen: usize,
 }
 
+/// Which deletes to answer 503 SlowDown: those whose path starts with `path_prefix`, for
+/// `lasting` from the first of them (`since`).
+#[derive(Debug, Clone)]
+struct Outage {
+    path_prefix: String,
+    lasting: Duration,
+    since: Option<Instant>,
+}
+
 #[derive(Debug, Default)]
 struct State {
     rule: Option<Rule>,
     refused: Vec<String>,
+    outage: Option<Outage>,
+    unavailable: Vec<String>,
 }
 
 /// The running door (its threads serve until the test process ends).
@@ -67,14 +79,33 @@ impl S3Faults {
         state.refused.clear();
     }
 
+    /// Answers every delete under `path_prefix` (`/bucket/prefix`) `503 SlowDown` for
+    /// `lasting` from the first of them (so the outage meets the rollback however long the
+    /// job ran before it); replaces the outage before it and forgets its deletes.
+    pub fn unavailable_deletes(&self, path_prefix: &str, lasting: Duration) {
+        let mut state = self.state.lock().expect("door state");
+        state.outage = Some(Outage {
+            path_prefix: path_prefix.to_string(),
+            lasting,
+            since: None,
+        });
+        state.unavailable.clear();
+    }
+
     /// Lets everything through again.
     pub fn heal(&self) {
-        self.state.lock().expect("door state").rule = None;
+        let mut state = self.state.lock().expect("door state");
+        (state.rule, state.outage) = (None, None);
     }
 
     /// The paths of the copies refused since the rule was set.
     pub fn refused(&self) -> Vec<String> {
         self.state.lock().expect("door state").refused.clone()
+    }
+
+    /// The paths of the deletes answered 503 since the outage was set.
+    pub fn unavailable(&self) -> Vec<String> {
+        self.state.lock().expect("door state").unavailable.clone()
     }
 }
 
@@ -93,19 +124,12 @@ fn serve(mut client: TcpStream, upstream: &str, state: &Mutex<State>) {
     let is_copy =
         method == "PUT" && lines.any(|l| l.to_ascii_lowercase().starts_with("x-amz-copy-source:"));
     if is_copy && refuse(state, path) {
-        let body = format!(
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>AccessDenied</Code>\
-             <Message>Access Denied by the test's fault rule</Message>\
-             <Resource>{path}</Resource></Error>"
-        );
-        let _ = write!(
-            client,
-            "HTTP/1.1 403 Forbidden\r\ncontent-type: application/xml\r\ncontent-length: {}\r\n\
-             connection: close\r\n\r\n{body}",
-            body.len()
-        );
-        let _ = client.shutdown(Shutdown::Both);
-        return;
+        let message = "Access Denied by the test's fault rule";
+        return answer(client, "403 Forbidden", "AccessDenied", message, path);
+    }
+    if method == "DELETE" && unavailable(state, path) {
+        let message = "Please reduce your request rate (the test's outage)";
+        return answer(client, "503 Slow Down", "SlowDown", message, path);
     }
     let Ok(mut server) = TcpStream::connect(upstream) else {
         let _ = client.shutdown(Shutdown::Both);
@@ -135,10 +159,43 @@ fn serve(mut client: TcpStream, upstream: &str, state: &Mutex<State>) {
     let _ = server.shutdown(Shutdown::Both);
 }
 
+/// Answers the request with `status` and an S3 error of `code`, then closes.
+fn answer(mut client: TcpStream, status: &str, code: &str, message: &str, path: &str) {
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code>\
+         <Message>{message}</Message><Resource>{path}</Resource></Error>"
+    );
+    let _ = write!(
+        client,
+        "HTTP/1.1 {status}\r\ncontent-type: application/xml\r\ncontent-length: {}\r\n\
+         connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = client.shutdown(Shutdown::Both);
+}
+
+/// Whether the delete of `path` falls in the current outage (and records it if so).
+fn unavailable(state: &Mutex<State>, path: &str) -> bool {
+    let mut state = state.lock().expect("door state");
+    let Some(outage) = state
+        .outage
+        .as_mut()
+        .filter(|o| path.starts_with(&o.path_prefix))
+    else {
+        return false;
+    };
+    let since = *outage.since.get_or_insert_with(Instant::now);
+    let down = since.elapsed() < outage.lasting;
+    if down {
+        state.unavailable.push(path.to_string());
+    }
+    down
+}
+
 /// Whether the copy to `path` is refused under the current rule (and records it if so).
 fn refuse(state: &Mutex<State>, path: &str) -> bool {
     let mut state = state.lock().expect("door state");
-    let State { rule, refused } = &mut *state;
+    let State { rule, refused, .. } = &mut *state;
     let Some(rule) = rule.as_mut().filter(|r| path.starts_with(&r.path_prefix)) else {
         return false;
     };

@@ -4,8 +4,9 @@
 //! package's media segments (with others in flight beside it), the first manifest and the last
 //! one. Each job fails with an error that names the destination object and the store's reason,
 //! and neither its package nor its file output is left in the bucket. The same for a job of
-//! two file outputs whose second one is refused. Then the door is healed and the next job is
-//! delivered whole.
+//! two file outputs whose second one is refused, and again while the store answers every
+//! delete 503 SlowDown for 20 s: the rollback waits the outage out. Then the door is healed
+//! and the next job is delivered whole.
 
 use std::time::Duration;
 
@@ -106,6 +107,22 @@ fn a_delivery_refused_part_way_leaves_nothing_at_the_destinations() {
     assert_failed_on_delivery(&job, "two-b.mp4", &farm);
     let left = farm.list("output", "two-");
     assert!(left.is_empty(), "left: {left:?}");
+
+    // The same while every delete answers 503 SlowDown for 20 s (the store that refused the
+    // copy is in trouble): the rollback retries until the first output is gone.
+    door.refuse_copies("/output/slow-b", 0);
+    door.unavailable_deletes("/output/slow-", Duration::from_secs(20));
+    let job = run(
+        &farm,
+        json!([
+            {"destination": "s3://output/slow-a.mp4", "preset": "veryfast"},
+            {"destination": "s3://output/slow-b.mp4", "preset": "veryfast", "height": 144}
+        ]),
+    );
+    assert_failed_on_delivery(&job, "slow-b.mp4", &farm);
+    assert!(!door.unavailable().is_empty(), "no delete met the outage");
+    let left = farm.list("output", "slow-");
+    assert!(left.is_empty(), "left through the outage: {left:?}");
 
     // Healed: the next job is delivered whole, the same objects as the first.
     door.heal();
