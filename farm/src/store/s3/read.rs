@@ -119,8 +119,13 @@ impl S3Store {
         key: &str,
         got: GetObjectOutput,
         tmp: &Path,
+        max_bytes: u64,
     ) -> Result<u64, FarmError> {
         let (expected, mut body) = (got.content_length(), got.body);
+        if let Some(len) = expected.filter(|&len| len >= 0 && len as u64 > max_bytes) {
+            let why = format!("get: {len} bytes, more than the {max_bytes} expected");
+            return Err(store_err(key, why));
+        }
         let io = |e: std::io::Error| FarmError::io(tmp, e);
         let file = tokio::fs::File::create(tmp).await.map_err(io)?;
         let mut out = tokio::io::BufWriter::with_capacity(MIB as usize, file);
@@ -130,8 +135,13 @@ impl S3Store {
             .map_err(|_| store_err(key, format!("get: no data for {limit:?}")))?
             .map_err(|e| store_err(key, format!("get: reading body: {}", error_chain(&e))))?
         {
-            out.write_all(&chunk).await.map_err(io)?;
             written += chunk.len() as u64;
+            // Checked before writing: a body longer than promised never fills the disk.
+            if written > max_bytes {
+                let why = format!("get: body longer than the {max_bytes} bytes expected");
+                return Err(store_err(key, why));
+            }
+            out.write_all(&chunk).await.map_err(io)?;
         }
         out.flush().await.map_err(io)?;
         match expected {
@@ -144,21 +154,55 @@ impl S3Store {
     }
 }
 
+impl S3Store {
+    /// Downloads `key` into the file `dst` like `Store::get_file`, but only the version whose
+    /// ETag is `etag` (If-Match: an object replaced since is refused with a store error naming
+    /// the change) and at most `max_bytes` of it (more is refused while writing, before it
+    /// lands on disk). Why: the dispatcher sizes its staging from a HEAD of the input; the
+    /// bytes it fetches must be the ones it measured.
+    pub async fn get_file_if_match(
+        &self,
+        key: &str,
+        dst: &Path,
+        etag: &str,
+        max_bytes: u64,
+    ) -> Result<u64, FarmError> {
+        get_version(self, key, dst, Some(etag), max_bytes).await
+    }
+}
+
 /// `Store::get_file`: downloads `key` into a temporary file next to `dst` and renames it into
 /// place, so `dst` appears whole or not at all; returns the size.
 pub(super) async fn get(store: &S3Store, key: &str, dst: &Path) -> Result<u64, FarmError> {
+    get_version(store, key, dst, None, u64::MAX).await
+}
+
+/// [`get`] of the version with ETag `etag` when given, refusing more than `max_bytes`.
+async fn get_version(
+    store: &S3Store,
+    key: &str,
+    dst: &Path,
+    etag: Option<&str>,
+    max_bytes: u64,
+) -> Result<u64, FarmError> {
     validate_key(key)?;
     let sent = store
         .client
         .get_object()
         .bucket(&*store.bucket)
         .key(key)
+        .set_if_match(etag.map(|e| format!("\"{e}\"")))
         .send()
         .await;
     let out = match sent {
         Ok(out) => out,
         Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => {
             return Err(store_err(key, "no such object"))
+        }
+        Err(SdkError::ServiceError(e)) if e.raw().status().as_u16() == 412 => {
+            let was = etag.unwrap_or_default();
+            let why = format!("get: the object changed since it was looked at (ETag was {was})");
+            return Err(store_err(key, why));
         }
         Err(e) => return Err(sdk_err(key, "get", &e)),
     };
@@ -169,7 +213,7 @@ pub(super) async fn get(store: &S3Store, key: &str, dst: &Path) -> Result<u64, F
     }
     // Removed on error and on cancellation; renamed into place on success.
     let mut tmp = TempPath::next_to(dst);
-    let written = store.download(key, out, &tmp.path).await?;
+    let written = store.download(key, out, &tmp.path, max_bytes).await?;
     tokio::fs::rename(&tmp.path, dst)
         .await
         .map_err(|e| FarmError::io(dst, e))?;
