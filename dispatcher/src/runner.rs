@@ -7,16 +7,19 @@ use std::sync::Arc;
 
 use tessera_farm::queue::Queue;
 use tessera_farm::sandbox::{Limits, Sandbox};
-use tessera_farm::store::{S3Client, S3Store, Store};
+use tessera_farm::store::{ObjectInfo, S3Client, S3Store, Store};
 use tessera_farm::FarmError;
 use tessera_model::error_code::{ErrorClass, ErrorCode};
 use tokio_util::sync::CancellationToken;
+
+mod admission;
 
 use crate::db::{Db, JobState};
 use crate::events::EventRouter;
 use crate::job_plan::JobPlan;
 use crate::metrics::Metrics;
 use crate::scaling::Pool;
+use admission::StagingLedger;
 use tessera_engine::{
     run_job, Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage, OutputSink,
     PackageJob,
@@ -138,6 +141,8 @@ impl Runner {
         self.record_outcome(&id, result, cancel.is_cancelled())
             .await;
         tessera_engine::end_job(&*self.work, Some(&self.gate), &self.staging_dir, &id).await;
+        // Its staging is gone: the space promised to it at admission is free again.
+        StagingLedger::of(&self.staging_dir).release(&id);
         // A task still running when the job ended (a redelivered duplicate) may store its
         // result after the cleanup: workers stop within seconds of the end marker, so one
         // more sweep a minute later leaves the work area empty.
@@ -211,50 +216,24 @@ impl Runner {
         }
     }
 
-    /// Checks the input before it is downloaded: it exists, is not larger than the farm
-    /// accepts, and fits the staging disk (the input and its chunks, about twice its size).
+    /// Checks the input before it is downloaded and promises it its staging: the HEAD
+    /// answers (an unavailable store is waited for), the input is not larger than the farm
+    /// accepts, and the staging disk holds it beside the other jobs' promises
+    /// (admission.rs). Returns what the HEAD saw: the fetch takes that version, no larger.
     async fn admit_input(
         &self,
+        id: &str,
         source: &S3Store,
         plan: &JobPlan,
         staging: &std::path::Path,
-    ) -> Result<(), FarmError> {
+    ) -> Result<ObjectInfo, FarmError> {
         let head = tessera_engine::patiently("look at input", || source.head(&plan.input.key));
-        let size = match head.await {
-            Ok(Some(info)) => info.size,
-            Ok(None) => {
-                return Err(FarmError::Media {
-                    code: ErrorCode::InputUnreadable,
-                    class: ErrorClass::Abort,
-                    message: format!("{}: no such object", plan.input),
-                })
-            }
-            // Reading the size failed; the download reports the reason.
-            Err(_) => return Ok(()),
-        };
-        if size > self.max_input_bytes {
-            return Err(FarmError::Media {
-                code: ErrorCode::InputTooLarge,
-                class: ErrorClass::Abort,
-                message: format!(
-                    "{}: {size} bytes, more than the {} this farm accepts",
-                    plan.input, self.max_input_bytes
-                ),
-            });
-        }
+        let input = plan.input.to_string();
+        let info = admission::checked_head(head.await, &input, self.max_input_bytes)?;
         let free = tessera_farm::disk::free_bytes(staging);
-        let need = size.saturating_mul(2).saturating_add(1 << 30);
-        if free < need {
-            return Err(FarmError::Io {
-                path: staging.display().to_string(),
-                reason: format!(
-                    "{}: the dispatcher's staging has {free} bytes free, the input needs about \
-                     {need} (input and chunks)",
-                    plan.input
-                ),
-            });
-        }
-        Ok(())
+        let need = admission::staging_need(info.size);
+        StagingLedger::of(&self.staging_dir).reserve(id, need, free, staging, &input)?;
+        Ok(info)
     }
 
     /// The dispatch context of one job: its staging, and progress recorded in the database.
@@ -351,8 +330,10 @@ impl Runner {
             .map_err(|e| FarmError::io(staging, e))?;
         let input = staging.join("input");
         let source = self.s3.store(&plan.input.bucket);
-        self.admit_input(&source, plan, staging).await?;
-        tessera_engine::patiently("fetch input", || source.get_file(&plan.input.key, &input))
+        let seen = self.admit_input(id, &source, plan, staging).await?;
+        let key = &plan.input.key;
+        let fetch = || source.get_file_if_match(key, &input, &seen.etag, seen.size);
+        tessera_engine::patiently("fetch input", fetch)
             .await
             .map_err(|e| FarmError::Media {
                 code: ErrorCode::InputUnreadable,
