@@ -17,7 +17,7 @@ use tessera_model::api::ApiJob;
 use tessera_model::error_code::ErrorCode;
 
 use crate::auth::Principal;
-use crate::db::{Db, JobState};
+use crate::db::{Admitted, Db, JobState};
 use crate::error::error;
 use crate::jobspec::validate;
 use crate::jobview::{view, visible};
@@ -172,24 +172,16 @@ async fn create_job(
         Ok(v) => v,
         Err(e) => return error(ErrorCode::Internal, e.to_string()),
     };
-    match state.db.unfinished_of(&who.tenant) {
-        Ok(n) if n >= state.max_jobs_per_tenant => {
-            return error(
-                ErrorCode::TooManyJobs,
-                format!(
-                    "tenant {} has {n} unfinished jobs, the most this farm allows: wait for \
-                     some to finish",
-                    who.tenant
-                ),
-            )
-        }
-        Ok(_) => {}
-        Err(e) => return error(ErrorCode::DbUnavailable, e.to_string()),
-    }
     // Keys are the tenant's own: another tenant's (or the watch's) never collide with them.
     let key = key.map(|k| format!("api:{}:{k}", who.tenant));
-    match state.db.insert(&id, &who.tenant, key.as_deref(), &stored) {
-        Ok((id, true)) => {
+    // The count of the tenant's jobs and the insert are one transaction: requests racing
+    // each other cannot all pass the quota (N7).
+    let quota = state.max_jobs_per_tenant;
+    match state
+        .db
+        .insert_within_quota(&id, &who.tenant, key.as_deref(), &stored, quota)
+    {
+        Ok(Admitted::Created(id)) => {
             state.spawn(id.clone(), plan);
             (
                 StatusCode::ACCEPTED,
@@ -197,7 +189,7 @@ async fn create_job(
             )
                 .into_response()
         }
-        Ok((id, false)) => match state.db.get(&id) {
+        Ok(Admitted::Existing(id)) => match state.db.get(&id) {
             Ok(Some(row)) if row.request != stored => error(
                 ErrorCode::InvalidJob,
                 "Idempotency-Key already used for a different request",
@@ -205,6 +197,14 @@ async fn create_job(
             Ok(Some(row)) => (StatusCode::ACCEPTED, Json(view(&row))).into_response(),
             _ => error(ErrorCode::Internal, "job vanished"),
         },
+        Ok(Admitted::OverQuota(n)) => error(
+            ErrorCode::TooManyJobs,
+            format!(
+                "tenant {} has {n} unfinished jobs, the most this farm allows: wait for \
+                 some to finish",
+                who.tenant
+            ),
+        ),
         Err(e) => error(ErrorCode::DbUnavailable, e.to_string()),
     }
 }

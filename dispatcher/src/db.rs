@@ -98,7 +98,9 @@ pub struct JobRow {
 }
 
 mod outbox;
+mod quota;
 pub use outbox::{now_ms, OutboxRow};
+pub use quota::Admitted;
 
 /// Which ended job gets a webhook, and its `(url, body)`; see [`Db::queue_webhooks`].
 pub type WebhookOf = dyn Fn(&JobRow) -> Option<(String, Vec<u8>)> + Send + Sync;
@@ -116,6 +118,25 @@ fn db_err(e: impl std::fmt::Display) -> FarmError {
         path: "job database".into(),
         reason: e.to_string(),
     }
+}
+
+/// [`Db::insert`] on the connection `c` (inside the caller's transaction, if any).
+fn insert_in(
+    c: &Connection,
+    id: &str,
+    owner: &str,
+    idempotency_key: Option<&str>,
+    request: &serde_json::Value,
+) -> rusqlite::Result<(String, bool)> {
+    if let Some(id) = quota::keyed(c, idempotency_key)? {
+        return Ok((id, false));
+    }
+    c.execute(
+        "INSERT INTO jobs (id, owner, idempotency_key, state, request, created_at, updated_at)
+         VALUES (?1, ?2, ?3, 'queued', ?4, ?5, ?5)",
+        params![id, owner, idempotency_key, request.to_string(), now()],
+    )?;
+    Ok((id.to_string(), true))
 }
 
 pub(super) fn now() -> i64 {
@@ -217,27 +238,7 @@ impl Db {
         idempotency_key: Option<&str>,
         request: &serde_json::Value,
     ) -> Result<(String, bool), FarmError> {
-        self.with(|c| {
-            if let Some(key) = idempotency_key {
-                let existing: Option<String> = c
-                    .query_row(
-                        "SELECT id FROM jobs WHERE idempotency_key = ?1",
-                        [key],
-                        |r| r.get(0),
-                    )
-                    .optional()?;
-                if let Some(id) = existing {
-                    return Ok((id, false));
-                }
-            }
-            let t = now();
-            c.execute(
-                "INSERT INTO jobs (id, owner, idempotency_key, state, request, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, 'queued', ?4, ?5, ?5)",
-                params![id, owner, idempotency_key, request.to_string(), t],
-            )?;
-            Ok((id.to_string(), true))
-        })
+        self.with(|c| insert_in(c, id, owner, idempotency_key, request))
     }
 
     /// Moves a job to `state` (final states are never left).
