@@ -1,7 +1,8 @@
 //! Workers on spot machines and under KEDA: a spot notice from each cloud's metadata service
 //! (a local server speaking its protocol) drains the worker before the deadline, with
 //! `/readyz` turning 503 and the job finished frame-exact by another worker; a rebalance
-//! recommendation lets in-flight work finish; `--exit-when-idle` ends an idle worker with 0.
+//! recommendation lets in-flight work finish, and a worker restarted under it keeps working;
+//! `--exit-when-idle` ends an idle worker with 0.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -173,6 +174,70 @@ fn aws_rebalance_recommendation_finishes_in_flight_work_then_exits() {
     let job = farm.wait_job(&id, JOB_TIMEOUT);
     assert_eq!(job["state"], "done", "{job}");
     farm.assert_frame_exact(&fixture(Fixture::Hd720Long), "rebalance.mp4");
+}
+
+/// A Deployment restarts a worker in place after a rebalance recommendation drained it; the
+/// recommendation stays up for the instance's life, so the restarted worker must keep working
+/// (until a termination notice), not leave again at once.
+#[test]
+fn a_worker_restarted_under_a_standing_rebalance_recommendation_keeps_encoding() {
+    let imds = Imds::start(Cloud::Aws);
+    let mut farm = Farm::start("spot_rebalance_restart", 0);
+    let args = [
+        "--spot-notice",
+        "aws",
+        "--spot-metadata-url",
+        &imds.url,
+        "--spot-poll-seconds",
+        "1",
+    ];
+    farm.add_worker_with(0, &args);
+    let started = Instant::now();
+    while imds.polls() == 0 {
+        assert!(started.elapsed() < Duration::from_secs(30), "never polled");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A new recommendation still drains (idle: at once).
+    imds.say(Says::Rebalance);
+    assert_eq!(
+        farm.wait_worker_exit(0, Duration::from_secs(30)),
+        Some(0),
+        "{}",
+        farm.log("worker-0.log")
+    );
+    // The restart, the recommendation still standing.
+    farm.add_worker_with(1, &args);
+    let src = fixture(Fixture::ClosedGopH264);
+    farm.upload(&src, "input", "after-rebalance.mp4");
+    let id = farm.submit(
+        "s3://input/after-rebalance.mp4",
+        "s3://output/after-rebalance.mp4",
+        json!({}),
+        json!({"segment_seconds": 1}),
+    );
+    let started = Instant::now();
+    loop {
+        let (_, job) = farm.http(
+            "GET",
+            &format!("/v1/jobs/{id}"),
+            Some(tessera_tests::farm::TOKEN),
+            None,
+        );
+        if job["state"] == "done" {
+            break;
+        }
+        assert_eq!(
+            farm.worker_pids().len(),
+            1,
+            "the restarted worker left under the old recommendation: {job}\n{}",
+            farm.log("worker-1.log")
+        );
+        assert!(started.elapsed() < JOB_TIMEOUT, "{job}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    farm.assert_frame_exact(&src, "after-rebalance.mp4");
+    let log = farm.log("worker-1.log");
+    assert!(log.contains("already standing"), "{log}");
 }
 
 #[test]

@@ -6,9 +6,13 @@
 //! notice) or never (the VM just vanishes), while the metadata service says it two minutes
 //! ahead on AWS. Providers: AWS IMDSv2 (`spot/instance-action`, rebalance recommendation),
 //! GCP (`instance/preempted`), Azure scheduled events (`Preempt`); `auto` finds which one
-//! answers. The metadata URL can be pointed elsewhere (tests, proxies).
+//! answers, retried for a while (`spot/detect.rs`). A rebalance recommendation drains a
+//! worker once, when it appears; one already standing when the worker starts is ignored
+//! (`spot/watch.rs`). The metadata URL can be pointed elsewhere (tests, proxies).
 
+pub mod detect;
 pub mod notice;
+pub mod watch;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -18,6 +22,7 @@ use ureq::Agent;
 
 use crate::drain::Drain;
 use notice::Notice;
+use watch::Step;
 
 /// Which metadata service to poll (`--spot-notice`, `TESSERA_SPOT_NOTICE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -112,54 +117,72 @@ pub fn spawn(settings: SpotSettings, drain: Arc<Drain>, stop: CancellationToken)
         };
         let provider = match settings.mode {
             SpotMode::Provider(p) => p,
-            _ => match [Provider::Aws, Provider::Gcp, Provider::Azure]
-                .into_iter()
-                .find(|&p| answers(&agent, p, &base(p)))
-            {
-                Some(p) => p,
-                None => {
-                    tracing::info!("no instance metadata service answers: spot notices off");
-                    return;
-                }
-            },
-        };
-        let mut poller = Poller::new(agent, provider, base(provider));
-        tracing::info!(provider = provider.name(), "watching for spot notices");
-        let mut warned = false;
-        let mut last: Option<Notice> = None;
-        while !stop.is_cancelled() {
-            match poller.check() {
-                Ok(Some(n)) if last == Some(n) => {}
-                Ok(Some(n)) => {
-                    last = Some(n);
-                    let left = n
-                        .deadline
-                        .and_then(|d| d.duration_since(SystemTime::now()).ok());
-                    tracing::warn!(
-                        provider = provider.name(),
-                        reason = n.reason.as_str(),
-                        seconds_left = left.map(|l| l.as_secs()),
-                        "spot notice: taking no more work, draining"
-                    );
-                    // A deadline already past leaves no time at all.
-                    let deadline = n
-                        .deadline
-                        .map(|_| Instant::now() + left.unwrap_or_default());
-                    drain.begin(n.reason, deadline);
-                    if n.reason == crate::drain::DrainReason::SpotInterruption {
+            _ => {
+                let probe = |p: Provider| answers(&agent, p, &base(p));
+                match detect::detect(probe, detect::default_backoff(), detect::DETECT_FOR, &stop) {
+                    Some(p) => p,
+                    None => {
+                        if !stop.is_cancelled() {
+                            detect::report_none(detect::DETECT_FOR);
+                        }
                         return;
                     }
                 }
-                Ok(None) => warned = false,
-                Err(e) if !warned => {
-                    tracing::warn!(provider = provider.name(), error = %e, "spot notice poll failed");
-                    warned = true;
-                }
-                Err(_) => {}
             }
-            std::thread::sleep(every);
-        }
+        };
+        let poller = Poller::new(agent, provider, base(provider));
+        watch_notices(poller, every, &drain, &stop);
     });
+}
+
+/// Polls until `stop` or an interruption: each new notice begins `drain` (see
+/// [`watch::Watch`] for which rebalance recommendations count).
+fn watch_notices(mut poller: Poller, every: Duration, drain: &Drain, stop: &CancellationToken) {
+    let provider = poller.provider;
+    tracing::info!(provider = provider.name(), "watching for spot notices");
+    let mut warned = false;
+    let mut watch = watch::Watch::default();
+    while !stop.is_cancelled() {
+        let answer = poller.check();
+        if answer.is_ok() {
+            warned = false;
+        }
+        match answer.map(|n| watch.step(n)) {
+            Ok(Step::Nothing) => {}
+            Ok(Step::StandingRebalance) => tracing::warn!(
+                provider = provider.name(),
+                "a rebalance recommendation is already standing: ignored (it drained a \
+                 worker when it appeared); a termination notice still drains"
+            ),
+            Ok(Step::Drain(n)) => {
+                let left = n
+                    .deadline
+                    .and_then(|d| d.duration_since(SystemTime::now()).ok());
+                tracing::warn!(
+                    provider = provider.name(),
+                    reason = n.reason.as_str(),
+                    seconds_left = left.map(|l| l.as_secs()),
+                    "spot notice: taking no more work, draining"
+                );
+                // A deadline already past leaves no time at all.
+                let deadline = n
+                    .deadline
+                    .map(|_| Instant::now() + left.unwrap_or_default());
+                drain.begin(n.reason, deadline);
+                if n.reason == crate::drain::DrainReason::SpotInterruption {
+                    return;
+                }
+            }
+            Err(e) if !warned => {
+                tracing::warn!(provider = provider.name(), error = %e, "spot notice poll failed");
+                warned = true;
+            }
+            Err(_) => {}
+        }
+        if !detect::sleep_unless(stop, every) {
+            return;
+        }
+    }
 }
 
 /// Whether `provider`'s metadata service answers at `base` (for `auto`).

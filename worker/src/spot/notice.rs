@@ -1,5 +1,5 @@
 //! What each cloud's instance metadata service says when it is about to take a spot machine,
-//! read into one [`Notice`]. Pure: the HTTP calls are in `spot/poll.rs`.
+//! read into one [`Notice`]. Pure: the HTTP calls are in `spot.rs`.
 //!
 //! - AWS (IMDSv2): `GET /latest/meta-data/spot/instance-action` answers 404 until a notice,
 //!   then `{"action": "terminate"|"stop"|"hibernate", "time": "2026-12-02T15:04:05Z"}` about
