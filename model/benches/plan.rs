@@ -6,7 +6,7 @@
 //! five runs and the ratio to a baseline measured in the same run: sorting the same pts, the
 //! O(n log n) floor any planner pays.
 //!
-//!   cargo bench -p tessera-media --bench plan
+//!   cargo bench -p tessera-model --bench plan
 
 use std::time::Instant;
 
