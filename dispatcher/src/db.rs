@@ -97,6 +97,7 @@ pub struct JobRow {
     pub owner: String,
 }
 
+mod deliveries;
 mod outbox;
 mod quota;
 pub use outbox::{now_ms, OutboxRow};
@@ -202,6 +203,7 @@ impl Db {
                 ON webhook_outbox(given_up_ms, next_attempt_ms);",
         )
         .map_err(db_err)?;
+        conn.execute_batch(deliveries::SCHEMA).map_err(db_err)?;
         // Databases from before tenants: every job belonged to the one client there was.
         let has_owner: bool = conn
             .prepare("SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'owner'")
@@ -241,12 +243,13 @@ impl Db {
         self.with(|c| insert_in(c, id, owner, idempotency_key, request))
     }
 
-    /// Moves a job to `state` (final states are never left).
+    /// Moves a job to `state`; final states are never left, `delivering` only for one (N3).
     pub fn set_state(&self, id: &str, state: JobState) -> Result<(), FarmError> {
         self.with(|c| {
             c.execute(
                 "UPDATE jobs SET state = ?2, updated_at = ?3
-                 WHERE id = ?1 AND state NOT IN ('done', 'failed', 'cancelled')",
+                 WHERE id = ?1 AND state NOT IN ('done', 'failed', 'cancelled')
+                 AND (state <> 'delivering' OR ?2 IN ('done', 'failed', 'cancelled'))",
                 params![id, state.as_str(), now()],
             )
             .map(|_| ())
@@ -331,6 +334,7 @@ impl Db {
                 "DELETE FROM webhook_outbox WHERE given_up_ms < ?1",
                 [cutoff.saturating_mul(1000)],
             )?;
+            c.execute(deliveries::PRUNE, [])?;
             c.execute(
                 "DELETE FROM jobs WHERE state IN ('done', 'failed', 'cancelled')
                  AND updated_at < ?1

@@ -13,6 +13,7 @@ use tessera_model::error_code::{ErrorClass, ErrorCode};
 use tokio_util::sync::CancellationToken;
 
 mod admission;
+mod sink;
 
 use crate::db::{Db, JobState};
 use crate::events::EventRouter;
@@ -20,32 +21,10 @@ use crate::job_plan::JobPlan;
 use crate::metrics::Metrics;
 use crate::scaling::Pool;
 use admission::StagingLedger;
+use sink::S3Sink;
 use tessera_engine::{
-    run_job, Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage, OutputSink,
-    PackageJob,
+    run_job, Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage, PackageJob,
 };
-
-/// Copies stitched outputs from the work bucket to their destination buckets, server-side.
-struct S3Sink {
-    s3: S3Client,
-    work_bucket: String,
-}
-
-#[async_trait::async_trait]
-impl OutputSink for S3Sink {
-    async fn deliver(&self, work_key: &str, bucket: &str, key: &str) -> Result<u64, FarmError> {
-        self.s3
-            .store(bucket)
-            .copy_from(&self.work_bucket, work_key, key)
-            .await
-    }
-
-    async fn remove(&self, bucket: &str, key: &str) -> Result<(), FarmError> {
-        // The engine retries an unavailable store, logs each try and names what stays in
-        // the job's error (engine rollback.rs).
-        self.s3.store(bucket).delete(key).await
-    }
-}
 
 /// How long after a job's end its work area is swept again (see `Runner::run`).
 const LATE_SWEEP: std::time::Duration = std::time::Duration::from_secs(60);
@@ -103,7 +82,13 @@ impl Runner {
         cancel: CancellationToken,
     ) {
         let staging = self.staging_dir.join(&id);
-        let ctx = self.context(&id, &staging);
+        let sink = Arc::new(S3Sink::new(
+            self.s3.clone(),
+            self.work.bucket().to_string(),
+            self.db.clone(),
+            &id,
+        ));
+        let ctx = self.context(&id, &staging, sink.clone());
         // Admission: at most `max_running_jobs` jobs stage, probe, split and encode at once.
         let admitted = tokio::select! {
             p = self.admission.clone().acquire_owned() => p.ok(),
@@ -135,6 +120,8 @@ impl Runner {
             }
             None => Err(FarmError::Cancelled { job: id.clone() }),
         };
+        // A run resumed inside delivery that failed: what the run before it copied goes too.
+        let result = sink.take_back_earlier(result).await;
         self.router.unregister(&id);
         // The outcome is durable before the end marker is written: a restart between the two
         // finds a final job to clean up, never an unfinished one whose tasks workers drop.
@@ -158,6 +145,10 @@ impl Runner {
         });
         if let Err(e) = self.db.forget_progress(&id) {
             tracing::warn!(job = %id, error = %e, "ended job's progress not removed");
+        }
+        // What it delivered is its output now, or was taken back (leftovers in its error).
+        if let Err(e) = self.db.forget_deliveries(&id) {
+            tracing::warn!(job = %id, error = %e, "ended job's deliveries not forgotten");
         }
         // The job's webhook, if it has one, was queued with its outcome (db/outbox.rs) and is
         // sent by the webhook sender (webhook.rs), across restarts.
@@ -237,7 +228,7 @@ impl Runner {
     }
 
     /// The dispatch context of one job: its staging, and progress recorded in the database.
-    fn context(&self, id: &str, staging: &std::path::Path) -> DispatchContext {
+    fn context(&self, id: &str, staging: &std::path::Path, sink: Arc<S3Sink>) -> DispatchContext {
         let db = self.db.clone();
         let metrics = self.metrics.clone();
         let scaling = self.scaling.clone();
@@ -252,10 +243,7 @@ impl Runner {
             gpu_queue: tessera_model::wire::QUEUE_ENCODE_GPU.to_string(),
             stitch_queue: tessera_model::wire::QUEUE_STITCH.to_string(),
             gate: Some(self.gate.clone()),
-            sink: Some(Arc::new(S3Sink {
-                s3: self.s3.clone(),
-                work_bucket: self.work.bucket().to_string(),
-            })),
+            sink: Some(sink),
             limits: self.limits,
             max_decode_error_share: self.max_decode_error_share,
             max_input_frames: self.max_input_frames,
@@ -316,6 +304,8 @@ impl Runner {
         events: &mut crate::events::JobEvents,
         cancel: CancellationToken,
     ) -> Result<JobReport, FarmError> {
+        // A job resumed inside delivery stays `delivering` (db.rs set_state): its stages run
+        // again, reusing the segments done, and a cancel stays refused.
         self.db.set_state(id, JobState::Splitting)?;
         // An end marker of an unfinished job is stale (written by another dispatcher, or by
         // hand): workers would drop every task of the job, so it goes first.

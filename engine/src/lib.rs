@@ -20,7 +20,8 @@
 //! - task_events.rs, patience.rs, cancel.rs, parallel.rs: event reading and task
 //!   deadlines, store and record retries, cancellation, bounded transfers.
 //! - rollback.rs: a failed delivery's outputs removed again, retried through store
-//!   outages, what is left behind named in the job's error.
+//!   outages, what is left behind named in the job's error; `take_back`, the same for what
+//!   a run before a dispatcher restart delivered.
 //! - dead_letters.rs: dead-lettered tasks become failure events of their jobs.
 
 mod audio_step;
@@ -53,3 +54,4 @@ pub use request::{
     OutputSink, PackageJob, Resume, StageRecorder, DEFAULT_MAX_DECODE_ERROR_SHARE,
     DEFAULT_TASK_DEADLINE,
 };
+pub use rollback::take_back;

@@ -6,7 +6,7 @@
 //! deadline shared by the whole rollback; whatever is still there is named in the job's
 //! error, so an operator knows what to remove.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -108,6 +108,28 @@ impl Rollback {
         tracing::error!(left = %named, "rollback left delivered outputs behind");
         with_note(e, &format!("; left behind after rollback: {named}"))
     }
+}
+
+/// Takes back objects a job delivered that this run does not know of: each `(bucket, key)`
+/// removed through `sink`, retried through store outages as a failed delivery's own rollback
+/// is; returns `e` naming what stays (its code and class kept).
+///
+/// Why public: a dispatcher restarted inside delivery knows what the run before the crash
+/// copied only from its own records; when the resumed run fails, that is taken back too.
+pub async fn take_back(
+    sink: &Arc<dyn OutputSink>,
+    objects: Vec<(String, String)>,
+    e: FarmError,
+) -> FarmError {
+    let mut by_bucket: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (bucket, key) in objects {
+        by_bucket.entry(bucket).or_default().push(key);
+    }
+    let mut rollback = Rollback::default();
+    for (bucket, keys) in by_bucket {
+        rollback.remove_objects(sink, &bucket, keys).await;
+    }
+    rollback.fail(e)
 }
 
 /// `e` with `note` after its message, its code and class unchanged.
@@ -248,6 +270,19 @@ mod tests {
             "store b.mp4: copy refused; left behind after rollback: \
              s3://out/a.mp4 (store a.mp4: unavailable: HTTP 503)"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn objects_of_an_earlier_run_are_taken_back_through_an_outage() {
+        let fake = FakeSink::holding(&["a.mp4", "b.mp4", "keep.mp4"], 3);
+        let sink: Arc<dyn OutputSink> = fake.clone();
+        let objects = vec![
+            ("out".into(), "a.mp4".into()),
+            ("out".into(), "b.mp4".into()),
+        ];
+        let e = take_back(&sink, objects, refused()).await;
+        assert_eq!(fake.left(), ["keep.mp4"]);
+        assert_eq!(e.to_string(), "store b.mp4: copy refused");
     }
 
     #[tokio::test(start_paused = true)]

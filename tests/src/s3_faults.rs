@@ -3,10 +3,11 @@
 //!
 //! Every request is read up to the end of its head, judged, and either answered `403
 //! AccessDenied` (what a bucket policy that denies the write answers) to a copy, `503
-//! SlowDown` (a store in trouble) to a delete while an outage lasts, or passed to the store
-//! byte for byte with `Connection: close` added, so that the next request of the client comes on
-//! a new connection and is judged too. The signature is untouched: SigV4 signs neither the
-//! connection header nor anything the door changes.
+//! SlowDown` (a store in trouble) to a delete while an outage lasts (and to a copy held by a
+//! stall, once it ends), or passed to the store byte for byte with `Connection: close` added,
+//! so that the next request of the client comes on a new connection and is judged too. The
+//! signature is untouched: SigV4 signs neither the connection header nor anything the door
+//! changes.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -38,6 +39,9 @@ struct State {
     refused: Vec<String>,
     outage: Option<Outage>,
     unavailable: Vec<String>,
+    /// Copies under this path prefix are held (see [`S3Faults::stall_copies`]).
+    stall: Option<String>,
+    stalled: Vec<String>,
 }
 
 /// The running door (its threads serve until the test process ends).
@@ -92,10 +96,26 @@ impl S3Faults {
         state.unavailable.clear();
     }
 
-    /// Lets everything through again.
+    /// From now on, holds every copy into `path_prefix` (`/bucket/prefix`) unanswered until
+    /// [`S3Faults::heal`], then answers it `503 SlowDown` without passing it on: the client
+    /// that sent it may have been killed meanwhile, and a copy it no longer waits for must
+    /// not land. A live client retries. Why: a delivery that stays in flight, to kill its
+    /// dispatcher in.
+    pub fn stall_copies(&self, path_prefix: &str) {
+        let mut state = self.state.lock().expect("door state");
+        state.stall = Some(path_prefix.to_string());
+        state.stalled.clear();
+    }
+
+    /// Lets everything through again (held copies are answered 503).
     pub fn heal(&self) {
         let mut state = self.state.lock().expect("door state");
-        (state.rule, state.outage) = (None, None);
+        (state.rule, state.outage, state.stall) = (None, None, None);
+    }
+
+    /// The paths of the copies held since the stall was set.
+    pub fn stalled(&self) -> Vec<String> {
+        self.state.lock().expect("door state").stalled.clone()
     }
 
     /// The paths of the copies refused since the rule was set.
@@ -123,6 +143,10 @@ fn serve(mut client: TcpStream, upstream: &str, state: &Mutex<State>) {
     let path = target.split('?').next().unwrap_or("");
     let is_copy =
         method == "PUT" && lines.any(|l| l.to_ascii_lowercase().starts_with("x-amz-copy-source:"));
+    if is_copy && stalled(state, path) {
+        let message = "Please reduce your request rate (the test's stall ended)";
+        return answer(client, "503 Slow Down", "SlowDown", message, path);
+    }
     if is_copy && refuse(state, path) {
         let message = "Access Denied by the test's fault rule";
         return answer(client, "403 Forbidden", "AccessDenied", message, path);
@@ -172,6 +196,26 @@ fn answer(mut client: TcpStream, status: &str, code: &str, message: &str, path: 
         body.len()
     );
     let _ = client.shutdown(Shutdown::Both);
+}
+
+/// Holds the copy to `path` while a stall covers it; whether it was held (and is to be
+/// answered 503 now that the stall is over).
+fn stalled(state: &Mutex<State>, path: &str) -> bool {
+    let mut held = false;
+    loop {
+        {
+            let mut state = state.lock().expect("door state");
+            let covered = state.stall.as_ref().is_some_and(|p| path.starts_with(p));
+            if !covered {
+                return held;
+            }
+            if !held {
+                state.stalled.push(path.to_string());
+                held = true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Whether the delete of `path` falls in the current outage (and records it if so).

@@ -1,0 +1,112 @@
+//! Delivery is a one-way door, across a dispatcher crash: the dispatcher talks to Garage
+//! through a door ([`S3Faults`]) that holds the copy of a two-output job's second output, and
+//! is killed (SIGKILL) while the job is `delivering` with its first output already copied.
+//!
+//! - Restarted, it resumes the job still `delivering`: a `DELETE` is refused (409) before and
+//!   during the resumed delivery, and once the door lets the copy through the job ends `done`
+//!   with both outputs.
+//! - When the resumed run fails instead (its input was deleted while the dispatcher was down),
+//!   what the killed run delivered is taken back: nothing is left at the destinations.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tessera_tests::farm::{with_s3_store, Farm, TOKEN};
+use tessera_tests::s3_faults::S3Faults;
+use tessera_tests::{fixture, Fixture};
+
+const JOB_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// Submits a job of two file outputs, `{prefix}a.mp4` and `{prefix}b.mp4`, on `input`.
+fn submit_two(farm: &Farm, input: &str, prefix: &str) -> String {
+    let body = json!({"input": input, "segment_seconds": 2, "outputs": [
+        {"destination": format!("s3://output/{prefix}a.mp4"), "preset": "veryfast"},
+        {"destination": format!("s3://output/{prefix}b.mp4"), "preset": "veryfast", "height": 144}
+    ]});
+    let (code, job) = farm.http("POST", "/v1/jobs", Some(TOKEN), Some(&body.to_string()));
+    assert_eq!(code, 202, "{job}");
+    job["id"].as_str().expect("job id").to_string()
+}
+
+/// Waits until the door holds `n` copies, then returns the job's view.
+fn wait_stalled(farm: &Farm, door: &S3Faults, id: &str, n: usize) -> Value {
+    let started = Instant::now();
+    while door.stalled().len() < n {
+        assert!(
+            started.elapsed() < JOB_TIMEOUT,
+            "job {id}: {} copies held after {JOB_TIMEOUT:?}, not {n}: {}\n{}",
+            door.stalled().len(),
+            farm.job(id),
+            tessera_tests::run::tail(&farm.log("dispatcher.log"), 3000)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    farm.job(id)
+}
+
+/// Kills the dispatcher while job `id` (outputs under `prefix`) is delivering its second
+/// output, held at the door, and restarts it.
+fn kill_inside_delivery(farm: &mut Farm, door: &S3Faults, id: &str, prefix: &str) {
+    let job = wait_stalled(farm, door, id, 1);
+    assert_eq!(job["state"], "delivering", "{job}");
+    let first = format!("{prefix}a.mp4");
+    assert_eq!(farm.list("output", prefix), vec![first], "before the kill");
+    farm.kill_dispatcher();
+}
+
+#[test]
+fn a_dispatcher_killed_while_delivering_resumes_the_delivery_and_refuses_cancels() {
+    let mut farm = Farm::start("delivery-resume", 2);
+    farm.upload(&fixture(Fixture::ClosedGopH264), "input", "clip.mp4");
+    farm.upload(&fixture(Fixture::ClosedGopH264), "input", "gone.mp4");
+    let door = S3Faults::start(&farm.garage.endpoint);
+    farm.set_dispatcher_env("TESSERA_S3_ENDPOINT", &door.endpoint);
+    farm.start_dispatcher();
+    let cancel =
+        |farm: &Farm, id: &str| farm.http("DELETE", &format!("/v1/jobs/{id}"), Some(TOKEN), None);
+
+    // Killed inside delivery and restarted: still delivering, a cancel is refused.
+    door.stall_copies("/output/resumed-b");
+    let id = submit_two(&farm, "s3://input/clip.mp4", "resumed-");
+    kill_inside_delivery(&mut farm, &door, &id, "resumed-");
+    farm.start_dispatcher();
+    let (code, answer) = cancel(&farm, &id);
+    assert_eq!(
+        code,
+        409,
+        "a cancel after the point of no return was accepted: {answer}; job {}; at the \
+         destinations: {:?}",
+        farm.job(&id),
+        farm.list("output", "resumed-")
+    );
+    // The resumed run reaches the held copy again: still delivering, still refused.
+    let job = wait_stalled(&farm, &door, &id, 2);
+    assert_eq!(job["state"], "delivering", "{job}");
+    assert_eq!(cancel(&farm, &id).0, 409);
+    door.heal();
+    let job = farm.wait_job(&id, JOB_TIMEOUT);
+    assert_eq!(job["state"], "done", "{job}");
+    assert_eq!(
+        farm.list("output", "resumed-"),
+        vec!["resumed-a.mp4".to_string(), "resumed-b.mp4".to_string()]
+    );
+
+    // Killed inside delivery, then the input deleted: the resumed run fails, and the output
+    // the killed run delivered is taken back.
+    door.stall_copies("/output/gone-b");
+    let id = submit_two(&farm, "s3://input/gone.mp4", "gone-");
+    kill_inside_delivery(&mut farm, &door, &id, "gone-");
+    door.heal();
+    with_s3_store(farm.garage.s3_config(), "input", |s| async move {
+        s.delete("gone.mp4").await.expect("delete the input")
+    });
+    farm.start_dispatcher();
+    assert_eq!(cancel(&farm, &id).0, 409);
+    let job = farm.wait_job(&id, JOB_TIMEOUT);
+    assert_eq!(job["state"], "failed", "{job}");
+    let left = farm.list("output", "gone-");
+    assert!(
+        left.is_empty(),
+        "the failed job left what the killed run delivered: {left:?}; {job}"
+    );
+}
