@@ -10,7 +10,7 @@ use std::time::Duration;
 use tessera_farm::queue::{Consumer, Delivery, Queue};
 use tessera_farm::FarmError;
 use tessera_model::error_code::{ErrorClass, ErrorCode};
-use tessera_model::wire::{decode_message, TaskEvent, TaskRef};
+use tessera_model::wire::{decode_message, SegmentOutcome, TaskEvent, TaskRef};
 use tokio::time::Instant;
 
 /// How many times a job republishes tasks it heard nothing of before it fails `task_lost`.
@@ -95,9 +95,10 @@ impl Silence {
 /// The next event of plan `plan` of job `job`; unreadable events are dead-lettered, other
 /// jobs' and other plans' (tasks of an earlier plan of the job, still queued when the
 /// dispatcher restarted with other settings) acked away. An event without a plan (0) is
-/// dropped too: every task carries its plan and every event is built from a task (by a worker,
-/// or from a dead letter), so a plan-0 event is forged or mangled (no release sent events
-/// without plans).
+/// dropped too (every task carries its plan and workers echo it; no release sent events
+/// without plans), except a `task_lost` failure: the dead-letter consumer builds it from a
+/// task so mangled that its plan cannot be read, and the job must still fail with the reason
+/// rather than wait for a task no worker can run.
 pub(crate) async fn next_event(
     job: &str,
     plan: u64,
@@ -109,7 +110,7 @@ pub(crate) async fn next_event(
             reason: "closed before the job finished".into(),
         })?;
         match decode_message::<TaskEvent>(&delivery.body) {
-            Ok(event) if event.job_id == job && event.plan != plan => {
+            Ok(event) if event.job_id == job && event.plan != plan && !unplanned_loss(&event) => {
                 tracing::info!(job, task = %event.task, plan = event.plan, expected = plan,
                     "event of another plan (or of none) dropped");
                 let _ = delivery.acker.ack().await;
@@ -125,6 +126,15 @@ pub(crate) async fn next_event(
             }
         }
     }
+}
+
+/// A `task_lost` failure of a task whose plan could not be read (see [`next_event`]).
+fn unplanned_loss(event: &TaskEvent) -> bool {
+    event.plan == 0
+        && matches!(
+            &event.outcome,
+            SegmentOutcome::Failed { code, .. } if *code == ErrorCode::TaskLost
+        )
 }
 
 /// The job's error for a task's failure event.
@@ -145,7 +155,7 @@ pub(crate) fn task_failed(
 mod tests {
     use super::*;
     use tessera_farm::queue::MemoryQueue;
-    use tessera_model::wire::{encode_message, SegmentOutcome, WIRE_VERSION};
+    use tessera_model::wire::{encode_message, WIRE_VERSION};
 
     fn event(job: &str, plan: u64, segment: u32) -> Vec<u8> {
         encode_message(&TaskEvent {
@@ -203,5 +213,24 @@ mod tests {
         assert_eq!((first.task, first.plan), (TaskRef::Segment(2), 2));
         assert_eq!(q.ready_len("events"), 0);
         assert_eq!(q.ready_len("events.dead"), 0);
+    }
+
+    #[tokio::test]
+    async fn a_lost_task_whose_plan_could_not_be_read_still_fails_its_job() {
+        // The dead-letter consumer's event for a mangled task has no plan: taken, so the job
+        // fails with the reason (farm_lost_tasks' garbled and newer-release tasks).
+        let q = MemoryQueue::new(3);
+        q.declare("events").await.unwrap();
+        let mut lost: TaskEvent = decode_message(&event("j", 0, 1)).unwrap();
+        lost.outcome = SegmentOutcome::Failed {
+            code: ErrorCode::TaskLost,
+            class: ErrorClass::Abort,
+            message: "segment 1 was refused by a worker as unreadable".into(),
+        };
+        q.publish("events", encode_message(&lost)).await.unwrap();
+        let mut c = q.consume("events", 8).await.unwrap();
+        let (got, d) = next_event("j", 2, c.as_mut()).await.unwrap();
+        d.acker.ack().await.unwrap();
+        assert_eq!((got.task, got.plan), (TaskRef::Segment(1), 0));
     }
 }
