@@ -106,7 +106,7 @@ impl Rollback {
             named.push_str(&format!(" and {} more", self.left.len() - NAMED));
         }
         tracing::error!(left = %named, "rollback left delivered outputs behind");
-        with_note(e, &format!("; left behind after rollback: {named}"))
+        e.with_note(&format!("; left behind after rollback: {named}"))
     }
 }
 
@@ -130,48 +130,6 @@ pub async fn take_back(
         rollback.remove_objects(sink, &bucket, keys).await;
     }
     rollback.fail(e)
-}
-
-/// `e` with `note` after its message, its code and class unchanged.
-fn with_note(e: FarmError, note: &str) -> FarmError {
-    use FarmError as E;
-    match e {
-        E::Media {
-            code,
-            class,
-            message,
-        } => E::Media {
-            code,
-            class,
-            message: message + note,
-        },
-        E::ChildCrashed { what, detail } => E::ChildCrashed {
-            what,
-            detail: detail + note,
-        },
-        E::Queue { queue, reason } => E::Queue {
-            queue,
-            reason: reason + note,
-        },
-        E::Store { key, reason } => E::Store {
-            key,
-            reason: reason + note,
-        },
-        E::StoreUnavailable { key, reason } => E::StoreUnavailable {
-            key,
-            reason: reason + note,
-        },
-        E::Io { path, reason } => E::Io {
-            path,
-            reason: reason + note,
-        },
-        E::BadMessage(m) => E::BadMessage(m + note),
-        other => E::Media {
-            code: other.code(),
-            class: other.class(),
-            message: format!("{other}{note}"),
-        },
-    }
 }
 
 #[cfg(test)]

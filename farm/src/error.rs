@@ -139,6 +139,50 @@ impl FarmError {
         }
     }
 
+    /// This error with `note` after its message, its code and class unchanged. Why here: a
+    /// caller adding what it knows (e.g. what a rollback left behind) must not change how
+    /// the error is classed, and only the enum knows where each variant keeps its text.
+    pub fn with_note(self, note: &str) -> FarmError {
+        use FarmError as E;
+        match self {
+            E::Media {
+                code,
+                class,
+                message,
+            } => E::Media {
+                code,
+                class,
+                message: message + note,
+            },
+            E::ChildCrashed { what, detail } => E::ChildCrashed {
+                what,
+                detail: detail + note,
+            },
+            E::Queue { queue, reason } => E::Queue {
+                queue,
+                reason: reason + note,
+            },
+            E::Store { key, reason } => E::Store {
+                key,
+                reason: reason + note,
+            },
+            E::StoreUnavailable { key, reason } => E::StoreUnavailable {
+                key,
+                reason: reason + note,
+            },
+            E::Io { path, reason } => E::Io {
+                path,
+                reason: reason + note,
+            },
+            E::BadMessage(m) => E::BadMessage(m + note),
+            other => E::Media {
+                code: other.code(),
+                class: other.class(),
+                message: format!("{other}{note}"),
+            },
+        }
+    }
+
     /// Builds an I/O error naming the path.
     pub fn io(path: &std::path::Path, err: impl std::fmt::Display) -> Self {
         FarmError::Io {
