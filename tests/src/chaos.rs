@@ -1,35 +1,27 @@
 //! The chaos run: jobs of mixed length with two outputs each go through the real farm while a
-//! seeded schedule of faults hits it (workers killed and drained, RabbitMQ restarted, Garage
-//! stopped, the dispatcher killed). Afterwards every job is checked against S3, the API and
-//! the queues, not the API alone.
+//! seeded schedule of faults hits it (workers killed, drained and hung, RabbitMQ restarted
+//! and partitioned from the dispatcher, Garage stopped, throttled, slowed and partitioned,
+//! the dispatcher killed, also inside a delivery and while the broker is down, its clock
+//! jumping). Afterwards every job is checked against S3 (every decoded frame against the
+//! same job run without faults), the API and the queues, not the API alone.
 //!
 //! Why a module: the CI test runs a small fixed-seed sample; `scripts/chaos.sh` runs the
 //! same code longer (more jobs, more rounds, other seeds) through environment variables.
+
+pub mod checks;
+pub mod faults;
+pub mod frames;
+pub mod report;
 
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::farm::{Farm, TOKEN};
+use crate::farm::Farm;
 use crate::fixture::{fixture, Fixture};
-use crate::playback::Summary;
-use crate::rabbit::rabbitmqctl;
-
-/// One fault the schedule can inject.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
-    /// SIGKILL a random worker, start a new one.
-    KillWorker,
-    /// SIGTERM a random worker (it drains), start a new one.
-    DrainWorker,
-    /// `rabbitmqctl stop_app`, a few seconds, `start_app` (or, sharing the broker, the farm's
-    /// vhost closed and refused for as long).
-    RestartBroker,
-    /// Stop Garage for a while, then start it again.
-    StopStore,
-    /// SIGKILL the dispatcher and start it again on the same database.
-    KillDispatcher,
-}
+use checks::{check_clean, check_jobs, duplicated_deliveries, jobs_view, references};
+pub use faults::{Fault, Rig, ALL};
+pub use report::Report;
 
 /// The size of a run.
 #[derive(Debug, Clone, Copy)]
@@ -88,20 +80,13 @@ impl Rng {
     }
 }
 
-/// The fault schedule of a plan: every kind at least once when there are enough faults, the
-/// rest drawn from the seed.
+/// The fault schedule of a plan: every kind at least once when there are enough faults (in
+/// the order of [`ALL`]: a short plan gets the first few), the rest drawn from the seed.
 pub fn schedule(plan: &Plan) -> Vec<Fault> {
-    let all = [
-        Fault::KillWorker,
-        Fault::DrainWorker,
-        Fault::RestartBroker,
-        Fault::StopStore,
-        Fault::KillDispatcher,
-    ];
     let mut rng = Rng(plan.seed.max(1));
-    let mut faults: Vec<Fault> = all.iter().copied().take(plan.faults).collect();
+    let mut faults: Vec<Fault> = ALL.iter().copied().take(plan.faults).collect();
     while faults.len() < plan.faults {
-        faults.push(all[rng.below(all.len() as u64) as usize]);
+        faults.push(ALL[rng.below(ALL.len() as u64) as usize]);
     }
     // Shuffle (Fisher-Yates) so the order differs between seeds.
     for i in (1..faults.len()).rev() {
@@ -109,60 +94,6 @@ pub fn schedule(plan: &Plan) -> Vec<Fault> {
         faults.swap(i, j);
     }
     faults
-}
-
-/// What a run found.
-#[derive(Debug, Default)]
-pub struct Report {
-    /// Jobs done with every output frame-exact.
-    pub done: usize,
-    /// Jobs failed with a reason code.
-    pub failed_with_reason: usize,
-    /// Jobs not final at the end.
-    pub hung: usize,
-    /// Done jobs with an output missing.
-    pub lost: usize,
-    /// Outputs whose frame count differs from the source's.
-    pub corrupt: usize,
-    /// Outputs the dispatcher delivered more than once (its log, across restarts).
-    pub duplicated: usize,
-    /// Failed jobs with an output at a destination.
-    pub partial: usize,
-    /// Messages left on the farm's queues.
-    pub queued_left: u64,
-    /// Objects left in the work area.
-    pub work_left: usize,
-    /// The first few of them, for the report.
-    pub work_left_keys: Vec<String>,
-    /// (fault, seconds from its end until the farm made progress again); faults that came
-    /// after every job had ended are not listed.
-    pub recoveries: Vec<(Fault, f64)>,
-}
-
-impl Report {
-    /// The figures as lines for logs and docs.
-    pub fn table(&self) -> String {
-        let mut out = format!(
-            "done {} | failed with reason {} | hung {} | lost {} | duplicated {} | corrupt {} | \
-             partial {} | queued left {} | work objects left {}\n",
-            self.done,
-            self.failed_with_reason,
-            self.hung,
-            self.lost,
-            self.duplicated,
-            self.corrupt,
-            self.partial,
-            self.queued_left,
-            self.work_left
-        );
-        for key in &self.work_left_keys {
-            out.push_str(&format!("left in the work area: {key}\n"));
-        }
-        for (fault, secs) in &self.recoveries {
-            out.push_str(&format!("recovery after {fault:?}: {secs:.1} s\n"));
-        }
-        out
-    }
 }
 
 /// The job mix: short clips (4 s) and, twice as likely, the 12 s 720p clip, so that faults
@@ -175,25 +106,17 @@ const KINDS: [Fixture; 5] = [
     Fixture::Hd720Long,
 ];
 
-fn submit(farm: &Farm, i: usize, kind: Fixture) -> String {
+/// Submits the chaos job of `kind` with its outputs under `s3://output/{prefix}/`.
+fn submit(farm: &Farm, prefix: &str, kind: Fixture) -> String {
     let outputs = json!([
-        {"destination": format!("s3://output/chaos/{i}/a.mp4"), "preset": "ultrafast"},
-        {"destination": format!("s3://output/chaos/{i}/b.mkv"), "preset": "ultrafast", "height": 144},
+        {"destination": format!("s3://output/{prefix}/a.mp4"), "preset": "ultrafast"},
+        {"destination": format!("s3://output/{prefix}/b.mkv"), "preset": "ultrafast", "height": 144},
     ]);
     let body = json!({"input": format!("s3://input/chaos/{kind:?}.mp4"), "outputs": outputs,
         "segment_seconds": 1});
     // The API may be restarting (a dispatcher kill): retry briefly.
     farm.submit_retrying(&body, 100, Duration::from_millis(300))
-        .unwrap_or_else(|| panic!("job {i} could not be submitted"))
-}
-
-fn jobs_view(farm: &Farm, ids: &[String]) -> Vec<Value> {
-    ids.iter()
-        .map(|id| {
-            farm.http("GET", &format!("/v1/jobs/{id}"), Some(TOKEN), None)
-                .1
-        })
-        .collect()
+        .unwrap_or_else(|| panic!("job {prefix} could not be submitted"))
 }
 
 fn progress(views: &[Value]) -> u64 {
@@ -211,116 +134,67 @@ fn all_final(views: &[Value]) -> bool {
         .all(|j| matches!(j["state"].as_str(), Some("done" | "failed" | "cancelled")))
 }
 
-fn inject(
-    farm: &mut Farm,
-    fault: Fault,
-    rng: &mut Rng,
-    next_worker: &mut usize,
-    live: &mut Vec<usize>,
-    plan: &Plan,
-) {
-    match fault {
-        Fault::KillWorker | Fault::DrainWorker => {
-            let pick = rng.below(live.len() as u64) as usize;
-            let victim = live.remove(pick);
-            let signal = if fault == Fault::KillWorker {
-                "KILL"
-            } else {
-                "TERM"
-            };
-            farm.signal_worker(victim, signal);
-            farm.add_worker(*next_worker);
-            live.push(*next_worker);
-            *next_worker += 1;
-        }
-        Fault::RestartBroker if plan.restart_broker => {
-            rabbitmqctl(&["stop_app"]).assert_success();
-            std::thread::sleep(Duration::from_secs(3));
-            rabbitmqctl(&["start_app"]).assert_success();
-        }
-        Fault::RestartBroker => {
-            // Tests of other binaries may share the broker (nextest runs them at once): as
-            // this farm's clients see it, a blocked vhost is a broker that went away.
-            farm.vhost.block();
-            std::thread::sleep(Duration::from_secs(3));
-            farm.vhost.unblock();
-        }
-        Fault::StopStore => {
-            farm.garage.stop();
-            std::thread::sleep(Duration::from_secs(plan.store_outage_secs));
-            farm.garage.restart();
-        }
-        Fault::KillDispatcher => {
-            farm.kill_dispatcher();
-            farm.start_dispatcher();
-        }
-    }
-}
-
-/// Destinations the log shows delivered more than once ("output delivered" lines).
-pub fn duplicated_deliveries(log: &str) -> usize {
-    let mut seen = std::collections::HashMap::<&str, usize>::new();
-    for line in log.lines().filter(|l| l.contains("output delivered")) {
-        if let Some(dest) = line
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("destination="))
-        {
-            *seen.entry(dest).or_default() += 1;
-        }
-    }
-    seen.values().filter(|n| **n > 1).count()
-}
-
 /// Runs `plan` on a fresh farm and checks every job afterwards; panics with the report when
 /// a job hung, was lost, corrupt or partial, or the farm was left dirty.
 pub fn run(plan: Plan) -> Report {
     let faults = schedule(&plan);
     eprintln!("chaos: {plan:?}, faults {faults:?}");
-    let mut farm = Farm::start("chaos", plan.workers);
-    let mut live: Vec<usize> = (0..plan.workers).collect();
-    let mut next_worker = plan.workers;
+    let started = Instant::now();
+    let mut rig = Rig::start(plan.workers, faults.contains(&Fault::ClockJump));
+    (rig.restart_broker, rig.outage_secs) = (plan.restart_broker, plan.store_outage_secs);
     for kind in &KINDS[..4] {
-        farm.upload(&fixture(*kind), "input", &format!("chaos/{kind:?}.mp4"));
+        let key = format!("chaos/{kind:?}.mp4");
+        rig.farm.upload(&fixture(*kind), "input", &key);
     }
     let mut rng = Rng(plan.seed.wrapping_mul(31).max(1));
-    let mixed: Vec<Fixture> = (0..plan.jobs)
+    let mut mixed: Vec<Fixture> = (0..plan.jobs)
         .map(|_| KINDS[rng.below(KINDS.len() as u64) as usize])
         .collect();
-    let ids: Vec<String> = mixed
+    let mut ids: Vec<String> = mixed
         .iter()
         .enumerate()
-        .map(|(i, k)| submit(&farm, i, *k))
+        .map(|(i, k)| submit(&rig.farm, &format!("chaos/{i}"), *k))
         .collect();
     let mut report = Report::default();
     for fault in faults {
         std::thread::sleep(Duration::from_secs(
             plan.gap_secs + rng.below(plan.gap_secs + 1),
         ));
-        inject(
-            &mut farm,
-            fault,
-            &mut rng,
-            &mut next_worker,
-            &mut live,
-            &plan,
-        );
-        if let Some(secs) = recovery(&farm, &ids) {
+        let mut draw = |n: u64| rng.below(n);
+        let mut extra = |farm: &Farm, kind: Fixture| {
+            let i = ids.len();
+            ids.push(submit(farm, &format!("chaos/{i}"), kind));
+            mixed.push(kind);
+            i
+        };
+        let note = rig.inject(fault, &mut draw, &mut extra);
+        eprintln!("chaos: {fault:?}: {note}");
+        report.faults.push(format!("{fault:?}: {note}"));
+        if let Some(secs) = recovery(&rig.farm, &ids) {
             report.recoveries.push((fault, secs));
         }
     }
+    let farm = &rig.farm;
     // Every job must end; a job that does not within the budget is hung.
     let deadline = Instant::now() + Duration::from_secs(600 + 20 * plan.jobs as u64);
     let views = loop {
-        let views = jobs_view(&farm, &ids);
+        let views = jobs_view(farm, &ids);
         if all_final(&views) || Instant::now() > deadline {
             break views;
         }
         std::thread::sleep(Duration::from_secs(1));
     };
-    check_jobs(&farm, &views, &mixed, &mut report);
+    let faults_over = started.elapsed().as_secs_f64();
+    // The same jobs without faults (the doors all open now), for the frame-by-frame check.
+    let refs = references(farm, &mixed, submit);
+    check_jobs(farm, &views, &mixed, &refs, &mut report);
     report.duplicated = duplicated_deliveries(&farm.log("dispatcher.log"));
-    check_clean(&farm, &mut report);
-    eprintln!("chaos report:\n{}", report.table());
+    check_clean(farm, &mut report);
+    eprintln!(
+        "chaos report ({faults_over:.0} s to the last job's end, {:.0} s in all):\n{}",
+        started.elapsed().as_secs_f64(),
+        report.table()
+    );
     let failed_without_reason = views.len() - report.done - report.failed_with_reason - report.hung;
     assert!(
         report.hung == 0
@@ -358,63 +232,4 @@ fn recovery(farm: &Farm, ids: &[String]) -> Option<f64> {
         std::thread::sleep(Duration::from_millis(250));
     }
     Some(started.elapsed().as_secs_f64())
-}
-
-/// Each job's end against S3: a done job has both outputs, each with its source's frame
-/// count; a failed one has a reason and no output. Counts into `report`.
-fn check_jobs(farm: &Farm, views: &[Value], mixed: &[Fixture], report: &mut Report) {
-    for (i, (job, kind)) in views.iter().zip(mixed).enumerate() {
-        let outputs = [format!("chaos/{i}/a.mp4"), format!("chaos/{i}/b.mkv")];
-        let present: Vec<&String> = outputs
-            .iter()
-            .filter(|k| !farm.list("output", k).is_empty())
-            .collect();
-        match job["state"].as_str() {
-            Some("done") => {
-                report.done += 1;
-                if present.len() != outputs.len() {
-                    report.lost += 1;
-                    continue;
-                }
-                let source = Summary::of(&fixture(*kind)).frame_count;
-                for key in &outputs {
-                    let local = farm.dir.path().join(key.replace('/', "_"));
-                    farm.download("output", key, &local);
-                    if Summary::of(&local).frame_count != source {
-                        report.corrupt += 1;
-                    }
-                }
-            }
-            Some("failed" | "cancelled") => {
-                if job["error"]["code"].as_str().is_some_and(|c| !c.is_empty()) {
-                    report.failed_with_reason += 1;
-                }
-                if !present.is_empty() {
-                    report.partial += 1;
-                }
-            }
-            _ => report.hung += 1,
-        }
-    }
-}
-
-/// The farm is left clean: queues drained, work area empty (cleanup is asynchronous).
-/// Workers stop a dead job's tasks within seconds; the dispatcher sweeps an ended job's
-/// work area again a minute after its end. Waits up to 2 minutes; counts into `report`.
-fn check_clean(farm: &Farm, report: &mut Report) {
-    let clean_by = Instant::now() + Duration::from_secs(120);
-    loop {
-        report.queued_left = ["tessera.encode.cpu", "tessera.stitch", "tessera.events"]
-            .iter()
-            .flat_map(|q| [q.to_string(), format!("{q}.dead")])
-            .map(|q| farm.vhost.ready(&q))
-            .sum();
-        let left = farm.list("work", "jobs/");
-        report.work_left = left.len();
-        report.work_left_keys = left.into_iter().take(5).collect();
-        if (report.queued_left == 0 && report.work_left == 0) || Instant::now() > clean_by {
-            break;
-        }
-        std::thread::sleep(Duration::from_secs(1));
-    }
 }

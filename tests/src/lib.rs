@@ -32,6 +32,7 @@
 //! default `target/tessera-fixtures`), `TESSERA_KEEP_TMP` (keep each job's
 //! temp dir for debugging).
 
+pub mod amqp_door;
 pub mod bench;
 pub mod chaos;
 pub mod check;

@@ -14,6 +14,8 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub use crate::amqp_door::Direction;
+
 /// Which server-side copies (`CopyObject`, `UploadPartCopy`: the requests that deliver) to
 /// refuse: those whose path starts with `path_prefix` (`/bucket/key-prefix`), once `pass` of
 /// them went through.
@@ -42,6 +44,23 @@ struct State {
     /// Copies under this path prefix are held (see [`S3Faults::stall_copies`]).
     stall: Option<String>,
     stalled: Vec<String>,
+    /// Trouble answered to every other request until the instant (see [`S3Faults::trouble`]).
+    trouble: Option<(Trouble, Instant)>,
+    /// Requests seen while in trouble; the odd ones are answered with it.
+    troubled: usize,
+    /// A partition between the client and the store (see [`S3Faults::cut`]).
+    cut: Option<Direction>,
+}
+
+/// What a store in trouble does (the chaos run's store faults, review N10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trouble {
+    /// Every other request answered `503 SlowDown`.
+    SlowDown,
+    /// Every other request answered `429 Too Many Requests` (`TooManyRequests`).
+    TooMany,
+    /// Every request passed on after this delay.
+    Latency(Duration),
 }
 
 /// The running door (its threads serve until the test process ends).
@@ -111,6 +130,37 @@ impl S3Faults {
     pub fn heal(&self) {
         let mut state = self.state.lock().expect("door state");
         (state.rule, state.outage, state.stall) = (None, None, None);
+        (state.cut, state.trouble) = (None, None);
+    }
+
+    /// Ends a stall only (held copies are answered 503), leaving the other rules.
+    pub fn end_stall(&self) {
+        self.state.lock().expect("door state").stall = None;
+    }
+
+    /// Answers `trouble` from now for `lasting` (on every other request for 503 and 429).
+    pub fn trouble(&self, trouble: Trouble, lasting: Duration) {
+        let mut state = self.state.lock().expect("door state");
+        state.trouble = Some((trouble, Instant::now() + lasting));
+    }
+
+    /// Partitions the client from the store until [`S3Faults::mend`]: `Up` holds new
+    /// requests (never passed on; the connection is closed once mended, as a client that
+    /// timed out finds it), `Down` passes requests on and holds the responses (the store
+    /// acts, the client does not hear), `Both` does both.
+    pub fn cut(&self, direction: Direction) {
+        self.state.lock().expect("door state").cut = Some(direction);
+    }
+
+    /// Ends a partition and trouble (the copy and delete rules stay).
+    pub fn mend(&self) {
+        let mut state = self.state.lock().expect("door state");
+        (state.cut, state.trouble) = (None, None);
+    }
+
+    /// Requests answered with trouble so far (503, 429 or delayed).
+    pub fn troubled(&self) -> usize {
+        self.state.lock().expect("door state").troubled
     }
 
     /// The paths of the copies held since the stall was set.
@@ -135,6 +185,13 @@ fn serve(mut client: TcpStream, upstream: &str, state: &Mutex<State>) {
     let Some((head, rest)) = read_head(&mut client) else {
         return;
     };
+    if held(state, Direction::Up) {
+        while held(state, Direction::Up) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = client.shutdown(Shutdown::Both);
+        return;
+    }
     let text = String::from_utf8_lossy(&head).into_owned();
     let mut lines = text.split("\r\n");
     let request_line = lines.next().unwrap_or_default();
@@ -154,6 +211,24 @@ fn serve(mut client: TcpStream, upstream: &str, state: &Mutex<State>) {
     if method == "DELETE" && unavailable(state, path) {
         let message = "Please reduce your request rate (the test's outage)";
         return answer(client, "503 Slow Down", "SlowDown", message, path);
+    }
+    match troubled(state) {
+        Some(Trouble::SlowDown) => {
+            let message = "Please reduce your request rate (the test's trouble)";
+            return answer(client, "503 Slow Down", "SlowDown", message, path);
+        }
+        Some(Trouble::TooMany) => {
+            let message = "Too many requests (the test's trouble)";
+            return answer(
+                client,
+                "429 Too Many Requests",
+                "TooManyRequests",
+                message,
+                path,
+            );
+        }
+        Some(Trouble::Latency(delay)) => std::thread::sleep(delay),
+        None => {}
     }
     let Ok(mut server) = TcpStream::connect(upstream) else {
         let _ = client.shutdown(Shutdown::Both);
@@ -178,9 +253,49 @@ fn serve(mut client: TcpStream, upstream: &str, state: &Mutex<State>) {
             let _ = std::io::copy(&mut from_client, &mut to_server);
         });
     }
-    let _ = std::io::copy(&mut server, &mut client);
+    respond(&mut server, &mut client, state);
     let _ = client.shutdown(Shutdown::Both);
     let _ = server.shutdown(Shutdown::Both);
+}
+
+/// Copies the store's response to the client, each chunk waiting while a partition holds
+/// responses.
+fn respond(server: &mut TcpStream, client: &mut TcpStream, state: &Mutex<State>) {
+    let mut buf = [0u8; 16384];
+    while let Ok(n) = server.read(&mut buf) {
+        if n == 0 {
+            return;
+        }
+        while held(state, Direction::Down) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if client.write_all(&buf[..n]).is_err() {
+            return;
+        }
+    }
+}
+
+/// Whether a partition holds the bytes going `way` (`Up` or `Down`).
+fn held(state: &Mutex<State>, way: Direction) -> bool {
+    let cut = state.lock().expect("door state").cut;
+    cut.is_some_and(|c| c == way || c == Direction::Both)
+}
+
+/// The trouble this request meets, if any (and counts it).
+fn troubled(state: &Mutex<State>) -> Option<Trouble> {
+    let mut state = state.lock().expect("door state");
+    let (trouble, until) = state.trouble?;
+    if Instant::now() >= until {
+        state.trouble = None;
+        return None;
+    }
+    let first = state.troubled.is_multiple_of(2);
+    state.troubled += 1;
+    match trouble {
+        Trouble::Latency(_) => Some(trouble),
+        _ if first => Some(trouble),
+        _ => None,
+    }
 }
 
 /// Answers the request with `status` and an S3 error of `code`, then closes.
