@@ -13,6 +13,11 @@
 //! ([`Sandbox::with_spares`]), or reused within the one-process farm's single job
 //! ([`Sandbox::reusing_children`]). [`SandboxSlot`] keeps a warm child that serves many operations in sequence (a
 //! worker slot's segment encodes), so start-up costs are paid once per child.
+//!
+//! Each child starts with an empty environment, rlimits, no capabilities and no new
+//! privileges, under Landlock (reads: system directories and what [`Confinement`] names;
+//! writes: only its work directories) and a seccomp filter refusing network sockets; the
+//! parent is not dumpable, so no child reads its environment or memory (`confine` module).
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -27,6 +32,8 @@ use tokio::io::AsyncWriteExt;
 use crate::FarmError;
 
 mod child;
+mod confine;
+use confine::{child_may_see, set_limit};
 mod media_child;
 mod op;
 mod pipes;
@@ -35,6 +42,9 @@ mod spare;
 mod warm;
 
 pub use child::{child_main, peak_rss, SERVE_ARG};
+pub use confine::{
+    report as confinement_report, support as confinement_support, Confinement, Support,
+};
 pub use media_child::{media_child_exe, MEDIA_CHILD_ENV, MEDIA_CHILD_NAME};
 pub use op::MediaOp;
 pub use pool::SlotPool;
@@ -119,15 +129,32 @@ pub struct Sandbox {
     ready: Option<Arc<spare::Ready>>,
     /// What the child's FFmpeg can do, asked once and shared by the clones.
     caps: Arc<tokio::sync::OnceCell<tessera_model::capabilities::Capabilities>>,
+    /// The paths children may read and write beyond the system's ([`confine`]).
+    confinement: Arc<Confinement>,
 }
 
 impl Sandbox {
-    /// Children are started from `exe` (normally [`media_child_exe`]).
+    /// Children are started from `exe` (normally [`media_child_exe`]), confined to reading
+    /// the system's directories and the executable's, writing nowhere but a few device nodes
+    /// until [`Sandbox::confined`] names more. Makes this process not dumpable, so children
+    /// cannot read its environment or memory (see the `confine` module).
     pub fn new(exe: PathBuf) -> Self {
+        confine::hide_parent();
         Sandbox {
             exe,
             ready: None,
             caps: Arc::default(),
+            confinement: Arc::default(),
+        }
+    }
+
+    /// These children may also read and write what `confinement` names (their work
+    /// directories, a local input). Call before [`Sandbox::with_spares`] or
+    /// [`Sandbox::reusing_children`], which start children at once.
+    pub fn confined(self, confinement: Confinement) -> Self {
+        Sandbox {
+            confinement: Arc::new(confinement),
+            ..self
         }
     }
 
@@ -168,7 +195,10 @@ impl Sandbox {
     }
 
     fn with_ready(self, count: usize, limits: Limits, mode: spare::Use) -> Self {
-        let plain = Sandbox::new(self.exe.clone());
+        let plain = Sandbox {
+            ready: None,
+            ..self.clone()
+        };
         Sandbox {
             ready: Some(Arc::new(spare::Ready::new(plain, count, limits, mode))),
             ..self
@@ -206,8 +236,12 @@ impl Sandbox {
         cmd.env("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
         let (mem, fsize) = (limits.memory_bytes, limits.max_file_bytes);
         let address_space = !limits.bound_by_rss;
+        // No parent secrets, no network, writes only in the work directories: prepared
+        // here, applied by the child before exec.
+        let confine = confine::Prepared::new(&self.exe, &self.confinement);
         // SAFETY: the closure runs in the forked child before exec and only calls
-        // async-signal-safe functions (setrlimit, prctl) on stack values.
+        // async-signal-safe functions (setrlimit, prctl, and the raw system calls of
+        // `Prepared::apply`) on stack values and memory prepared before the fork.
         unsafe {
             cmd.pre_exec(move || {
                 if address_space {
@@ -217,7 +251,7 @@ impl Sandbox {
                 set_limit(libc::RLIMIT_CORE, 0);
                 // Die with the parent: a killed worker must not leave encoders running.
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
+                confine.apply()
             });
         }
         cmd
@@ -356,30 +390,8 @@ fn tail_of(text: &str) -> String {
     text.chars().skip(skip).collect()
 }
 
-/// Whether a media child inherits the variable `key`: the paths and locale the C libraries
-/// read, and the CUDA/NVIDIA selection the GPU driver reads. Nothing else, and never a
-/// `TESSERA_*` setting (they carry the farm's secrets).
-fn child_may_see(key: &str) -> bool {
-    matches!(
-        key,
-        "PATH" | "LD_LIBRARY_PATH" | "TMPDIR" | "TZ" | "LANG" | "LC_ALL" | "RUST_BACKTRACE"
-    ) || key.starts_with("CUDA_")
-        || key.starts_with("NVIDIA_")
-        || key.starts_with("__NV")
-}
-
-fn set_limit(resource: libc::__rlimit_resource_t, value: u64) {
-    let lim = libc::rlimit {
-        rlim_cur: value,
-        rlim_max: value,
-    };
-    // SAFETY: setrlimit reads a valid rlimit struct on our stack; failure only leaves the
-    // inherited limit in place.
-    unsafe {
-        libc::setrlimit(resource, &lim);
-    }
-}
-
+#[cfg(test)]
+mod confine_tests;
 #[cfg(test)]
 mod limits_tests;
 #[cfg(test)]

@@ -1,0 +1,83 @@
+//! A stand-in media child that tries what an exploited decoder would: read its parent's
+//! environment, connect to a listener on 127.0.0.1, write outside its work directory.
+
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+
+/// A bash stand-in child (bash for its `/dev/tcp`) that reports, as `yes`/`no` words, whether
+/// it could read `/proc/$PPID/environ`, connect to 127.0.0.1:`port`, write `outside`, write
+/// `inside`.
+fn intruder(dir: &std::path::Path, port: u16, outside: &Path, inside: &Path) -> Sandbox {
+    let path = dir.join("intruder.sh");
+    let body = format!(
+        r#"#!/bin/bash
+cat >/dev/null
+try() {{ if ( eval "$1" ) 2>/dev/null; then printf yes; else printf no; fi; }}
+environ=$(try 'head -c 64 /proc/$PPID/environ | grep -q .')
+tcp=$(try 'exec 3<>/dev/tcp/127.0.0.1/{port}')
+outside=$(try 'echo x > {outside}')
+inside=$(try 'echo x > {inside}')
+echo "result {{\"ok\":\"$environ $tcp $outside $inside\",\"error\":null,\"peak_rss_bytes\":0}}"
+"#,
+        outside = outside.display(),
+        inside = inside.display(),
+    );
+    std::fs::write(&path, body).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    Sandbox::new(path)
+}
+
+use std::path::Path;
+
+#[tokio::test]
+async fn a_child_cannot_read_the_parents_environment_reach_the_network_or_write_outside() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    let (outside, inside) = (dir.path().join("outside.txt"), work.join("inside.txt"));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let sb = intruder(dir.path(), port, &outside, &inside)
+        .confined(Confinement::default().writing(&work));
+    let (seen, _): (String, _) = sb
+        .run(&tests::probe_op(), tests::limits(20), &mut |_| {})
+        .await
+        .unwrap();
+    let seen: Vec<&str> = seen.split_whitespace().collect();
+    let support = confinement_support();
+    println!("{}: {seen:?}", confinement_report(support, true));
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    assert_eq!(seen[0], "no", "the child read its parent's environment");
+    assert_eq!(seen[1], "no", "the child connected to 127.0.0.1:{port}");
+    assert!(
+        listener.accept().is_err(),
+        "a connection reached the listener"
+    );
+    assert_eq!(
+        seen[3], "yes",
+        "the child could not write in its work directory"
+    );
+    assert!(inside.exists());
+    if support.landlock.is_some() {
+        assert_eq!(seen[2], "no", "the child wrote outside its work directory");
+        assert!(!outside.exists());
+    } else {
+        println!("no Landlock on this kernel: writes outside are guarded by the uid only");
+    }
+}
+
+/// The seccomp filter is well formed: every jump lands inside the program, which ends with
+/// its two returns.
+#[test]
+fn the_socket_filter_jumps_stay_inside_the_program() {
+    let prog = confine::seccomp_program_for_tests();
+    let len = prog.len();
+    for (i, ins) in prog.iter().enumerate() {
+        assert!(i + 1 + usize::from(ins.jt) < len + 1 && i + 1 + usize::from(ins.jf) <= len);
+    }
+    assert_eq!(prog[len - 2].k, libc::SECCOMP_RET_ALLOW);
+    assert_eq!(
+        prog[len - 1].k,
+        libc::SECCOMP_RET_ERRNO | libc::EACCES as u32
+    );
+}
