@@ -96,6 +96,9 @@ impl Runner {
         };
         let result = match admitted {
             Some(_place) => {
+                // Until its tasks are published (or its stitch, for a job resumed after its
+                // segments), the job keeps a worker asked for (scaling.rs).
+                self.scaling.started(&id);
                 // A bug that panics the job's task fails the job with the reason; without
                 // this the job would stay "running" for good and its place never free.
                 let job = self.execute(&ctx, &id, &plan, &staging, &mut events, cancel.clone());

@@ -12,11 +12,14 @@
 //! is a mean that forgets: the last few minutes of video weigh most, so a slower preset or
 //! slower nodes show within minutes, not after the history is outweighed.
 //!
-//! A job whose segments are all done still needs a worker: its stitches go to
-//! `tessera.stitch`, which only workers consume (the CPU pool, present in every deployment;
-//! GPU workers take stitches too but are started for GPU segments only). Until the job
-//! delivers, it asks the CPU pool for one worker, so a pool scaled to zero cannot leave it
-//! waiting in `stitching` forever.
+//! A job whose next task is not published yet still needs a worker: one whose segments are
+//! all done waits for its stitches, which go to `tessera.stitch`, which only workers consume
+//! (the CPU pool, present in every deployment; GPU workers take stitches too but are started
+//! for GPU segments only); one that is still preparing (probing and splitting, or re-reading
+//! its input and redoing its audio after a dispatcher restart) publishes its tasks within
+//! minutes. From the start of its run until it delivers, such a job asks the CPU pool for
+//! one worker, so a pool scaled to zero cannot leave it waiting forever, and the first
+//! worker is up by the time its tasks are.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -85,7 +88,8 @@ pub struct PoolFigures {
     /// Media seconds one worker encodes per second (measured, or the setting).
     pub worker_throughput: f64,
     /// Workers that drain the backlog in the target time (never more than its segments),
-    /// and for the CPU pool at least one per job waiting for its stitches.
+    /// and for the CPU pool at least one per job whose next task is still to be published
+    /// (preparing, or waiting for its stitches).
     pub desired_workers: u64,
 }
 
@@ -113,8 +117,10 @@ struct JobBacklog {
 }
 
 impl JobBacklog {
-    /// Segments all done, stitches not yet all in: a worker must take them.
-    fn awaits_stitches(&self) -> bool {
+    /// No segment left (all done, or none planned yet) and not delivering: the job's next
+    /// task (a stitch, or its segments) is still to be published, and a worker must be
+    /// there to take it.
+    fn awaits_worker(&self) -> bool {
         self.left.is_empty() && !self.delivering
     }
 }
@@ -183,6 +189,18 @@ impl Scaling {
     pub fn with_slots(mut self, pool: Pool, slots: u32) -> Self {
         self.slots.insert(pool, slots.max(1));
         self
+    }
+
+    /// A job's run started (a new job, or one resumed after a restart): until it is planned,
+    /// it asks the CPU pool for one worker (module doc). Keeps what a job already planned.
+    pub fn started(&self, job: &str) {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        jobs.entry(job.to_string()).or_insert_with(|| JobBacklog {
+            pool: Pool::Cpu,
+            left: HashMap::new(),
+            planned: HashMap::new(),
+            delivering: false,
+        });
     }
 
     /// A job planned its segments (seconds each) for `pool`; `done` were finished by an
@@ -258,7 +276,7 @@ impl Scaling {
     pub fn figures(&self, pool: Pool) -> PoolFigures {
         let (seconds, segments, stitching) = {
             let jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
-            let stitching = jobs.values().filter(|b| b.awaits_stitches()).count() as u64;
+            let stitching = jobs.values().filter(|b| b.awaits_worker()).count() as u64;
             let (seconds, segments) = jobs
                 .values()
                 .filter(|b| b.pool == pool)
@@ -275,7 +293,8 @@ impl Scaling {
             self.settings.target_drain_seconds,
         );
         // A worker takes one stitch at a time beside its segment slots: one per job whose
-        // stitches wait, counted within the workers the segments need.
+        // stitches wait (or whose tasks are being prepared), counted within the workers the
+        // segments need.
         let for_stitches = if pool == Pool::Cpu { stitching } else { 0 };
         PoolFigures {
             backlog_segment_seconds: seconds,

@@ -117,3 +117,29 @@ fn the_measured_throughput_follows_recent_segments() {
     let later = s.figures(Pool::Cpu).worker_throughput;
     assert!(later > 0.25 && later < now, "{later}");
 }
+
+#[test]
+fn a_job_preparing_its_tasks_keeps_a_worker_until_they_are_published() {
+    let s = Scaling::new(ScalingSettings::default());
+    // A dispatcher restarted after a job's segments re-reads its input and redoes its audio
+    // before it publishes the stitch: the pool must not reach zero meanwhile.
+    s.started("a");
+    assert_eq!(s.figures(Pool::Cpu).desired_workers, 1);
+    assert_eq!(s.figures(Pool::Cpu).backlog_segments, 0);
+    // A fresh job probing and splitting: its segments are not published yet either.
+    s.started("b");
+    assert_eq!(s.figures(Pool::Cpu).desired_workers, 2);
+    // Re-planned with every segment done: now it waits for its stitch (still one worker).
+    s.planned("a", Pool::Gpu, &[10.0], &[0]);
+    assert_eq!(s.figures(Pool::Cpu).desired_workers, 2);
+    // The fresh one planned for the GPU pool: its segments count there, not as a stitch.
+    s.planned("b", Pool::Gpu, &[10.0, 10.0], &[]);
+    assert_eq!(s.figures(Pool::Cpu).desired_workers, 1);
+    assert_eq!(s.figures(Pool::Gpu).desired_workers, 1);
+    // A later start of a planned job (a run started again) keeps what was planned.
+    s.started("b");
+    assert_eq!(s.figures(Pool::Gpu).backlog_segments, 2);
+    s.ended("a");
+    s.ended("b");
+    assert_eq!(s.figures(Pool::Cpu).desired_workers, 0);
+}
