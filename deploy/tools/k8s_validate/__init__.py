@@ -16,7 +16,9 @@ agree with the code (queue names, TESSERA_* settings, grace periods). No cluster
    validated as a batch/v1 Job.
 3. Check what schemas cannot: references between objects, the queue names against
    model/src/wire.rs, every TESSERA_* name against the Rust sources, and that each worker's
-   TESSERA_GRACE_SECONDS stays below its pod's terminationGracePeriodSeconds.
+   TESSERA_GRACE_SECONDS stays below its pod's terminationGracePeriodSeconds, and that every
+   queue a worker consumes (read from worker/src/service.rs) is watched by a KEDA trigger of
+   a pool whose workers consume it.
 
 Prints one line per object checked, then "N valid, M invalid"; exits 1 if any is invalid.
 
@@ -43,4 +45,5 @@ Modules:
   crd_schemas.py   the pinned wheels, the schema cache, extract-crd
   validator.py     schema validation (Kubernetes built-ins and CRDs)
   checks.py        cross-object checks no schema can make
+  coverage.py      every queue a worker consumes wakes a pool (a trigger watches it)
 """

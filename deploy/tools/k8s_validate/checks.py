@@ -2,7 +2,8 @@
 Secrets, ServiceAccounts, claims, scale targets, trigger authentications, selectors and
 ports), the RabbitMQ queue names against model/src/wire.rs, every TESSERA_* name and worker
 flag against the Rust sources, and each worker's TESSERA_GRACE_SECONDS against its pod's
-terminationGracePeriodSeconds.
+terminationGracePeriodSeconds; and (coverage.py) that every queue a worker consumes wakes a
+pool.
 
 Why: each object can be valid on its own while the deployment is broken, e.g. a ScaledObject
 watching a queue nobody publishes to, or a grace period that kills workers mid-drain.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
+from .coverage import uncovered_queues
 from .objects import Obj
 from .paths import ROOT
 
@@ -293,4 +295,6 @@ def consistency(objs: List[Obj], notes: set) -> Dict[int, List[str]]:
                 checks.check_name(i, key, f"{o.get('kind')} key")
     for i, o in enumerate(objs):
         checks.selectors(i, o)
+    for i, found in uncovered_queues(objs, checks.workload_pods, checks.cms).items():
+        checks.problems[i].extend(found)
     return checks.problems

@@ -157,6 +157,15 @@ def self_test(args: argparse.Namespace) -> int:
             change(next(o for o in objs if describe(o) == which))
             expect(label + " is rejected", objs, which, True)
 
+        # A queue the workers consume that no trigger watches: the worker Deployment that
+        # consumes it fails (review gap 1: the stitch queue had no trigger).
+        objs = copy.deepcopy(good)
+        so = next(o for o in objs if describe(o) == "ScaledObject tessera/tessera-worker-cpu")
+        so["spec"]["triggers"] = [t for t in so["spec"]["triggers"]
+                                  if (t.get("metadata") or {}).get("queueName") != "tessera.stitch"]
+        expect("a ScaledObject without the stitch queue's trigger is rejected", objs,
+               "Deployment tessera/tessera-worker-cpu", True)
+
         # The Python renderer itself: refuses what it does not support.
         probe = tree / "overlays" / ".probe-unsupported"
         probe.mkdir()
