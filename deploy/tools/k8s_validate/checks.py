@@ -157,6 +157,11 @@ class RenderChecks:
         sa = pod.get("serviceAccountName")
         if sa and sa not in self.by_kind.get("ServiceAccount", {}):
             self.problems[i].append(f"serviceAccountName {sa}: no such ServiceAccount")
+        pc = pod.get("priorityClassName")
+        if pc and pc not in self.by_kind.get("PriorityClass", {}) and \
+                not pc.startswith("system-"):
+            self.problems[i].append(f"priorityClassName {pc}: no such PriorityClass (the pod "
+                                    "would be refused at admission)")
         for v in pod.get("volumes", []):
             claim = (v.get("persistentVolumeClaim") or {}).get("claimName")
             if claim and claim not in self.by_kind.get("PersistentVolumeClaim", {}):
@@ -238,7 +243,7 @@ class RenderChecks:
 
     def selectors(self, i: int, o: Obj) -> None:
         """Checks object `i` if it selects others (Service, PodDisruptionBudget,
-        ServiceMonitor, PodMonitor): it must select something, and the ports it names must
+        NetworkPolicy, ServiceMonitor, PodMonitor): it must select something, and the ports it names must
         exist there. Needs every workload's pod templates collected first."""
         kind, spec = o.get("kind"), o.get("spec") or {}
         problems = self.problems[i]
@@ -254,6 +259,10 @@ class RenderChecks:
                 tp = port.get("targetPort")
                 if isinstance(tp, str) and tp not in named:
                     problems.append(f"port {port.get('name')}: no container port named {tp}")
+        if kind == "NetworkPolicy" and spec.get("podSelector"):
+            if not any(selects(spec["podSelector"], (t.get("metadata") or {}).get("labels"))
+                       for _, t in self.workload_pods):
+                problems.append("spec.podSelector matches no pod template")
         if kind == "PodDisruptionBudget":
             if not any(selects(spec.get("selector"), (t.get("metadata") or {}).get("labels"))
                        for _, t in self.workload_pods):

@@ -149,6 +149,13 @@ def self_test(args: argparse.Namespace) -> int:
              lambda o: o["spec"]["secretTargetRef"][0].update(key="url")),
             ("a setting no tessera binary has", "ConfigMap tessera/tessera-worker-config",
              lambda o: o["data"].update(TESSERA_NO_SUCH_SETTING="1")),
+            ("a worker naming a PriorityClass that does not exist",
+             "Deployment tessera/tessera-worker-cpu",
+             lambda o: o["spec"]["template"]["spec"].update(priorityClassName="tessera-wrker")),
+            ("a PodDisruptionBudget that selects no pod",
+             "PodDisruptionBudget tessera/tessera-worker-cpu",
+             lambda o: o["spec"]["selector"]["matchLabels"].update(
+                 {"app.kubernetes.io/component": "worker"})),
             ("an object of a kind no schema knows", "Namespace tessera",
              lambda o: o.update(apiVersion="example.com/v1")),
         ]
