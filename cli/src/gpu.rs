@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::json;
-use tessera_farm::sandbox::{Limits, MediaOp, Sandbox};
+use tessera_farm::sandbox::{Confinement, Limits, MediaOp, Sandbox};
 use tessera_gpu::{BudgetConfig, SessionNeed, SessionScheduler};
 use tessera_model::capabilities::NvdecReport;
 
@@ -30,7 +30,9 @@ pub struct GpuArgs {
 /// Runs `tessera gpu`; fails (exit 1) only when a requested NVDEC check fails. What FFmpeg
 /// offers and the NVDEC decode come from the media child, as in the worker.
 pub async fn run(args: &GpuArgs) -> anyhow::Result<()> {
-    let sandbox = Sandbox::current()?;
+    // Children read the file of --nvdec-check, if any, and write nowhere.
+    let confinement = (args.nvdec_check.iter()).fold(Confinement::default(), |c, p| c.reading(p));
+    let sandbox = Sandbox::current()?.confined(confinement);
     let caps = sandbox.capabilities().await?.hw;
     let ffmpeg = json!({
         "cuda_hwaccel": caps.cuda_hwaccel, "scale_cuda": caps.scale_cuda,

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::bail;
 use tessera_farm::queue::{MemoryQueue, Queue};
-use tessera_farm::sandbox::{Limits, Sandbox};
+use tessera_farm::sandbox::{Confinement, Limits, Sandbox};
 use tessera_farm::store::LocalStore;
 use tessera_farm::FarmError;
 use tessera_model::wire::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH};
@@ -57,7 +57,11 @@ impl Farm {
         // One process, one job: the probe, split, audio, encodes and stitch share one warm
         // child per worker (started now, beside the rest of the set-up) instead of starting
         // one each.
-        let sandbox = Sandbox::current()?.reusing_children(cfg.workers, limits);
+        // Children read the input and write only in the work directory.
+        let confinement = Confinement::default().reading(&cfg.input).writing(work);
+        let sandbox = Sandbox::current()?
+            .confined(confinement)
+            .reusing_children(cfg.workers, limits);
         Ok(Farm {
             queue,
             shared,

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::json;
-use tessera_farm::sandbox::{Limits, MediaOp, Sandbox};
+use tessera_farm::sandbox::{Confinement, Limits, MediaOp, Sandbox};
 use tessera_model::plan::plan_segments_busy;
 use tessera_model::probe::{Probe, SegmentPlan};
 
@@ -34,7 +34,7 @@ pub struct ProbeArgs {
 
 /// Runs `tessera probe`; fails with the probe's error (naming the file and the reason).
 pub async fn run(args: &ProbeArgs) -> anyhow::Result<()> {
-    let sandbox = Sandbox::current()?;
+    let sandbox = Sandbox::current()?.confined(Confinement::default().reading(&args.input));
     let limits = Limits {
         timeout: Duration::from_secs(600),
         ..Limits::default()

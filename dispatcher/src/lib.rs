@@ -56,7 +56,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tessera_farm::queue::{Queue, RabbitQueue};
-use tessera_farm::sandbox::{Limits, Sandbox};
+use tessera_farm::sandbox::{Confinement, Limits, Sandbox};
 use tessera_farm::store::S3Client;
 use tessera_farm::FarmError;
 use tessera_model::error_code::ErrorCode;
@@ -154,7 +154,10 @@ fn new_runner(
         work: Arc::new(s3.store(&settings.service.work_bucket)),
         s3,
         // Two spares: a job's audio runs beside its split.
-        sandbox: Sandbox::current()?.with_spares(2, limits),
+        // Children write only in the staging directory, where inputs are downloaded.
+        sandbox: Sandbox::current()?
+            .confined(Confinement::default().writing(&settings.staging_dir))
+            .with_spares(2, limits),
         staging_dir: settings.staging_dir.clone(),
         router: router.clone(),
         limits,

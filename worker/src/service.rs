@@ -9,7 +9,7 @@ use serde::Deserialize;
 use tessera_farm::backoff::Backoff;
 use tessera_farm::config::{read_config_file, ServiceArgs, ServiceConfig, ServiceFile, Setting};
 use tessera_farm::queue::{Queue, RabbitQueue};
-use tessera_farm::sandbox::{Limits, Sandbox};
+use tessera_farm::sandbox::{Confinement, Limits, Sandbox};
 use tessera_farm::store::S3Client;
 use tessera_farm::FarmError;
 use tessera_model::wire::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH};
@@ -257,8 +257,12 @@ pub async fn serve(
     settings: ServiceSettings,
     shutdown: CancellationToken,
 ) -> Result<(), FarmError> {
-    // One spare child for the stitch and quality operations (encodes use warm slots).
-    let sandbox = Sandbox::current()?.with_spares(1, settings.worker.limits);
+    // One spare child for the stitch and quality operations (encodes use warm slots). Its
+    // children write only in the staging directory, where every input and output lies.
+    let confinement = Confinement::default().writing(&settings.worker.staging_dir);
+    let sandbox = Sandbox::current()?
+        .confined(confinement)
+        .with_spares(1, settings.worker.limits);
     let mut settings = settings;
     // What the media child's FFmpeg offers; a worker whose child cannot answer does not start.
     let caps = sandbox.capabilities().await?;
