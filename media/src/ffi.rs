@@ -27,7 +27,7 @@ mod output;
 mod scale;
 mod subtitle;
 
-pub(crate) use decoder::{decode_fast, decode_references, skip_nonref_frames};
+pub(crate) use decoder::{decode_fast, skip_nonref_frames};
 pub(crate) use encoder::{encoder_initial_padding, set_encoder_color};
 pub(crate) use frame::{buffersrc_write, frame_ref};
 pub(crate) use hdr::hdr_metadata;

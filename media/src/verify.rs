@@ -18,7 +18,7 @@ use ffmpeg_next as ff;
 
 use crate::demux::{open_audio_decoder, open_own_file_with_dts, read_packet};
 use crate::{ffi, MediaError};
-use parts::{borders, decode_video, seconds, Depth};
+use parts::{borders, decode_video, seconds};
 use tessera_model::stitch::OutputCheck;
 use tessera_model::stitch::OutputExpectation;
 
@@ -93,7 +93,7 @@ pub fn verify_output(
     );
     let split = borders(&keyframes, start, end, parts);
     let (shown, audio_read) = std::thread::scope(|scope| {
-        let video = scope.spawn(|| decode_video(path, v_index, &split, threads, Depth::References));
+        let video = scope.spawn(|| decode_video(path, v_index, &split, threads));
         let audio_read = read_audio(&mut ictx, path, v_index, &mut audio);
         let shown = video
             .join()
@@ -104,15 +104,13 @@ pub fn verify_output(
         AudioFailure::Read(e) => e,
         AudioFailure::Decode(reason) => fail(reason),
     })?;
-    // A first look that disagrees with the plan gets a second: every frame decoded, in one
-    // part, so a file our encoder cut unusually (a keyframe that is not an entry point, a
-    // packet that is not one frame) is judged on the whole decode.
+    // A first look in parts that disagrees with the plan gets a second, in one part, so a
+    // file our encoder cut unusually (a keyframe that is not an entry point) is judged on one
+    // decode from its start.
     let (shown, video_parts) = match shown {
         Ok(s) if s.frames == expect.frames => (Ok(s), split.len()),
-        _ => (
-            decode_video(path, v_index, &split[..1], threads, Depth::All),
-            1,
-        ),
+        _ if split.len() > 1 => (decode_video(path, v_index, &split[..1], threads), 1),
+        other => (other, 1),
     };
     let shown = shown.map_err(fail)?;
 

@@ -91,8 +91,8 @@ pub struct OutputExpectation {
 pub struct OutputCheck {
     /// Video frames read: every packet of the video, one frame each.
     pub frames: u64,
-    /// Of those, the frames decoded: every frame another one refers to, or all of them when
-    /// the first look disagreed with the plan (see the media crate's verify_parts).
+    /// Of those, the frames decoded: all of them (the gate decodes every frame; older
+    /// releases decoded only the reference frames on their first look).
     #[serde(default)]
     pub decoded_frames: u64,
     /// Seconds of the first and last decoded video frame.

@@ -15,18 +15,6 @@ pub(crate) fn decode_fast(ctx: &mut ff::codec::Context) {
     }
 }
 
-/// What [`decode_fast`] does, and skip the frames no other frame refers to: the QC gate's
-/// first look decodes every reference frame (so every frame's references are proven) and
-/// counts and times the rest from their packets, at about half the cost of decoding all.
-/// Decoders without the notion decode every frame, which the gate accepts as well.
-pub(crate) fn decode_references(ctx: &mut ff::codec::Context) {
-    decode_fast(ctx);
-    // SAFETY: as in `decode_fast`: an allocated, unopened context and a plain option field.
-    unsafe {
-        (*ctx.as_mut_ptr()).skip_frame = ffi::AVDiscard::AVDISCARD_NONREF;
-    }
-}
-
 /// Makes an open decoder skip (`true`) or decode (`false`) the frames that no other frame
 /// refers to, from the next packet sent on. A segment's chunk starts at the keyframe before
 /// its range; the frames before the range are decoded only to serve as references, so the

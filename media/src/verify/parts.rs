@@ -15,11 +15,9 @@
 //! to follow one another. Should a part still disagree with the plan, the caller decodes the
 //! whole video again in one part before it fails anything.
 //!
-//! How deep the first look goes ([`Depth::References`]): every frame another frame refers to
-//! is decoded, so every reference of every frame is proven to decode undamaged; the frames
-//! nothing refers to (most B-frames) are counted and timed from their packets, one frame per
-//! packet, as our encoders write them. That halves the gate's decode, which is the largest
-//! cost a job adds to its encodes. The second look ([`Depth::All`]) decodes every frame.
+//! Every frame is decoded, the frames nothing refers to (most B-frames) too: damage in one of
+//! them is damage a viewer sees, so a look that only decoded the references (about half the
+//! cost) let it through (re-review N14). The cost is measured by `media/benches/qc_gate.rs`.
 
 use std::path::Path;
 
@@ -37,7 +35,7 @@ const SEEK_MARGIN_SECONDS: f64 = 1.0;
 pub(crate) struct Shown {
     /// Frames shown.
     pub frames: u64,
-    /// Of those, the frames decoded (all of them at [`Depth::All`]).
+    /// Of those, the frames decoded (all of them: kept for the report's figures).
     pub decoded: u64,
     /// Seconds of the first shown frame.
     pub first: Option<f64>,
@@ -85,48 +83,6 @@ impl Shown {
             last: next.last.or(self.last),
         })
     }
-}
-
-/// How much of the video a decode reconstructs (see the module's documentation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Depth {
-    /// The frames other frames refer to; the others are counted from their packets.
-    References,
-    /// Every frame.
-    All,
-}
-
-/// A part read at [`Depth::References`]: the frames its packets carry (`pts`, one per
-/// packet, in time base `tb`), checked against what was decoded. Every packet is one frame, no
-/// two frames show at the same time, and a part with packets decodes at least one frame (its
-/// keyframe). Pure.
-pub(crate) fn counted(
-    decoded: Shown,
-    mut pts: Vec<i64>,
-    tb: ff::Rational,
-) -> Result<Shown, String> {
-    pts.sort_unstable();
-    let (Some(&first), Some(&last)) = (pts.first(), pts.last()) else {
-        return Ok(decoded);
-    };
-    if decoded.frames == 0 {
-        return Err(format!(
-            "no video frame from {:.3} s on decodes",
-            seconds(first, tb)
-        ));
-    }
-    if let Some(w) = pts.windows(2).find(|w| w[0] == w[1]) {
-        return Err(format!(
-            "two video frames show at {:.6} s",
-            seconds(w[0], tb)
-        ));
-    }
-    Ok(Shown {
-        frames: pts.len() as u64,
-        decoded: decoded.frames,
-        first: Some(seconds(first, tb)),
-        last: Some(seconds(last, tb)),
-    })
 }
 
 /// Seconds of `ts` in time base `tb`.
@@ -184,21 +140,20 @@ pub(crate) fn part_of(current: usize, key: bool, dts: f64, borders: &[f64]) -> u
     part
 }
 
-/// Decodes the video stream `index` of `path` to `depth` in `borders.len()` parts on threads
-/// of their own (single-threaded decoders; one part gets `threads` frame threads).
+/// Decodes every frame of the video stream `index` of `path` in `borders.len()` parts on
+/// threads of their own (single-threaded decoders; one part gets `threads` frame threads).
 pub(crate) fn decode_video(
     path: &Path,
     index: usize,
     borders: &[f64],
     threads: usize,
-    depth: Depth,
 ) -> Result<Shown, String> {
     if borders.len() <= 1 {
-        return decode_part(path, index, borders, 0, threads, depth);
+        return decode_part(path, index, borders, 0, threads);
     }
     let parts: Vec<Result<Shown, String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..borders.len())
-            .map(|k| scope.spawn(move || decode_part(path, index, borders, k, 1, depth)))
+            .map(|k| scope.spawn(move || decode_part(path, index, borders, k, 1)))
             .collect();
         handles
             .into_iter()
@@ -222,7 +177,6 @@ fn decode_part(
     borders: &[f64],
     k: usize,
     threads: usize,
-    depth: Depth,
 ) -> Result<Shown, String> {
     let media = |e: MediaError| e.to_string();
     let mut ictx = open_own_file_with_dts(path).map_err(media)?;
@@ -230,13 +184,8 @@ fn decode_part(
         .stream(index)
         .ok_or_else(|| format!("no stream {index}"))?;
     let tb = stream.time_base();
-    let prepare = match depth {
-        Depth::References => ffi::decode_references,
-        Depth::All => ffi::decode_fast,
-    };
-    let mut decoder = open_video_decoder_with(&stream, path, threads, prepare).map_err(media)?;
-    // At `Depth::References`: the pts of every packet of the part, one frame each.
-    let mut packets = Vec::new();
+    let mut decoder =
+        open_video_decoder_with(&stream, path, threads, ffi::decode_fast).map_err(media)?;
     if k > 0 {
         seek_before(&mut ictx, borders[k] - SEEK_MARGIN_SECONDS)?;
     }
@@ -266,12 +215,6 @@ fn decode_part(
         if part > k {
             break;
         }
-        if depth == Depth::References {
-            let pts = packet.pts().ok_or_else(|| {
-                format!("a video packet after {} has no timestamp", at(shown.last))
-            })?;
-            packets.push(pts);
-        }
         decoder.send_packet(&packet).map_err(|e| {
             format!(
                 "a video packet after {} is undecodable: {e}",
@@ -286,10 +229,7 @@ fn decode_part(
     while decoder.receive_frame(&mut frame).is_ok() {
         shown.take(&frame, tb)?;
     }
-    match depth {
-        Depth::References => counted(shown, packets, tb),
-        Depth::All => Ok(shown),
-    }
+    Ok(shown)
 }
 
 /// Seeks the demuxer to a keyframe at or before `target` seconds (the file's start when the

@@ -82,27 +82,3 @@ fn parts_join_only_in_time_order() {
         10
     );
 }
-
-#[test]
-fn a_part_read_to_its_references_counts_every_packet() {
-    let tb = ff::Rational::new(1, 25);
-    // Packets in decode order (I P B B), two of them decoded (I and P).
-    let part = counted(shown(2, 0.0, 0.12), vec![0, 3, 1, 2], tb).unwrap();
-    assert_eq!(
-        (part.frames, part.decoded, part.first, part.last),
-        (4, 2, Some(0.0), Some(0.12))
-    );
-    // No packets: what was decoded (nothing).
-    assert_eq!(
-        counted(Shown::default(), vec![], tb).unwrap(),
-        Shown::default()
-    );
-    // Two frames at one time, or packets of which nothing decodes, are refused.
-    let err = counted(shown(2, 0.0, 0.12), vec![0, 3, 1, 1], tb).unwrap_err();
-    assert!(err.contains("two video frames show at 0.040000 s"), "{err}");
-    let err = counted(Shown::default(), vec![25, 26], tb).unwrap_err();
-    assert!(
-        err.contains("no video frame from 1.000 s on decodes"),
-        "{err}"
-    );
-}
