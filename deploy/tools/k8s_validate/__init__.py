@@ -46,4 +46,5 @@ Modules:
   validator.py     schema validation (Kubernetes built-ins and CRDs)
   checks.py        cross-object checks no schema can make
   coverage.py      every queue a worker consumes wakes a pool (a trigger watches it)
+  nodepools.py     the reference node pools (deploy/k8s/nodepools) fit the workloads
 """

@@ -11,11 +11,12 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
 import yaml
 
 from .checks import consistency
+from .nodepools import check as check_nodepools
 from .crd_schemas import CrdSchemas
 from .errors import RenderError, SchemaSourceError
 from .objects import Obj, describe
@@ -61,6 +62,30 @@ def load_crd_schemas(args: argparse.Namespace) -> CrdSchemas:
     return crds
 
 
+# The reference node pools and the render whose workloads must fit them.
+NODE_POOLS = [("nodepools/karpenter.yaml", "overlays/gpu"), ("nodepools/gke.sh", "overlays/gpu-gke")]
+
+
+def check_pools(tree: Path, renders: Dict[str, List[Obj]]) -> int:
+    """Checks each reference node pool file against its overlay's workloads (nodepools.py),
+    printing a line each; returns how many are invalid."""
+    invalid = 0
+    for pools, label in NODE_POOLS:
+        if label not in renders:
+            continue
+        problems = check_nodepools(renders[label], tree / pools)
+        if problems is None:
+            continue
+        if problems:
+            invalid += 1
+            print(f"  INVALID {pools} against {label}:")
+            for p in problems:
+                print(f"          - {p}")
+        else:
+            print(f"  ok      {pools}: every workload of {label} fits a pool")
+    return invalid
+
+
 def run(args: argparse.Namespace) -> int:
     """Validates every target (render.targets) with the renderer --renderer picks; with a
     CLI renderer, the Python renderer must agree with it. Returns the exit status: 1 when
@@ -69,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     name, render = pick_renderer(args.renderer)
     valid = invalid = 0
     notes: set = set()
+    renders: Dict[str, List[Obj]] = {}
     with tempfile.TemporaryDirectory(prefix="tessera-k8s-") as tmp:
         tree = prepared_tree(Path(tmp))
         for label, path in targets(tree):
@@ -94,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
             v, n, _ = check_objects(label, objs, validator, notes)
             valid += v
             invalid += n
+            renders[label] = objs
+        invalid += check_pools(tree, renders)
     for note in sorted(notes):
         print(f"note: {note}")
     print(f"{valid} valid, {invalid} invalid")

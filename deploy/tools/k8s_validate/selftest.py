@@ -19,7 +19,9 @@ import yaml
 
 from .crd_models import ModelSource
 from .crd_schemas import fetch_wheels, read_pins, wheel_glob
+from .checks import pod_templates
 from .errors import RenderError, SchemaSourceError
+from .nodepools import karpenter_pools, unfit
 from .objects import Obj, describe, short
 from .render import prepared_tree, render_python
 from .run import check_objects, load_crd_schemas
@@ -172,6 +174,24 @@ def self_test(args: argparse.Namespace) -> int:
                                   if (t.get("metadata") or {}).get("queueName") != "tessera.stitch"]
         expect("a ScaledObject without the stitch queue's trigger is rejected", objs,
                "Deployment tessera/tessera-worker-cpu", True)
+
+        # A GPU node pool without the ScaledJob's label: the GPU Jobs fit no pool.
+        pools = karpenter_pools(tree / "nodepools" / "karpenter.yaml")
+        broken = [(n, {k: v for k, v in labels.items() if k != "tessera-pool"}, taints)
+                  for n, labels, taints in pools]
+        gpu_pods = [("gpu", t.get("spec") or {}) for o in good for t in pod_templates(o)]
+        for label, which, want in (("the reference Karpenter pools fit every workload", pools,
+                                    False),
+                                   ("a GPU NodePool without tessera-pool=gpu is rejected",
+                                    broken, True)):
+            got = bool(unfit(gpu_pods, which))
+            print(f"{label}:")
+            if got == want:
+                passed += 1
+                print(f"  as expected: {'rejected' if want else 'accepted'}")
+            else:
+                failures += 1
+                print(f"  SELF-TEST FAILURE: {label}")
 
         # The Python renderer itself: refuses what it does not support.
         probe = tree / "overlays" / ".probe-unsupported"
