@@ -42,6 +42,14 @@ pub struct AppState {
     pub gpu: tessera_model::capabilities::HwCapabilities,
     /// Unfinished jobs one tenant may have.
     pub max_jobs_per_tenant: u64,
+    /// What each tenant's jobs may read and write.
+    pub scopes: crate::scopes::TenantScopes,
+    /// The watched prefixes, where no job may write (its output would start a job).
+    pub watched: Vec<crate::scopes::Prefix>,
+    /// Upload URL limits.
+    pub upload_limits: crate::uploads::UploadLimits,
+    /// Upload URLs given per tenant.
+    pub upload_ledger: Arc<crate::uploads::UrlLedger>,
     /// Cancellation handles of running jobs.
     pub running: Mutex<HashMap<String, CancellationToken>>,
 }
@@ -52,6 +60,8 @@ impl axum::extract::FromRef<Arc<AppState>> for crate::uploads::Uploads {
             buckets: state.buckets.clone(),
             upload_bucket: state.upload_bucket.clone(),
             s3: state.runner.s3.clone(),
+            limits: state.upload_limits,
+            ledger: state.upload_ledger.clone(),
         }
     }
 }
@@ -149,6 +159,11 @@ async fn create_job(
         Ok(p) => p,
         Err((code, msg)) => return error(code, msg),
     };
+    // Every object the job reads or writes must be the tenant's (review N1).
+    let grant = state.scopes.grant(&who.tenant, who.admin);
+    if let Err((code, msg)) = crate::scopes::check_plan(&plan, &grant, &state.watched) {
+        return error(code, msg);
+    }
     if plan.callback_url.is_some() && state.runner.webhook_secret.is_none() {
         return error(
             ErrorCode::WebhooksDisabled,

@@ -20,6 +20,21 @@ pub const MIN_TOKEN_LEN: usize = 16;
 /// The tenant of jobs the bucket watch creates (visible to admins).
 pub const WATCH_TENANT: &str = "watch";
 
+/// Tenant names no token may take: `watch` owns the jobs of watches that name no tenant, and
+/// a tenant `uploads` would have every tenant's uploads (`<bucket>/uploads/...`) as its
+/// default scope.
+pub const RESERVED_TENANTS: [&str; 2] = [WATCH_TENANT, "uploads"];
+
+/// Whether `name` can be a tenant's: 1-64 of `[A-Za-z0-9_-]`, so it is safe inside object
+/// keys (`uploads/{tenant}/`, `{bucket}/{tenant}/`) and idempotency keys.
+pub fn valid_tenant(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 /// Who a request acts for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
@@ -74,14 +89,10 @@ impl ApiToken {
                     Some(t) => (t, true),
                     None => (who, false),
                 };
-                let ok = !tenant.is_empty()
-                    && tenant.len() <= 64
-                    && tenant
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-                if !ok || tenant == WATCH_TENANT {
+                if !valid_tenant(tenant) || RESERVED_TENANTS.contains(&tenant) {
                     return Err(format!(
-                        "tenant name '{tenant}': 1-64 of [A-Za-z0-9_-], not '{WATCH_TENANT}'"
+                        "tenant name '{tenant}': 1-64 of [A-Za-z0-9_-], not one of \
+                         {RESERVED_TENANTS:?}"
                     ));
                 }
                 Principal {
@@ -171,6 +182,7 @@ mod tests {
             "x=short",
             "=tok-0123456789abcdef",
             "watch=tok-0123456789abcdef",
+            "uploads=tok-0123456789abcdef",
             "a b=tok-0123456789abcdef",
         ] {
             assert!(ApiToken::parse(bad).is_err(), "{bad}");

@@ -35,6 +35,7 @@ mod openapi;
 mod resume;
 mod runner;
 pub mod scaling;
+mod scopes;
 mod seen;
 mod settings;
 mod uploads;
@@ -85,6 +86,10 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
         segment_seconds: settings.segment_seconds,
         gpu: caps.hw,
         max_jobs_per_tenant: settings.limits.jobs_per_tenant,
+        scopes: settings.scopes.clone(),
+        watched: scopes::watched_prefixes(&settings.watches),
+        upload_limits: settings.uploads,
+        upload_ledger: Default::default(),
         running: Mutex::new(Default::default()),
     });
     // Before any job can end: an ending job queues its webhook in the same transaction.

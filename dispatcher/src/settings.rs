@@ -16,6 +16,7 @@ use crate::watch::{self, Watch};
 use crate::webhook_guard::WebhookGuard;
 
 mod args;
+mod tenancy;
 
 pub use self::args::DispatcherArgs;
 
@@ -51,6 +52,9 @@ struct DispatcherFile {
     http_header_timeout_seconds: Option<u64>,
     http_request_timeout_seconds: Option<u64>,
     http_max_connections: Option<usize>,
+    tenant_scopes: Option<Vec<String>>,
+    max_upload_bytes: Option<u64>,
+    max_upload_urls: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -107,6 +111,10 @@ pub struct Settings {
     pub limits: AdmissionLimits,
     /// The API server's limits against slow and numerous clients.
     pub http: crate::http_server::HttpLimits,
+    /// What each tenant's jobs may read and write.
+    pub scopes: crate::scopes::TenantScopes,
+    /// Upload URLs: the largest upload, URLs per tenant per 15 minutes.
+    pub uploads: crate::uploads::UploadLimits,
 }
 
 /// What the dispatcher admits, so that one client cannot exhaust its disk, memory or
@@ -133,7 +141,10 @@ impl Settings {
         let (buckets, upload_bucket) = job_buckets(args, &mut d)?;
         let service = ServiceConfig::resolve(&args.service, &file.service)?;
         check_work_bucket(&service.work_bucket, &buckets)?;
-        let watches = watch::resolve(&args.watch, d.watch.take(), &buckets)?;
+        let scopes = tenancy::tenant_scopes(args, &mut d, &buckets, &upload_bucket)?;
+        let watches = watch::resolve(&args.watch, d.watch.take(), &buckets, &scopes)?;
+        let limits = admission_limits(args, &d);
+        let uploads = tenancy::upload_limits(args, &d, limits.input_bytes)?;
         let s3_events_queue = Setting::layered(
             "s3_events_queue",
             args.s3_events_queue.clone(),
@@ -202,7 +213,9 @@ impl Settings {
             )
             .optional(),
             webhook_guard,
-            limits: admission_limits(args, &d),
+            limits,
+            scopes,
+            uploads,
             http: http_limits(args, &d),
             task_deadline: Setting::layered(
                 "task_deadline_seconds",

@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::AppState;
 use crate::job_plan::S3Uri;
 use crate::jobspec::validate;
+use crate::scopes::TenantScopes;
 
 /// One watched prefix and the output its uploads get unless a sidecar says otherwise.
 ///
@@ -33,6 +34,9 @@ use crate::jobspec::validate;
 /// calling the API for every upload.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Watch {
+    /// The tenant that owns the jobs its uploads start (`watch` unless the config names
+    /// one): its quota and scopes apply to them.
+    pub tenant: String,
     /// The bucket uploads arrive in.
     pub bucket: String,
     /// The key prefix watched (`""`: the whole bucket).
@@ -62,6 +66,7 @@ pub struct Watch {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct WatchFile {
+    tenant: Option<String>,
     bucket: String,
     #[serde(default)]
     prefix: String,
@@ -96,6 +101,9 @@ impl TryFrom<WatchFile> for Watch {
             }
         }
         Ok(Watch {
+            tenant: f
+                .tenant
+                .unwrap_or_else(|| crate::auth::WATCH_TENANT.to_string()),
             bucket: f.bucket,
             prefix: f.prefix,
             output_bucket: f.output_bucket,
@@ -114,8 +122,8 @@ impl fmt::Display for Watch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{}/{}={}/{}",
-            self.bucket, self.prefix, self.output_bucket, self.output_prefix
+            "{}:{}/{}={}/{}",
+            self.tenant, self.bucket, self.prefix, self.output_bucket, self.output_prefix
         )
     }
 }
@@ -129,14 +137,21 @@ fn location(s: &str) -> (String, String) {
 }
 
 impl Watch {
-    /// Parses the `--watch` form `bucket/prefix=output_bucket/output_prefix` (profile: H.264
-    /// with its default quality and preset, MP4).
+    /// Parses the `--watch` form `[tenant:]bucket/prefix=output_bucket/output_prefix`
+    /// (profile: H.264 with its default quality and preset, MP4; tenant `watch` unless
+    /// given). A bucket name has no `:`, so a `:` before the first `/` ends the tenant.
     pub fn parse_flag(s: &str) -> Result<Self, String> {
         let (from, to) = s.split_once('=').ok_or_else(|| {
-            format!("--watch '{s}': expected bucket/prefix=output_bucket/output_prefix")
+            format!("--watch '{s}': expected [tenant:]bucket/prefix=output_bucket/output_prefix")
         })?;
+        let head = from.trim().split('/').next().unwrap_or("");
+        let (tenant, from) = match head.split_once(':') {
+            Some((tenant, _)) => (tenant.to_string(), &from.trim()[tenant.len() + 1..]),
+            None => (crate::auth::WATCH_TENANT.to_string(), from),
+        };
         let ((bucket, prefix), (output_bucket, output_prefix)) = (location(from), location(to));
         Ok(Watch {
+            tenant,
             bucket,
             prefix,
             output_bucket,
@@ -215,8 +230,13 @@ impl Watch {
     /// Checks the watch at startup: valid bucket names and prefixes, buckets the farm may use,
     /// a valid profile, and outputs that do not land in the watched prefix (they would be
     /// transcoded again, forever).
-    fn check(&self, buckets: &[String]) -> Result<(), String> {
+    fn check(&self, buckets: &[String], scopes: &TenantScopes) -> Result<(), String> {
         let me = format!("watch {self}");
+        if !crate::auth::valid_tenant(&self.tenant) {
+            return Err(format!(
+                "{me}: the tenant name must be 1-64 of [A-Za-z0-9_-]"
+            ));
+        }
         for (bucket, prefix) in [
             (&self.bucket, &self.prefix),
             (&self.output_bucket, &self.output_prefix),
@@ -246,9 +266,19 @@ impl Watch {
             stereo_downmix: false,
             hardware: Default::default(),
         };
-        validate(&job, buckets, 10.0, &Default::default())
+        let plan = validate(&job, buckets, 10.0, &Default::default())
+            .map_err(|(_, msg)| format!("{me}: {msg}"))?;
+        crate::scopes::check_plan(&plan, &self.grant(scopes), &[])
             .map_err(|(_, msg)| format!("{me}: {msg}"))?;
         Ok(())
+    }
+
+    /// What the jobs of this watch may read and write: its tenant's scopes (the `watch`
+    /// tenant's, unconfigured: every allowed bucket, as before watches had tenants).
+    pub(crate) fn grant(&self, scopes: &TenantScopes) -> crate::scopes::Grant {
+        let unconfigured_watch =
+            self.tenant == crate::auth::WATCH_TENANT && !scopes.is_configured(&self.tenant);
+        scopes.grant(&self.tenant, unconfigured_watch)
     }
 }
 
@@ -258,6 +288,7 @@ pub(super) fn resolve(
     flags: &[String],
     file: Option<Vec<WatchFile>>,
     buckets: &[String],
+    scopes: &TenantScopes,
 ) -> Result<Vec<Watch>, String> {
     let watches: Vec<Watch> = if flags.iter().any(|f| !f.trim().is_empty()) {
         let given = flags.iter().filter(|f| !f.trim().is_empty());
@@ -271,7 +302,7 @@ pub(super) fn resolve(
             .collect::<Result<_, _>>()?
     };
     for w in &watches {
-        w.check(buckets)?;
+        w.check(buckets, scopes)?;
     }
     Ok(watches)
 }
@@ -325,6 +356,43 @@ mod tests {
         vec!["input".into(), "output".into()]
     }
 
+    fn open() -> TenantScopes {
+        TenantScopes::parse(&[], &buckets(), "input").unwrap()
+    }
+
+    #[test]
+    fn a_watch_belongs_to_a_tenant_whose_scopes_it_keeps() {
+        let w = Watch::parse_flag("input/in/=output/out/").unwrap();
+        assert_eq!(w.tenant, "watch");
+        let acme = Watch::parse_flag("acme:input/uploads/acme/=output/acme/done/").unwrap();
+        assert_eq!(
+            (
+                acme.tenant.as_str(),
+                acme.bucket.as_str(),
+                acme.prefix.as_str()
+            ),
+            ("acme", "input", "uploads/acme/")
+        );
+        assert!(resolve(&[acme.to_string()], None, &buckets(), &open()).is_ok());
+        // A watch of acme writing outside acme's scopes is refused at start-up.
+        let err = resolve(
+            &["acme:input/in/=output/o/".into()],
+            None,
+            &buckets(),
+            &open(),
+        )
+        .unwrap_err();
+        assert!(err.contains("outside what tenant 'acme'"), "{err}");
+        let err = resolve(
+            &["a b:input/in/=output/o/".into()],
+            None,
+            &buckets(),
+            &open(),
+        )
+        .unwrap_err();
+        assert!(err.contains("tenant name"), "{err}");
+    }
+
     #[test]
     fn flags_destinations_and_checks() {
         let w = Watch::parse_flag("input/incoming/=output/processed/").unwrap();
@@ -351,17 +419,19 @@ mod tests {
         assert!(resolve(
             &["input/incoming/=output/processed/".into()],
             None,
-            &buckets()
+            &buckets(),
+            &open()
         )
         .is_ok());
-        let err = |flag: &str| resolve(&[flag.into()], None, &buckets()).unwrap_err();
-        assert!(err("input/incoming/").contains("expected bucket/prefix="));
+        let none = open();
+        let err = |flag: &str| resolve(&[flag.into()], None, &buckets(), &none).unwrap_err();
+        assert!(err("input/incoming/").contains("expected [tenant:]bucket/prefix="));
         assert!(err("private/in/=output/o/").contains("'private' is not one"));
         assert!(err("input/in/=input/in/out/").contains("transcoded again"));
         assert!(err("input/=input/out/").contains("transcoded again"));
         assert!(err("input/a//b=output/").contains("invalid object key"));
         // A different prefix of the same bucket is fine.
-        assert!(resolve(&["input/in/=input/out/".into()], None, &buckets()).is_ok());
+        assert!(resolve(&["input/in/=input/out/".into()], None, &buckets(), &none).is_ok());
     }
 
     #[test]
@@ -385,7 +455,7 @@ mod tests {
             watch: Vec<WatchFile>,
         }
         let t: T = toml::from_str(text).unwrap();
-        let ws = resolve(&[], Some(t.watch), &buckets()).unwrap();
+        let ws = resolve(&[], Some(t.watch), &buckets(), &open()).unwrap();
         assert_eq!(ws[0].codec, VideoCodec::Hevc);
         assert_eq!(ws[0].output("hd/a.mp4").destination, "s3://output/hd/a.mkv");
         assert_eq!(
@@ -396,14 +466,14 @@ mod tests {
             "[[watch]]\nbucket = \"input\"\noutput_bucket = \"output\"\npreset = \"warp\"",
         )
         .unwrap();
-        assert!(resolve(&[], Some(bad.watch), &buckets()).is_err());
+        assert!(resolve(&[], Some(bad.watch), &buckets(), &open()).is_err());
         assert!(toml::from_str::<T>("[[watch]]\nbucket = \"input\"\nbukket = 1").is_err());
         let pkg: T = toml::from_str(
             "[[watch]]\nbucket = \"input\"\nprefix = \"in/\"\noutput_bucket = \"output\"\n\
              output_prefix = \"hls\"\n[watch.package]\nformat = \"hls\"\nsegment_seconds = 4\n",
         )
         .unwrap();
-        let ws = resolve(&[], Some(pkg.watch), &buckets()).unwrap();
+        let ws = resolve(&[], Some(pkg.watch), &buckets(), &open()).unwrap();
         let out = ws[0].output("in/shows/ep1.mov");
         assert_eq!(out.destination, "s3://output/hls/shows/ep1/");
         assert_eq!(out.package.map(|p| p.segment_seconds), Some(4.0));
@@ -412,7 +482,7 @@ mod tests {
              [watch.package]\nformat = \"dash\"\n",
         )
         .unwrap();
-        let err = resolve(&[], Some(mixed.watch), &buckets()).unwrap_err();
+        let err = resolve(&[], Some(mixed.watch), &buckets(), &open()).unwrap_err();
         assert!(err.contains("crf does not apply to a package"), "{err}");
         assert_eq!(events_queue(Some(" ".into())).unwrap(), None);
         assert!(events_queue(Some("amq.x".into())).is_err());

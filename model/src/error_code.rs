@@ -155,10 +155,14 @@ catalog! {
     InvalidSidecar = "invalid_sidecar", Abort, 422;
     /// A bucket this farm may not use.
     BucketNotAllowed = "bucket_not_allowed", Abort, 403;
+    /// An object outside what the tenant may read or write (its scopes).
+    ObjectNotAllowed = "object_not_allowed", Abort, 403;
     /// A callback URL on a dispatcher without a webhook secret.
     WebhooksDisabled = "webhooks_disabled", Abort, 422;
     /// The tenant has as many unfinished jobs as the farm allows it.
     TooManyJobs = "too_many_jobs", Retry, 429;
+    /// The tenant was given as many upload URLs in the last 15 minutes as the farm allows.
+    TooManyUploads = "too_many_uploads", Retry, 429;
     /// No such job.
     NotFound = "not_found", Abort, 404;
     /// The job already ended.

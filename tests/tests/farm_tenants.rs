@@ -1,6 +1,7 @@
 //! Tenants on one farm (review H6, H7): a token stands for a tenant; a tenant sees, lists and
 //! cancels only its own jobs, its idempotency keys are its own, and its upload URLs write
-//! only under its upload prefix. The admin token sees everything.
+//! only under its upload prefix. The admin token sees everything. Each tenant's jobs read and
+//! write under `<bucket>/<tenant>/` (farm_tenant_scopes.rs checks that boundary).
 
 use std::time::Duration;
 
@@ -8,8 +9,11 @@ use serde_json::{json, Value};
 use tessera_tests::farm::{Farm, ACME_TOKEN, BETA_TOKEN, TOKEN};
 use tessera_tests::fixture::{fixture, Fixture};
 
+/// Submits, as the tenant of `token`, `s3://input/<tenant>/a.mp4` to `dest`.
 fn submit_as(farm: &Farm, token: &str, key: Option<&str>, dest: &str) -> (u16, Value) {
-    let body = json!({"input": "s3://input/t/a.mp4", "outputs": [{"destination": dest}]});
+    let tenant = if token == ACME_TOKEN { "acme" } else { "beta" };
+    let input = format!("s3://input/{tenant}/a.mp4");
+    let body = json!({"input": input, "outputs": [{"destination": dest}]});
     let mut cmd = std::process::Command::new("curl");
     cmd.args(["-sS", "-m", "20", "-X", "POST", "-w", "\n%{http_code}"])
         .arg(format!("{}/v1/jobs", farm.api))
@@ -42,12 +46,13 @@ fn ids(list: &Value) -> Vec<String> {
 #[test]
 fn tenants_see_and_cancel_only_their_own_jobs() {
     let farm = Farm::start("tenants", 0);
-    farm.upload(&fixture(Fixture::NoAudio), "input", "t/a.mp4");
+    farm.upload(&fixture(Fixture::NoAudio), "input", "acme/a.mp4");
+    farm.upload(&fixture(Fixture::NoAudio), "input", "beta/a.mp4");
     let (code, a) = submit_as(
         &farm,
         ACME_TOKEN,
         Some("same-key"),
-        "s3://output/t/acme.mp4",
+        "s3://output/acme/acme.mp4",
     );
     assert_eq!(code, 202, "{a}");
     let acme_job = a["id"].as_str().unwrap().to_string();
@@ -56,7 +61,7 @@ fn tenants_see_and_cancel_only_their_own_jobs() {
         &farm,
         BETA_TOKEN,
         Some("same-key"),
-        "s3://output/t/beta.mp4",
+        "s3://output/beta/beta.mp4",
     );
     assert_eq!(code, 202, "{b}");
     let beta_job = b["id"].as_str().unwrap().to_string();
@@ -69,14 +74,14 @@ fn tenants_see_and_cancel_only_their_own_jobs() {
         &farm,
         ACME_TOKEN,
         Some("same-key"),
-        "s3://output/t/other.mp4",
+        "s3://output/acme/other.mp4",
     );
     assert_eq!(code, 422, "{again}");
     let (code, same) = submit_as(
         &farm,
         ACME_TOKEN,
         Some("same-key"),
-        "s3://output/t/acme.mp4",
+        "s3://output/acme/acme.mp4",
     );
     assert_eq!(
         (code, same["id"].as_str()),
@@ -112,7 +117,7 @@ fn a_tenant_uploads_only_under_its_own_prefix() {
     let post = |token: &str, body: Value| {
         farm.http("POST", "/v1/uploads", Some(token), Some(&body.to_string()))
     };
-    let (code, ok) = post(ACME_TOKEN, json!({"filename": "clip.mp4"}));
+    let (code, ok) = post(ACME_TOKEN, json!({"filename": "clip.mp4", "size": 1000}));
     assert_eq!(code, 201, "{ok}");
     let input = ok["input"].as_str().unwrap_or("");
     assert!(
@@ -122,13 +127,16 @@ fn a_tenant_uploads_only_under_its_own_prefix() {
     assert!(ok["expires_in"].as_u64().is_some_and(|s| s <= 900), "{ok}");
     // A key outside the tenant's prefix (an output, another tenant's upload): refused.
     for key in ["t/a.mp4", "uploads/beta/x.mp4", "processed/out.mp4"] {
-        let (code, resp) = post(ACME_TOKEN, json!({"bucket": "input", "key": key}));
+        let (code, resp) = post(
+            ACME_TOKEN,
+            json!({"bucket": "input", "key": key, "size": 1}),
+        );
         assert_eq!(code, 422, "{key}: {resp}");
         assert_eq!(resp["error"]["code"], "invalid_upload", "{resp}");
     }
     let (code, resp) = post(
         ACME_TOKEN,
-        json!({"bucket": "input", "key": "uploads/acme/x.mp4"}),
+        json!({"bucket": "input", "key": "uploads/acme/x.mp4", "size": 1}),
     );
     assert_eq!(code, 201, "{resp}");
     // The admin may name any key of an allowed bucket, never the work bucket.
@@ -170,10 +178,10 @@ fn admission_limits_running_jobs_tenant_quotas_and_input_size() {
             ("TESSERA_MAX_INPUT_BYTES", max_bytes.as_str()),
         ],
     );
-    farm.upload(&small, "input", "t/a.mp4");
-    farm.upload(&large, "input", "t/large.mp4");
+    farm.upload(&small, "input", "acme/a.mp4");
+    farm.upload(&large, "input", "beta/large.mp4");
     // Too large: refused before any download, with the sizes in the reason.
-    let body = json!({"input": "s3://input/t/large.mp4", "outputs": [{"destination": "s3://output/t/l.mp4"}]});
+    let body = json!({"input": "s3://input/beta/large.mp4", "outputs": [{"destination": "s3://output/beta/l.mp4"}]});
     let (code, big) = farm.http(
         "POST",
         "/v1/jobs",
@@ -187,25 +195,25 @@ fn admission_limits_running_jobs_tenant_quotas_and_input_size() {
         job["error"]["message"]
             .as_str()
             .unwrap_or("")
-            .contains("s3://input/t/large.mp4"),
+            .contains("s3://input/beta/large.mp4"),
         "{job}"
     );
     // One job runs (no worker: it stays encoding); the next waits queued.
-    let (_, x) = submit_as(&farm, ACME_TOKEN, None, "s3://output/t/x.mp4");
+    let (_, x) = submit_as(&farm, ACME_TOKEN, None, "s3://output/acme/x.mp4");
     let x = x["id"].as_str().unwrap().to_string();
     wait_state(&farm, &x, "encoding");
-    let (_, y) = submit_as(&farm, ACME_TOKEN, None, "s3://output/t/y.mp4");
+    let (_, y) = submit_as(&farm, ACME_TOKEN, None, "s3://output/acme/y.mp4");
     let y = y["id"].as_str().unwrap().to_string();
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(state_of(&farm, &y), "queued");
     // acme has 2 unfinished jobs, its quota: a third is refused; beta is not limited by it.
-    let (code, z) = submit_as(&farm, ACME_TOKEN, None, "s3://output/t/z.mp4");
+    let (code, z) = submit_as(&farm, ACME_TOKEN, None, "s3://output/acme/z.mp4");
     assert_eq!(
         (code, z["error"]["code"].as_str()),
         (429, Some("too_many_jobs")),
         "{z}"
     );
-    let (code, b) = submit_as(&farm, BETA_TOKEN, None, "s3://output/t/b.mp4");
+    let (code, b) = submit_as(&farm, BETA_TOKEN, None, "s3://output/beta/b.mp4");
     assert_eq!(code, 202, "{b}");
     // The running job's end admits the next one.
     let (code, _) = farm.http("DELETE", &format!("/v1/jobs/{x}"), Some(ACME_TOKEN), None);

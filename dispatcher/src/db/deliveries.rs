@@ -36,6 +36,18 @@ impl Db {
         })
     }
 
+    /// Whether `job` recorded a copy to `bucket`/`key` that no rollback has removed.
+    pub fn delivered(&self, job: &str, bucket: &str, key: &str) -> Result<bool, FarmError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT EXISTS (SELECT 1 FROM job_deliveries
+                 WHERE job_id = ?1 AND bucket = ?2 AND key = ?3)",
+                params![job, bucket, key],
+                |r| r.get(0),
+            )
+        })
+    }
+
     /// Forgets one delivered object of `job` (a rollback removed it).
     pub fn forget_delivery(&self, job: &str, bucket: &str, key: &str) -> Result<(), FarmError> {
         self.with(|c| {

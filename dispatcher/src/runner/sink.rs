@@ -101,6 +101,13 @@ impl OutputSink for S3Sink {
     }
 
     async fn remove(&self, bucket: &str, key: &str) -> Result<(), FarmError> {
+        // A job deletes only what its own delivery wrote (review N1, M3): an object this
+        // job never copied (another job's, another tenant's, one there before) is left.
+        let pair = (bucket.to_string(), key.to_string());
+        if !self.this_run().contains(&pair) && !self.db.delivered(&self.job, bucket, key)? {
+            tracing::warn!(job = %self.job, bucket, key, "not removed: this job never delivered it");
+            return Ok(());
+        }
         // The engine retries an unavailable store, logs each try and names what stays in
         // the job's error (engine rollback.rs).
         self.s3.store(bucket).delete(key).await?;
@@ -111,3 +118,6 @@ impl OutputSink for S3Sink {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -51,10 +51,29 @@ pub struct DispatcherArgs {
     /// dispatcher and the highest-priority job's go first [default: 4 x parallelism].
     #[arg(long, env = "TESSERA_QUEUE_WINDOW")]
     pub queue_window: Option<usize>,
-    /// Watched upload prefix `bucket/prefix=output_bucket/output_prefix` (repeatable; env
-    /// comma-separated); replaces the file's `[[dispatcher.watch]]` tables.
+    /// Watched upload prefix `[tenant:]bucket/prefix=output_bucket/output_prefix` (repeatable;
+    /// env comma-separated; the jobs belong to `tenant`, default `watch`); replaces the
+    /// file's `[[dispatcher.watch]]` tables.
     #[arg(long = "watch", env = "TESSERA_WATCH", value_delimiter = ',')]
     pub watch: Vec<String>,
+    /// Object scopes of a tenant, `tenant=rw:bucket/prefix/` (`r`, `w` or `rw`; repeatable;
+    /// env comma-separated); a tenant given none reads and writes `<bucket>/<tenant>/` of
+    /// every allowed bucket, and every tenant reads its uploads; replaces the file's
+    /// `tenant_scopes`.
+    #[arg(
+        long = "tenant-scope",
+        env = "TESSERA_TENANT_SCOPES",
+        value_delimiter = ','
+    )]
+    pub tenant_scope: Vec<String>,
+    /// Largest upload in bytes a presigned URL accepts (its Content-Length is signed)
+    /// [default: --max-input-bytes].
+    #[arg(long, env = "TESSERA_MAX_UPLOAD_BYTES")]
+    pub max_upload_bytes: Option<u64>,
+    /// Upload URLs one tenant (not an admin) may be given per 15 minutes, the URLs' lifetime
+    /// [default: 100].
+    #[arg(long, env = "TESSERA_MAX_UPLOAD_URLS")]
+    pub max_upload_urls: Option<u32>,
     /// Seconds between listings of the watched prefixes [default: 10].
     #[arg(long, env = "TESSERA_WATCH_INTERVAL_SECONDS")]
     pub watch_interval_seconds: Option<u64>,

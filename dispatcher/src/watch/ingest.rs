@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Watch;
 use crate::api::AppState;
-use crate::db::JobState;
+use crate::db::{Admitted, JobState};
 use crate::jobspec::validate;
 
 /// Limit for one S3 call of the watcher (listing a page, HEAD, fetching a sidecar).
@@ -52,6 +52,8 @@ pub(super) enum Outcome {
     Rejected(String),
     /// The object version had its job already.
     Seen,
+    /// The watch's tenant is at its quota: no job yet; the next listing tries again.
+    Waiting,
 }
 
 /// Whether an object is an upload to transcode: not a sidecar, folder marker or empty object.
@@ -123,9 +125,7 @@ impl Ingest {
         let output = match self.sidecar(w, bucket, key).await? {
             Ok(Some(out)) => out,
             Ok(None) => w.output(key),
-            Err(why) => {
-                return self.reject(&id, &idem, bucket, key, ErrorCode::InvalidSidecar, &why)
-            }
+            Err(why) => return self.reject(&id, &idem, w, key, ErrorCode::InvalidSidecar, &why),
         };
         let job = ApiJob {
             input: input.clone(),
@@ -141,31 +141,28 @@ impl Ingest {
         let plan = match validate(&job, &state.buckets, state.segment_seconds, &state.gpu) {
             Ok(plan) => plan,
             Err((code, msg)) => {
-                return self.reject(&id, &idem, bucket, key, code, &format!("{input}: {msg}"))
+                return self.reject(&id, &idem, w, key, code, &format!("{input}: {msg}"))
             }
         };
-        // A package's files lie under its prefix: its playlist stands for them.
-        let package_file = plan.package.as_ref().map(|p| crate::job_plan::S3Uri {
-            bucket: p.bucket.clone(),
-            key: format!("{}master.m3u8", p.prefix),
-        });
-        let destinations = plan.outputs.iter().map(|o| &o.destination);
-        if let Some(out) = destinations
-            .chain(package_file.as_ref())
-            .find(|d| self.watch_for(&d.bucket, &d.key).is_some())
-        {
-            let why = format!(
-                "{input}: destination {} lies in a watched prefix and would be transcoded again",
-                out
-            );
-            return self.reject(&id, &idem, bucket, key, ErrorCode::InvalidJob, &why);
+        // A sidecar's destination is the watch tenant's to write, and never inside a
+        // watched prefix (it would be transcoded again).
+        let grant = w.grant(&state.scopes);
+        if let Err((code, msg)) = crate::scopes::check_plan(&plan, &grant, &state.watched) {
+            return self.reject(&id, &idem, w, key, code, &format!("{input}: {msg}"));
         }
         let stored =
             serde_json::to_value(&plan).map_err(|e| FarmError::BadMessage(e.to_string()))?;
-        let (id, created) = db.insert(&id, crate::auth::WATCH_TENANT, Some(&idem), &stored)?;
-        if !created {
-            return Ok(Outcome::Seen);
-        }
+        // The watch's tenant's quota applies: over it, the upload waits (claimed, without a
+        // job row) and the next listing tries again.
+        let quota = state.max_jobs_per_tenant;
+        let id = match db.insert_within_quota(&id, &w.tenant, Some(&idem), &stored, quota)? {
+            Admitted::Created(id) => id,
+            Admitted::Existing(_) => return Ok(Outcome::Seen),
+            Admitted::OverQuota(n) => {
+                tracing::info!(tenant = %w.tenant, unfinished = n, %input, "upload waits: its tenant is at its quota");
+                return Ok(Outcome::Waiting);
+            }
+        };
         // The job's one output (a package has no planned file output).
         let output = &job.outputs[0].destination;
         tracing::info!(job = %id, %input, etag, %output, via = via.as_str(), "upload started a job");
@@ -178,16 +175,13 @@ impl Ingest {
         &self,
         id: &str,
         idem: &str,
-        bucket: &str,
+        w: &Watch,
         key: &str,
         code: ErrorCode,
         message: &str,
     ) -> Result<Outcome, FarmError> {
-        let request = json!({"input": {"bucket": bucket, "key": key}, "source": "watch"});
-        let (id, created) =
-            self.state
-                .db
-                .insert(id, crate::auth::WATCH_TENANT, Some(idem), &request)?;
+        let request = json!({"input": {"bucket": w.bucket, "key": key}, "source": "watch"});
+        let (id, created) = self.state.db.insert(id, &w.tenant, Some(idem), &request)?;
         if !created {
             return Ok(Outcome::Seen);
         }
@@ -303,6 +297,7 @@ async fn poll_watch(
                 continue;
             }
             match ingest.ingest(w, obj, Via::Poll).await {
+                Ok(Outcome::Waiting) => {}
                 Ok(_) => {
                     seen.insert(id);
                 }

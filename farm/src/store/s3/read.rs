@@ -40,10 +40,31 @@ impl S3Store {
     /// without credentials: how users upload inputs straight into the bucket. It names the
     /// public endpoint when one is configured ([`super::S3Config::public_endpoint`]).
     pub async fn presign_put(&self, key: &str, expires: Duration) -> Result<String, FarmError> {
+        self.presign_put_sized(key, expires, None).await
+    }
+
+    /// [`S3Store::presign_put`] whose PUT must carry `Content-Length: size` when a size is
+    /// given: the length is a signed header, so the store refuses a body of any other
+    /// length. Why: a URL handed to a client is otherwise an upload of unbounded size.
+    pub async fn presign_put_sized(
+        &self,
+        key: &str,
+        expires: Duration,
+        size: Option<u64>,
+    ) -> Result<String, FarmError> {
         validate_key(key)?;
         let presigning = PresigningConfig::expires_in(expires)
             .map_err(|e| store_err(key, format!("presign: {e}")))?;
-        let request = self.presigner.put_object().bucket(&*self.bucket).key(key);
+        let length = size
+            .map(i64::try_from)
+            .transpose()
+            .map_err(|_| store_err(key, "presign: size too large"))?;
+        let request = self
+            .presigner
+            .put_object()
+            .bucket(&*self.bucket)
+            .key(key)
+            .set_content_length(length);
         let presigned = tokio::time::timeout(self.tuning.op_timeout, request.presigned(presigning))
             .await
             .map_err(|_| store_err(key, "presign: timed out"))?
