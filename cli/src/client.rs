@@ -253,8 +253,10 @@ pub fn put_file(url: &str, path: &Path) -> anyhow::Result<()> {
         .build()
         .into();
     let target = redact_url(url);
+    // A declared length, not chunks: an upload URL may sign its Content-Length.
     let mut resp = agent
         .put(url)
+        .header("content-length", len.to_string())
         .send(file)
         .map_err(|e| anyhow!("upload of {} to {target} failed: {e}", path.display()))?;
     let status = resp.status().as_u16();

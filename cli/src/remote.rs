@@ -211,11 +211,16 @@ fn upload(client: &Client, path: &Path) -> anyhow::Result<String> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .with_context(|| format!("{}: not a file name", path.display()))?;
-    let answer = client.post("/v1/uploads", &json!({"filename": filename}), None)?;
+    let size = std::fs::metadata(path)
+        .with_context(|| format!("{}: cannot read its size", path.display()))?
+        .len();
+    // The size is signed into the URL (the store takes exactly that many bytes) and tenants
+    // must give it.
+    let body = json!({"filename": filename, "size": size});
+    let answer = client.post("/v1/uploads", &body, None)?;
     let (Some(url), Some(input)) = (answer["url"].as_str(), answer["input"].as_str()) else {
         bail!("{}: the upload answer has no url or input", client.server());
     };
-    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     eprintln!("uploading {} ({size} bytes) to {input}", path.display());
     put_file(url, path)?;
     Ok(input.to_string())
