@@ -189,6 +189,15 @@ pub(crate) fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
+/// Resets the peak RSS (VmHWM) of the child `pid`, from the parent: a confined child may not
+/// write its own /proc files (Landlock), so a warm child's parent does it before each
+/// request. A no-op where refused.
+pub(crate) fn reset_peak_rss_of(pid: Option<u32>) {
+    if let Some(pid) = pid {
+        let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+    }
+}
+
 /// Peak resident set size of this process, from /proc (0 where unavailable).
 pub fn peak_rss() -> u64 {
     let Ok(file) = std::fs::File::open("/proc/self/status") else {

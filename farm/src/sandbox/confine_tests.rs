@@ -81,3 +81,32 @@ fn the_socket_filter_jumps_stay_inside_the_program() {
         libc::SECCOMP_RET_ERRNO | libc::EACCES as u32
     );
 }
+
+/// A confined warm child cannot write its own `/proc/self/clear_refs`, so its parent resets
+/// its peak memory figure before each request: the second operation of a child whose first
+/// one peaked at 200 MiB reports its own, small peak.
+#[tokio::test]
+async fn a_confined_warm_childs_peak_memory_is_per_operation() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("serve.py");
+    let body = r#"#!/usr/bin/env python3
+import re, sys
+first = True
+for line in sys.stdin:
+    seq = re.search(r'"seq":(\d+)', line).group(1)
+    if first:
+        x = b"x" * (200 << 20)
+        del x
+        first = False
+    hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0].split()[1]
+    print('result {"ok":1,"error":null,"peak_rss_bytes":%d,"seq":%s}' % (int(hwm) * 1024, seq), flush=True)
+"#;
+    std::fs::write(&path, body).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut slot = SandboxSlot::new(Sandbox::new(path), WarmPolicy::default());
+    let (op, limits) = (tests::probe_op(), tests::limits(20));
+    let (_, first) = slot.run::<u32>(&op, limits, &mut |_| {}).await.unwrap();
+    let (_, second) = slot.run::<u32>(&op, limits, &mut |_| {}).await.unwrap();
+    assert!(first.peak_rss_bytes > 150 << 20, "{first:?}");
+    assert!(second.peak_rss_bytes < 100 << 20, "{second:?}");
+}

@@ -239,6 +239,7 @@ impl WarmChild {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
+        super::child::reset_peak_rss_of(self.process.id());
         self.stdin.write_all(line).await?;
         self.stdin.flush().await
     }

@@ -68,7 +68,6 @@ pub(super) struct Rules {
     attr: RulesetAttr,
     size: usize,
     paths: Vec<(CString, u64)>,
-    own_clear_refs: CString,
 }
 
 impl Rules {
@@ -119,13 +118,12 @@ impl Rules {
             },
             size,
             paths,
-            own_clear_refs: CString::new("/proc/self/clear_refs").unwrap_or_default(),
         }
     }
 
     /// Restricts the calling process (the forked child) to these rules; false where the
-    /// kernel refused. The child may also write its own `/proc/self/clear_refs` (the peak
-    /// memory reset before each operation).
+    /// kernel refused. (The child cannot write its own /proc files then: its parent resets
+    /// its peak memory figure.)
     ///
     /// Async-signal-safe: only syscalls on memory prepared by the parent. No-new-privileges
     /// must be set first.
@@ -148,11 +146,6 @@ impl Rules {
         for (path, access) in &self.paths {
             add_rule(ruleset, path, *access);
         }
-        add_rule(
-            ruleset,
-            &self.own_clear_refs,
-            WRITE_FILE & self.attr.handled_access_fs,
-        );
         // SAFETY: plain integer arguments; the ruleset descriptor is ours to close.
         unsafe {
             let done = libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0 as libc::c_uint);
