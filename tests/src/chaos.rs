@@ -41,6 +41,9 @@ pub struct Plan {
     /// Restart the whole broker (`stop_app`/`start_app`) rather than cut this farm's vhost
     /// off: only where no other test shares the broker (`TESSERA_CHAOS_BROKER_RESTART=1`).
     pub restart_broker: bool,
+    /// Jobs submitted before each fault besides the first `jobs`, so that a long schedule
+    /// still meets jobs in every stage (`TESSERA_CHAOS_JOBS_PER_FAULT`).
+    pub jobs_per_fault: usize,
 }
 
 impl Plan {
@@ -61,6 +64,7 @@ impl Plan {
             store_outage_secs: get("STORE_OUTAGE", base.store_outage_secs),
             gap_secs: get("GAP", base.gap_secs),
             restart_broker: get("BROKER_RESTART", u64::from(base.restart_broker)) != 0,
+            jobs_per_fault: get("JOBS_PER_FAULT", base.jobs_per_fault as u64) as usize,
         }
     }
 }
@@ -160,6 +164,11 @@ pub fn run(plan: Plan) -> Report {
         std::thread::sleep(Duration::from_secs(
             plan.gap_secs + rng.below(plan.gap_secs + 1),
         ));
+        for _ in 0..plan.jobs_per_fault {
+            let kind = KINDS[rng.below(KINDS.len() as u64) as usize];
+            ids.push(submit(&rig.farm, &format!("chaos/{}", ids.len()), kind));
+            mixed.push(kind);
+        }
         let mut draw = |n: u64| rng.below(n);
         let mut extra = |farm: &Farm, kind: Fixture| {
             let i = ids.len();

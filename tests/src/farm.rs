@@ -115,6 +115,15 @@ impl Farm {
 
     /// (Re)starts the dispatcher (same database), waiting for its listen line.
     pub fn start_dispatcher(&mut self) {
+        if !self.try_start_dispatcher() {
+            panic!("dispatcher did not start:\n{}", self.log("dispatcher.log"));
+        }
+    }
+
+    /// [`Farm::start_dispatcher`] once: whether it came to listen within 30 s (false when it
+    /// exited first, e.g. on a broker it cannot reach). Why: a test playing the supervisor
+    /// (systemd, Kubernetes) starts it again.
+    pub fn try_start_dispatcher(&mut self) -> bool {
         let _ = self.dispatcher.kill();
         let _ = self.dispatcher.wait();
         // Appended to across restarts: a run's whole story stays readable.
@@ -135,12 +144,16 @@ impl Farm {
                 }
             }
         });
-        self.api = rx
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| {
-                panic!("dispatcher did not start:\n{}", self.log("dispatcher.log"))
-            });
+        // The sender goes when stdout closes: a dispatcher that exits is seen at once.
+        let listening = rx.recv_timeout(Duration::from_secs(30));
         self.dispatcher = child;
+        match listening {
+            Ok(addr) => {
+                self.api = addr;
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     /// Runs another dispatcher on this farm's broker and store, with database `db` (a file

@@ -15,6 +15,7 @@ fn jobs_end_frame_exact_or_with_a_reason_under_every_kind_of_fault() {
         store_outage_secs: 8,
         gap_secs: 2,
         restart_broker: false,
+        jobs_per_fault: 0,
     });
     let report = run(plan);
     assert!(report.done > 0, "no job survived:\n{}", report.table());

@@ -315,9 +315,23 @@ impl Rig {
                 rabbitmqctl(&["clear_vhost_limits", "-p", &name]).assert_success();
             }
         });
-        self.farm.start_dispatcher();
+        // The dispatcher exits when it cannot reach the broker at its start; like its
+        // supervisor (systemd, Kubernetes, compose's `restart: unless-stopped`), start it
+        // again a second later until it listens.
+        let mut exits = 0;
+        while !self.farm.try_start_dispatcher() {
+            exits += 1;
+            assert!(
+                exits < 60,
+                "the dispatcher never started after the broker came back"
+            );
+            std::thread::sleep(Duration::from_secs(1));
+        }
         up.join().expect("broker back");
-        "dispatcher KILL and restarted while the broker was down 3 s".into()
+        format!(
+            "dispatcher KILL and restarted while the broker was down 3 s \
+             (it exited {exits} times at start; started again like a supervisor)"
+        )
     }
 
     fn broker_down(&self) {
@@ -343,11 +357,28 @@ impl Rig {
             return "skipped: libfaketime not installed (apt-get install faketime)".into();
         };
         std::fs::write(file, "+7200\n").expect("faketime file");
-        std::thread::sleep(self.hold());
+        // libfaketime reads the file again after a second; the API's Date header shows it.
+        std::thread::sleep(Duration::from_secs(3));
+        let seen = self.api_date();
+        std::thread::sleep(self.hold().saturating_sub(Duration::from_secs(3)));
         std::fs::write(file, "+0\n").expect("faketime file");
-        format!(
-            "dispatcher clock +2 h for {} s, then back",
-            self.hold().as_secs()
-        )
+        let hold = self.hold().as_secs();
+        format!("dispatcher clock +2 h for {hold} s, then back (its Date header then: {seen})")
+    }
+
+    /// The `Date` header of the dispatcher's API (its wall clock), or why none came.
+    fn api_date(&self) -> String {
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "-m", "10", "-o", "/dev/null", "-D", "-"])
+            .arg(format!("{}/healthz", self.farm.api))
+            .output();
+        let head = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+        head.ok()
+            .and_then(|h| {
+                h.lines()
+                    .find_map(|l| l.strip_prefix("date: ").or(l.strip_prefix("Date: ")))
+                    .map(|d| d.trim().to_string())
+            })
+            .unwrap_or_else(|| "no Date header".into())
     }
 }
