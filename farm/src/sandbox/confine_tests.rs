@@ -1,13 +1,15 @@
 //! A stand-in media child that tries what an exploited decoder would: read its parent's
-//! environment, connect to a listener on 127.0.0.1, write outside its work directory.
+//! environment, connect to a listener on 127.0.0.1, write outside its work directory, read a
+//! file it was not given.
 
 use super::*;
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 
 /// A bash stand-in child (bash for its `/dev/tcp`) that reports, as `yes`/`no` words, whether
 /// it could read `/proc/$PPID/environ`, connect to 127.0.0.1:`port`, write `outside`, write
-/// `inside`.
-fn intruder(dir: &std::path::Path, port: u16, outside: &Path, inside: &Path) -> Sandbox {
+/// `inside`, read `token` (a file outside what it may read, like a pod's token files).
+fn intruder(dir: &Path, port: u16, outside: &Path, inside: &Path, token: &Path) -> Sandbox {
     let path = dir.join("intruder.sh");
     let body = format!(
         r#"#!/bin/bash
@@ -17,17 +19,17 @@ environ=$(try 'head -c 64 /proc/$PPID/environ | grep -q .')
 tcp=$(try 'exec 3<>/dev/tcp/127.0.0.1/{port}')
 outside=$(try 'echo x > {outside}')
 inside=$(try 'echo x > {inside}')
-echo "result {{\"ok\":\"$environ $tcp $outside $inside\",\"error\":null,\"peak_rss_bytes\":0}}"
+token=$(try 'grep -q secret {token}')
+echo "result {{\"ok\":\"$environ $tcp $outside $inside $token\",\"error\":null,\"peak_rss_bytes\":0}}"
 "#,
         outside = outside.display(),
         inside = inside.display(),
+        token = token.display(),
     );
     std::fs::write(&path, body).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     Sandbox::new(path)
 }
-
-use std::path::Path;
 
 #[tokio::test]
 async fn a_child_cannot_read_the_parents_environment_reach_the_network_or_write_outside() {
@@ -37,7 +39,10 @@ async fn a_child_cannot_read_the_parents_environment_reach_the_network_or_write_
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
-    let sb = intruder(dir.path(), port, &outside, &inside)
+    let secrets = tempfile::tempdir().unwrap();
+    let token = secrets.path().join("token");
+    std::fs::write(&token, "secret").unwrap();
+    let sb = intruder(dir.path(), port, &outside, &inside, &token)
         .confined(Confinement::default().writing(&work));
     let (seen, _): (String, _) = sb
         .run(&tests::probe_op(), tests::limits(20), &mut |_| {})
@@ -46,7 +51,7 @@ async fn a_child_cannot_read_the_parents_environment_reach_the_network_or_write_
     let seen: Vec<&str> = seen.split_whitespace().collect();
     let support = confinement_support();
     println!("{}: {seen:?}", confinement_report(support, true));
-    assert_eq!(seen.len(), 4, "{seen:?}");
+    assert_eq!(seen.len(), 5, "{seen:?}");
     assert_eq!(seen[0], "no", "the child read its parent's environment");
     assert_eq!(seen[1], "no", "the child connected to 127.0.0.1:{port}");
     assert!(
@@ -61,6 +66,10 @@ async fn a_child_cannot_read_the_parents_environment_reach_the_network_or_write_
     if support.landlock.is_some() {
         assert_eq!(seen[2], "no", "the child wrote outside its work directory");
         assert!(!outside.exists());
+        assert_eq!(
+            seen[4], "no",
+            "the child read a file outside what it may read"
+        );
     } else {
         println!("no Landlock on this kernel: writes outside are guarded by the uid only");
     }
