@@ -122,6 +122,11 @@ impl Ingest {
         };
         let idem = format!("watch:{bucket}/{key}@{etag}");
         let input = format!("s3://{bucket}/{key}");
+        // A tenant at its quota: the upload waits, before its sidecar is fetched (uploads
+        // waiting in numbers would otherwise each cost a HEAD every round).
+        if db.unfinished_of(&w.tenant)? >= self.state.max_jobs_per_tenant {
+            return Ok(Outcome::Waiting);
+        }
         let output = match self.sidecar(w, bucket, key).await? {
             Ok(Some(out)) => out,
             Ok(None) => w.output(key),
@@ -158,10 +163,7 @@ impl Ingest {
         let id = match db.insert_within_quota(&id, &w.tenant, Some(&idem), &stored, quota)? {
             Admitted::Created(id) => id,
             Admitted::Existing(_) => return Ok(Outcome::Seen),
-            Admitted::OverQuota(n) => {
-                tracing::info!(tenant = %w.tenant, unfinished = n, %input, "upload waits: its tenant is at its quota");
-                return Ok(Outcome::Waiting);
-            }
+            Admitted::OverQuota(_) => return Ok(Outcome::Waiting),
         };
         // The job's one output (a package has no planned file output).
         let output = &job.outputs[0].destination;
@@ -281,6 +283,7 @@ async fn poll_watch(
     let mut after: Option<String> = None;
     loop {
         let page = timed(&w.prefix, store.list(&w.prefix, after.as_deref(), PAGE)).await?;
+        let mut waiting = 0usize;
         for obj in &page {
             if shutdown.is_cancelled() {
                 return Ok(());
@@ -297,7 +300,7 @@ async fn poll_watch(
                 continue;
             }
             match ingest.ingest(w, obj, Via::Poll).await {
-                Ok(Outcome::Waiting) => {}
+                Ok(Outcome::Waiting) => waiting += 1,
                 Ok(_) => {
                     seen.insert(id);
                 }
@@ -306,6 +309,10 @@ async fn poll_watch(
                     tracing::warn!(bucket = %w.bucket, key, error = %e, "upload not started; retrying next round");
                 }
             }
+        }
+        if waiting > 0 {
+            let tenant = &w.tenant;
+            tracing::info!(watch = %w, tenant, waiting, "uploads wait: the watch's tenant is at its quota");
         }
         if page.len() < PAGE {
             return Ok(());
