@@ -271,3 +271,47 @@ fn exit_when_idle_ends_a_worker_with_zero_once_the_queue_is_empty() {
         .contains("no work for the idle time"));
     farm.assert_frame_exact(&src, "idle.mp4");
 }
+
+/// A task a drain cuts off goes back without spending a delivery (review gap 5): one
+/// segment is cut off by SIGTERM (no grace left) on more workers in a row than the farm's
+/// delivery limit (3); the next worker still finishes it on its first delivery, and the job
+/// is done and frame-exact. Before, each drain requeued the segment, the fourth delivery was
+/// dead-lettered and the job failed with task_lost.
+#[test]
+fn a_task_drained_more_times_than_the_delivery_limit_still_ends_done() {
+    let mut farm = Farm::start("drain_spends_nothing", 0);
+    let src = fixture(Fixture::Hd720Long);
+    farm.upload(&src, "input", "drained.mp4");
+    // One 12 s segment at the medium preset: long enough to be caught in flight each time.
+    let id = farm.submit(
+        "s3://input/drained.mp4",
+        "s3://output/drained.mp4",
+        json!({"preset": "medium"}),
+        json!({"segment_seconds": 30}),
+    );
+    const DRAINS: usize = 5;
+    for i in 0..DRAINS {
+        farm.add_worker_with(i, &["--grace-seconds", "0", "--spot-notice", "off"]);
+        farm.wait_for_segment_in_progress(i, Duration::from_secs(120));
+        farm.signal_worker(i, "TERM");
+        let code = farm.wait_worker_exit(i, Duration::from_secs(60));
+        assert_eq!(code, Some(0), "{}", farm.log(&format!("worker-{i}.log")));
+    }
+    farm.add_worker_with(DRAINS, &["--spot-notice", "off"]);
+    let job = farm.wait_job(&id, JOB_TIMEOUT);
+    assert_eq!(job["state"], "done", "{job}");
+    for i in 0..DRAINS {
+        let log = farm.log(&format!("worker-{i}.log"));
+        assert!(log.contains("drained task given back"), "{log}");
+    }
+    farm.assert_frame_exact(&src, "drained.mp4");
+    let log = farm.log(&format!("worker-{DRAINS}.log"));
+    let encoded = log
+        .lines()
+        .find(|l| l.contains("segment encoded"))
+        .unwrap_or_else(|| panic!("no segment encoded:\n{log}"));
+    assert!(
+        encoded.contains("attempt=1"),
+        "a delivery was spent: {encoded}"
+    );
+}

@@ -15,11 +15,13 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::forward::{forward, sources, Event, Kind};
+use crate::give_back::GiveBack;
 use crate::{DrainReason, ProgressFn, SegmentRunner, WorkerConfig};
 
 /// Runs the worker until `shutdown` is cancelled or the queue closes. In-flight segments get
-/// `config.grace` to finish; the rest are aborted, which returns their messages to the queue
-/// (an unsettled delivery is requeued), and the staging directory is emptied. With GPUs it
+/// `config.grace` to finish; the rest are aborted and their tasks given back as fresh
+/// messages, like the deliveries that waited unstarted (give_back.rs: a drain spends no
+/// delivery), and the staging directory is emptied. With GPUs it
 /// consumes the GPU queue (and the CPU queue too when told to drain it), else the CPU queue.
 pub async fn run(
     config: WorkerConfig,
@@ -58,11 +60,21 @@ pub async fn run(
         primary,
         running: JoinSet::new(),
         last_busy: Instant::now(),
+        held: GiveBack::new(queue.clone()),
     };
     let outcome = tasks.dispatch(&mut rx, &shutdown).await;
     // Stop consuming; deliveries not started go back to their queues.
     for f in &forwarders {
         f.abort();
+    }
+    // Deliveries that waited for the loop go back without spending a delivery.
+    while let Ok(event) = rx.try_recv() {
+        if let Event::Work(kind, d) = event {
+            tasks
+                .held
+                .give_back_unstarted(d, queue_of(&config, kind))
+                .await;
+        }
     }
     drop(rx);
     // A spot notice's deadline may leave less than the configured grace.
@@ -79,6 +91,17 @@ struct Tasks<'a> {
     primary: Kind,
     running: JoinSet<()>,
     last_busy: Instant,
+    /// The running tasks' deliveries, given back if the drain cuts them off.
+    held: GiveBack,
+}
+
+/// The queue a delivery of `kind` came from.
+fn queue_of(config: &WorkerConfig, kind: Kind) -> &str {
+    match kind {
+        Kind::Cpu => &config.queue,
+        Kind::Gpu => &config.gpu_queue,
+        Kind::Stitch => config.stitch_queue.as_deref().unwrap_or(&config.queue),
+    }
 }
 
 impl Tasks<'_> {
@@ -101,6 +124,7 @@ impl Tasks<'_> {
                 Step::Stop => break,
                 Step::Reaped => {
                     self.last_busy = Instant::now();
+                    self.held.prune();
                     continue;
                 }
                 Step::Idle => {
@@ -130,6 +154,7 @@ impl Tasks<'_> {
     fn start(&mut self, kind: Kind, delivery: Delivery) {
         let runner = self.runner.clone();
         let gpus = self.config.gpus.clone();
+        let delivery = self.held.track(delivery, queue_of(self.config, kind));
         self.running.spawn(async move {
             match (kind, gpus) {
                 (Kind::Gpu, Some(gpus)) => runner.handle_gpu(delivery, gpus).await,
@@ -139,8 +164,8 @@ impl Tasks<'_> {
         });
     }
 
-    /// Lets the running tasks finish within `grace`, then aborts the rest (an aborted task's
-    /// unsettled delivery is requeued).
+    /// Lets the running tasks finish within `grace`, then aborts the rest and gives their
+    /// unsettled deliveries back as fresh messages (give_back.rs).
     async fn drain(&mut self, grace: Duration) {
         let tasks = &mut self.running;
         if !tasks.is_empty() {
@@ -157,11 +182,12 @@ impl Tasks<'_> {
         if drained.is_err() {
             tracing::warn!(
                 left = tasks.len(),
-                "grace period over: aborting and requeueing in-flight segments"
+                "grace period over: aborting and giving back in-flight tasks"
             );
             tasks.abort_all();
             while tasks.join_next().await.is_some() {}
         }
+        self.held.give_back_all().await;
     }
 }
 

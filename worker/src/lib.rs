@@ -6,7 +6,8 @@
 //! Layout: `run` (consume.rs) claims the worker's staging directory (staging.rs), forwards
 //! each queue into one channel (forward.rs) and runs each delivery as a task: a segment
 //! (segment.rs settles it, encode.rs does the work; gpu_task.rs on a card) or a stitch
-//! (stitch.rs); then it drains. fitness.rs, drain.rs and spot.rs decide when it takes work.
+//! (stitch.rs); then it drains, giving back what the drain cut off (give_back.rs).
+//! fitness.rs, drain.rs and spot.rs decide when it takes work.
 
 mod consume;
 pub mod cores;
@@ -15,6 +16,7 @@ pub mod drain;
 mod encode;
 mod fitness;
 mod forward;
+mod give_back;
 pub mod gpu;
 mod gpu_task;
 pub mod metrics;

@@ -30,7 +30,7 @@ pub(crate) fn bounces(body: &[u8]) -> u64 {
 }
 
 /// `body` with its `bounces` field counted up (unchanged when it is not a JSON object).
-fn bounced(body: &[u8]) -> Vec<u8> {
+pub(crate) fn bounced(body: &[u8]) -> Vec<u8> {
     match serde_json::from_slice::<serde_json::Value>(body) {
         Ok(serde_json::Value::Object(mut task)) => {
             let n = task.get("bounces").and_then(serde_json::Value::as_u64);
