@@ -1,7 +1,8 @@
 //! Routing by hardware on a farm without GPUs: the worker finds no NVIDIA driver, says so
 //! once and runs CPU-only; "any" jobs run on it, "gpu" jobs wait on the GPU queue for GPU
 //! workers (nothing encodes them here) and can be cancelled; a GPU job this FFmpeg cannot
-//! encode on NVENC is refused; the worker's /metrics counts what it did.
+//! encode on NVENC is refused; the worker's /metrics counts what it did; a worker told to
+//! require a GPU exits with the reason instead.
 
 use std::time::{Duration, Instant};
 
@@ -208,4 +209,19 @@ fn an_any_job_the_gpus_refuse_runs_again_on_the_cpu() {
     );
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     gpu_worker.join().unwrap();
+}
+
+/// `--gpu require` (TESSERA_GPU=require, the GPU ScaledJob's setting) on a machine where no
+/// card can encode: the worker exits non-zero naming why, instead of becoming a CPU worker
+/// that takes the CPU queue while the GPU queue stays full (review gap 4).
+#[test]
+fn a_worker_that_requires_a_gpu_exits_with_the_reason_where_none_can_encode() {
+    let mut farm = Farm::start("route_require", 0);
+    farm.add_worker_with(0, &["--gpu", "require"]);
+    let code = farm.wait_worker_exit(0, Duration::from_secs(60));
+    let log = farm.log("worker-0.log");
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("TESSERA_GPU=require"), "{log}");
+    assert!(log.contains("cannot encode on a GPU"), "{log}");
+    assert!(!log.contains("CPU-only worker"), "{log}");
 }

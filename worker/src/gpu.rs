@@ -20,6 +20,8 @@ use tessera_model::wire::SegmentTask;
 use crate::cuda_ordinal::CudaOrdinals;
 
 mod render;
+mod require;
+pub use require::for_worker;
 use tokio_util::sync::CancellationToken;
 
 /// Whether the worker uses its GPUs.
@@ -31,13 +33,16 @@ pub enum GpuMode {
     Auto,
     /// Never touch the GPUs.
     Off,
+    /// Use NVENC cards, and refuse to start without one that works (require.rs): a GPU pod
+    /// must not quietly become a CPU worker.
+    Require,
 }
 
 /// The `[worker.gpu]` settings.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GpuSettings {
-    /// auto (default) or off.
+    /// auto (default), off or require.
     #[serde(default)]
     pub enabled: GpuMode,
     /// Also take segments from the CPU queue (software encode) with the CPU slots.
@@ -119,21 +124,28 @@ impl Gpus {
             tracing::info!("GPU use is off: CPU-only worker");
             return None;
         }
+        match Self::find(settings, caps) {
+            Ok(gpus) => Some(gpus),
+            Err(reason) => {
+                tracing::info!(%reason, "no usable GPU: CPU-only worker");
+                None
+            }
+        }
+    }
+
+    /// The cards, or why the worker has none it can encode on (what `detect` logs and
+    /// `require` exits with).
+    pub fn find(
+        settings: &GpuSettings,
+        caps: &tessera_model::capabilities::HwCapabilities,
+    ) -> Result<Arc<Gpus>, String> {
         let encoders = settings.software_encode || caps.h264_nvenc || caps.hevc_nvenc;
         if !caps.gpu_path() || !encoders {
-            tracing::info!(
-                ?caps,
-                "this FFmpeg build lacks the CUDA path or NVENC: CPU-only worker"
-            );
-            return None;
+            return Err(format!(
+                "this FFmpeg build lacks the CUDA path or NVENC ({caps:?})"
+            ));
         }
-        let all = match tessera_gpu::probe(&is_own) {
-            Ok(inv) => inv,
-            Err(e) => {
-                tracing::info!(reason = %e, "no NVIDIA GPU usable: CPU-only worker");
-                return None;
-            }
-        };
+        let all = tessera_gpu::probe(&is_own).map_err(|e| format!("no NVIDIA GPU usable: {e}"))?;
         let ordinals = CudaOrdinals::from_env(&all.cards);
         let inventory = ordinals.visible(&all);
         if inventory.cards.len() < all.cards.len() {
@@ -161,16 +173,25 @@ impl Gpus {
             );
         }
         if scheduler.capacity_for(&unit_need(settings)) == 0 {
-            tracing::info!(
-                cards = snapshot.cards.len(),
-                software_encode = settings.software_encode,
-                "no GPU with a free NVENC session (or NVDEC, with software_encode): CPU-only worker"
-            );
-            return None;
+            return Err(format!(
+                "no GPU with a free NVENC session (or NVDEC, with software_encode) on {} \
+                 card(s)",
+                snapshot.cards.len()
+            ));
         }
-        Some(Arc::new(Gpus::with(
+        Ok(Arc::new(Gpus::with(
             scheduler, inventory, settings, ordinals,
         )))
+    }
+
+    /// The CUDA ordinals of the cards this worker uses (what a probe opens).
+    pub fn ordinals_in_use(&self) -> Vec<u32> {
+        let inventory = self.inventory.lock().unwrap_or_else(|p| p.into_inner());
+        inventory
+            .cards
+            .iter()
+            .map(|c| self.ordinals.ordinal(c.index).unwrap_or(c.index))
+            .collect()
     }
 
     fn with(

@@ -16,7 +16,7 @@ use tessera_model::wire::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEU
 use tokio_util::sync::CancellationToken;
 
 use crate::drain::DrainReason;
-use crate::gpu::{GpuMode, GpuSettings, Gpus};
+use crate::gpu::{GpuMode, GpuSettings};
 use crate::spot::{SpotMode, SpotSettings};
 use crate::WorkerConfig;
 
@@ -59,8 +59,9 @@ pub struct WorkerArgs {
     /// Address-space limit of each media child in MiB [default: 8192].
     #[arg(long, env = "TESSERA_CHILD_MEMORY_MIB")]
     pub child_memory_mib: Option<u64>,
-    /// Use NVIDIA GPUs: auto (when NVML finds cards with NVENC) or off [default: auto].
-    #[arg(long, env = "TESSERA_GPU", value_parser = ["auto", "off"])]
+    /// Use NVIDIA GPUs: auto (when NVML finds cards with NVENC), off, or require (exit with
+    /// an error when no card can encode: GPU pods) [default: auto].
+    #[arg(long, env = "TESSERA_GPU", value_parser = ["auto", "off", "require"])]
     pub gpu: Option<String>,
     /// A GPU worker also takes CPU-queue segments (software encode) with its CPU slots.
     #[arg(long, env = "TESSERA_DRAIN_CPU_QUEUE")]
@@ -163,6 +164,7 @@ impl ServiceSettings {
         let mut gpu = w.gpu.clone();
         match args.gpu.as_deref() {
             Some("off") => gpu.enabled = GpuMode::Off,
+            Some("require") => gpu.enabled = GpuMode::Require,
             Some(_) => gpu.enabled = GpuMode::Auto,
             None => {}
         }
@@ -266,9 +268,9 @@ pub async fn serve(
     let mut settings = settings;
     // What the media child's FFmpeg offers; a worker whose child cannot answer does not start.
     let caps = sandbox.capabilities().await?;
-    settings.worker.gpus = Gpus::detect(&settings.gpu, &caps.hw);
+    let probe = crate::gpu::probe_in_child(sandbox.clone());
+    settings.worker.gpus = crate::gpu::for_worker(&settings.gpu, &caps.hw, probe.clone()).await?;
     if let Some(gpus) = &settings.worker.gpus {
-        let probe = crate::gpu::probe_in_child(sandbox.clone());
         gpus.spawn_refresh(Duration::from_secs(5), shutdown.clone(), probe);
     }
     let metrics = settings.worker.metrics.clone();
