@@ -126,10 +126,6 @@ fn upload_target(
     let (bucket, key) = match (req.bucket, req.key, req.filename) {
         (Some(b), Some(k), None) => (b, k),
         (None, None, Some(f)) => {
-            let most = crate::openapi::MAX_FILENAME_CHARS;
-            if f.chars().count() > most {
-                return Err(invalid(format!("filename: more than {most} characters")));
-            }
             let id = uuid::Uuid::new_v4().simple();
             let key = format!(
                 "{}{id}/{}",
