@@ -84,9 +84,15 @@ pub fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// Open file descriptors of a process (0 when it is gone).
+/// Open file descriptors of a process (0 when it is gone). The farm's processes are not
+/// dumpable (their media children must not read them), so only root may list their
+/// descriptors: a refusal panics rather than reading as 0, which would let a leak pass.
 pub fn fds(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+    match std::fs::read_dir(format!("/proc/{pid}/fd")) {
+        Ok(d) => d.count(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(e) => panic!("cannot count the descriptors of pid {pid} (run the soak as root): {e}"),
+    }
 }
 
 /// The soak's short inputs.
