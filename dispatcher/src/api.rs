@@ -94,6 +94,8 @@ impl AppState {
 
 /// The router: `/v1/*` behind the token, the rest open.
 pub fn router(state: Arc<AppState>) -> Router {
+    // Built once: it states this farm's buckets, encoders and webhook policy.
+    let doc = Arc::new(crate::openapi::document(&contract(&state)));
     let v1 = Router::new()
         .route("/v1/jobs", get(list_jobs).post(create_job))
         .route("/v1/jobs/{id}", get(get_job).delete(cancel_job))
@@ -110,11 +112,32 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/scaling", get(scaling))
         .route(
             "/openapi.json",
-            get(|| async { Json(crate::openapi::document()) }),
+            get(move || async move { Json(doc.as_ref().clone()) }),
         )
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::from_fn(refuse_declared_oversize))
         .with_state(state)
+}
+
+/// What the API document states of this farm: its usable buckets (valid S3 names only: no
+/// other can be used), the upload bucket when it is one of them, the NVENC encoders and the
+/// webhook policy.
+fn contract(state: &AppState) -> crate::openapi::Contract {
+    let valid = |b: &String| {
+        (3..=63).contains(&b.len())
+            && b.bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'.')
+    };
+    let buckets: Vec<String> = state.buckets.iter().filter(|b| valid(b)).cloned().collect();
+    let upload_bucket = Some(state.upload_bucket.clone()).filter(|b| buckets.contains(b));
+    crate::openapi::Contract {
+        buckets,
+        upload_bucket,
+        gpu: state.gpu,
+        webhooks: state.runner.webhook_secret.is_some(),
+        webhook_hosts: state.runner.webhook_guard.hosts().to_vec(),
+        upload_max_bytes: state.upload_limits.max_bytes,
+    }
 }
 
 /// The largest request body the API reads.
@@ -175,13 +198,17 @@ async fn create_job(
             return error(ErrorCode::InvalidJob, why);
         }
     }
-    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok());
-    if key.is_some_and(|k| k.is_empty() || k.len() > 200) {
+    // 1-200 visible ASCII characters, as the schema says: a key outside them is refused, not
+    // dropped (the retry it was meant for would make a second job).
+    let key = headers.get("idempotency-key").map(|v| v.as_bytes());
+    if key.is_some_and(|k| k.is_empty() || k.len() > 200 || !k.iter().all(|b| b.is_ascii_graphic()))
+    {
         return error(
             ErrorCode::BadRequest,
-            "Idempotency-Key must be 1-200 characters",
+            "Idempotency-Key must be 1-200 visible ASCII characters",
         );
     }
+    let key = key.and_then(|k| std::str::from_utf8(k).ok());
     let id = uuid::Uuid::new_v4().simple().to_string();
     let stored = match serde_json::to_value(&plan) {
         Ok(v) => v,
@@ -206,7 +233,7 @@ async fn create_job(
         }
         Ok(Admitted::Existing(id)) => match state.db.get(&id) {
             Ok(Some(row)) if row.request != stored => error(
-                ErrorCode::InvalidJob,
+                ErrorCode::IdempotencyConflict,
                 "Idempotency-Key already used for a different request",
             ),
             Ok(Some(row)) => (StatusCode::ACCEPTED, Json(view(&row))).into_response(),

@@ -69,6 +69,8 @@ fn validate_output(
         maxrate: None,
         profile: None,
     };
+    // The range of the rate on every path (the NVENC one builds no x26x options).
+    tessera_model::settings::check_rate(codec, rendition.rate).map_err(bad)?;
     if hardware == Hardware::Gpu {
         // NVENC presets p1-p7, or the x264 names mapped onto them.
         tessera_media::nvenc_preset(codec, &rendition.preset).map_err(bad)?;

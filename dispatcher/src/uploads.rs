@@ -65,6 +65,10 @@ pub(crate) fn upload_prefix(tenant: &str) -> String {
     format!("uploads/{tenant}/")
 }
 
+/// The longest file name `POST /v1/uploads` takes (it keeps at most 100 bytes of it): the
+/// schema states it, so a longer one is refused rather than cut.
+pub(crate) const MAX_FILENAME_CHARS: usize = 1024;
+
 /// The body of `POST /v1/uploads`: an explicit object, or a file name placed in the upload bucket.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -126,6 +130,10 @@ fn upload_target(
     let (bucket, key) = match (req.bucket, req.key, req.filename) {
         (Some(b), Some(k), None) => (b, k),
         (None, None, Some(f)) => {
+            let most = MAX_FILENAME_CHARS;
+            if f.chars().count() > most {
+                return Err(invalid(format!("filename: more than {most} characters")));
+            }
             let id = uuid::Uuid::new_v4().simple();
             let key = format!(
                 "{}{id}/{}",

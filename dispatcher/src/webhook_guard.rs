@@ -9,6 +9,8 @@
 //! check and the call), so the resolver that feeds the connection filters the addresses it
 //! hands on: the call goes to an address that was checked.
 
+mod syntax;
+
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,6 +58,7 @@ impl WebhookGuard {
     /// Checks a callback URL at submit: http(s), a host the policy allows, and, for an address
     /// literal, an address it allows. Names are resolved only when the call is made.
     pub fn check_url(&self, url: &str) -> Result<(), String> {
+        syntax::check(url, !self.hosts.is_empty())?;
         let uri: Uri = url
             .parse()
             .map_err(|_| "callback_url is not a valid URL".to_string())?;
@@ -88,6 +91,12 @@ impl WebhookGuard {
             ));
         }
         Ok(())
+    }
+
+    /// The allow-list's host names and `*.suffix` entries (lowercase): the API's schema
+    /// states them as the hosts a `callback_url` may name.
+    pub fn hosts(&self) -> &[String] {
+        &self.hosts
     }
 
     fn host_allowed(&self, host: &str) -> bool {

@@ -16,7 +16,11 @@ pub struct ApiOutput {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub codec: Option<VideoCodec>,
     /// Constant quality.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crf_away_from_zero",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub crf: Option<f32>,
     /// Bits per second.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -78,4 +82,44 @@ pub struct ApiJob {
 /// Whether `hardware` is the default, which a body need not state.
 fn is_any(hardware: &Hardware) -> bool {
     *hardware == Hardware::Any
+}
+
+/// A CRF as written, rounded to `f32` away from zero.
+///
+/// Why: the API states its range (0 to 51 or 63) on the JSON number, and a nearest rounding
+/// would take a number just past a bound (51.0000001, -1e-50) to the bound itself, so the
+/// server would accept what the schema refuses. Rounded away from zero, a number past a bound
+/// stays past it, and one inside stays inside (the bounds are whole numbers).
+fn crf_away_from_zero<'de, D>(d: D) -> Result<Option<f32>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    Ok(Option::<f64>::deserialize(d)?.map(f32_away_from_zero))
+}
+
+/// `x` as the nearest `f32` no closer to zero than `x`.
+pub fn f32_away_from_zero(x: f64) -> f32 {
+    let y = x as f32;
+    let y64 = f64::from(y);
+    if y.is_finite() && y64.abs() < x.abs() {
+        // One step further from zero (the bit pattern of a finite f32 grows with its size).
+        f32::from_bits(y.to_bits() + 1)
+    } else {
+        y
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::f32_away_from_zero;
+
+    #[test]
+    fn a_crf_just_past_a_bound_stays_past_it() {
+        assert!(f32_away_from_zero(51.000_000_1) > 51.0);
+        assert!(f32_away_from_zero(-1e-50) < 0.0);
+        assert_eq!(f32_away_from_zero(51.0), 51.0);
+        assert_eq!(f32_away_from_zero(0.0), 0.0);
+        assert!((f32_away_from_zero(20.1) - 20.1).abs() < 1e-5);
+        assert!(f32_away_from_zero(50.999_999_9) <= 51.0);
+    }
 }

@@ -167,6 +167,8 @@ catalog! {
     NotFound = "not_found", Abort, 404;
     /// The job already ended.
     JobFinished = "job_finished", Abort, 409;
+    /// An Idempotency-Key already used for a different request (the body differs).
+    IdempotencyConflict = "idempotency_conflict", Abort, 409;
     /// A failure inside the dispatcher.
     Internal = "internal", Retry, 500;
     /// The job database cannot be used now.

@@ -258,7 +258,24 @@ fn check_rung(r: &Rung) -> Result<(), String> {
         (Some(b), None) if b < 10_000 => {
             return Err(format!("bitrate {b} b/s is too low (minimum 10000)"))
         }
+        (Some(b), None) if b > crate::settings::MAX_BITRATE => {
+            let max = crate::settings::MAX_BITRATE;
+            return Err(format!("bitrate {b} b/s is too high (maximum {max})"));
+        }
+        (None, Some(c)) => {
+            let max = crate::settings::max_crf(r.codec.unwrap_or(VideoCodec::H264));
+            if !(0.0..=max).contains(&c) {
+                return Err(format!("crf {c} is outside 0..={max}"));
+            }
+        }
         _ => {}
+    }
+    if let Some(m) = r
+        .maxrate
+        .filter(|m| !(10_000..=crate::settings::MAX_BITRATE).contains(m))
+    {
+        let max = crate::settings::MAX_BITRATE;
+        return Err(format!("maxrate {m} b/s must be within 10000..={max}"));
     }
     if let (Some(m), Some(b)) = (r.maxrate, r.bitrate) {
         if m < b {

@@ -33,7 +33,9 @@ pub fn default_preset(codec: VideoCodec) -> &'static str {
     }
 }
 
-const X26X_PRESETS: [&str; 10] = [
+/// The x264/x265 preset names, fastest first (also accepted for SVT-AV1 and NVENC, mapped
+/// onto their scales); public so the API's schema lists what the server accepts.
+pub const X26X_PRESETS: [&str; 10] = [
     "ultrafast",
     "superfast",
     "veryfast",
@@ -77,6 +79,47 @@ pub fn resolve_preset(codec: VideoCodec, preset: &str) -> Result<String, String>
     }
 }
 
+/// The lowest bit rate (bits/s) an output may ask for.
+pub const MIN_BITRATE: u64 = 10_000;
+/// The highest bit rate (bits/s) an output may ask for: 1 Gb/s, above every H.264/HEVC/AV1
+/// level a player decodes. Why a ceiling: a larger number (say 1e18) reaches the encoder's
+/// signed 64-bit rate fields and its VBV arithmetic, where it overflows or is refused late.
+pub const MAX_BITRATE: u64 = 1_000_000_000;
+
+/// The highest CRF of a codec: 51 for H.264/HEVC, 63 for AV1.
+pub fn max_crf(codec: VideoCodec) -> f32 {
+    if codec == VideoCodec::Av1 {
+        63.0
+    } else {
+        51.0
+    }
+}
+
+/// Checks a rate control against the codec's range: CRF 0..=[`max_crf`], bit rate
+/// [`MIN_BITRATE`]..=[`MAX_BITRATE`]. Why apart from [`encoder_options`]: the API checks the
+/// rate of NVENC outputs too, whose options are built elsewhere.
+pub fn check_rate(codec: VideoCodec, rate: RateControl) -> Result<(), String> {
+    match rate {
+        RateControl::Crf(crf) => {
+            let max = max_crf(codec);
+            if !(0.0..=max).contains(&crf) {
+                return Err(format!("crf {crf} is outside 0..={max}"));
+            }
+        }
+        RateControl::Bitrate(bps) => {
+            if bps < MIN_BITRATE {
+                return Err(format!("bitrate {bps} b/s is too low (minimum 10k)"));
+            }
+            if bps > MAX_BITRATE {
+                return Err(format!(
+                    "bitrate {bps} b/s is too high (maximum {MAX_BITRATE})"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Encoder options (passed to avcodec_open2) for a rendition.
 ///
 /// Closed GOPs and an IDR first frame are what x264 does by default; x265 defaults to open GOPs,
@@ -90,16 +133,9 @@ pub fn encoder_options(
         "preset".to_string(),
         resolve_preset(spec.codec, &spec.preset)?,
     )];
+    check_rate(spec.codec, spec.rate)?;
     match spec.rate {
         RateControl::Crf(crf) => {
-            let max = if spec.codec == VideoCodec::Av1 {
-                63.0
-            } else {
-                51.0
-            };
-            if !(0.0..=max).contains(&crf) {
-                return Err(format!("crf {crf} is outside 0..={max}"));
-            }
             let value = if spec.codec == VideoCodec::Av1 {
                 format!("{}", crf.round() as u32)
             } else {
@@ -108,9 +144,6 @@ pub fn encoder_options(
             opts.push(("crf".into(), value));
         }
         RateControl::Bitrate(bps) => {
-            if bps < 10_000 {
-                return Err(format!("bitrate {bps} b/s is too low (minimum 10k)"));
-            }
             opts.push(("b".into(), bps.to_string()));
             opts.push(("maxrate".into(), (bps.saturating_mul(3) / 2).to_string()));
             opts.push(("bufsize".into(), bps.saturating_mul(2).to_string()));

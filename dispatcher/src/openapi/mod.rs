@@ -1,15 +1,22 @@
 //! The OpenAPI document served at `/openapi.json`.
 //!
-//! Layout: the shared schemas (the error, a job, an upload, the scaling signal) and the
-//! response helpers first, then the paths by area (jobs, uploads, the operational endpoints),
-//! then `document` putting them together.
+//! Layout: `document` putting the parts together first, then the shared schemas (the error,
+//! a job, an upload, the scaling signal) and the response helpers, then the paths by area
+//! (jobs, uploads, the operational endpoints). The request bodies, with their limits, are in
+//! request.rs.
+
+mod request;
 
 use serde_json::{json, Value};
 
-/// The API description (OpenAPI 3.0).
-pub fn document() -> Value {
-    let mut paths = job_paths();
-    for more in [upload_paths(), operational_paths()] {
+pub use request::Contract;
+use request::{job_request_schema, upload_request_schema};
+
+/// The API description (OpenAPI 3.0) of a farm: its request bodies state every limit the
+/// server enforces, built from the farm's settings (`contract`).
+pub fn document(contract: &Contract) -> Value {
+    let mut paths = job_paths(contract);
+    for more in [upload_paths(contract), operational_paths()] {
         paths = merge(paths, &more);
     }
     json!({
@@ -29,41 +36,6 @@ fn error_schema() -> Value {
         "message": {"type": "string"}}}}})
 }
 
-/// An `s3://bucket/key` string.
-fn s3_uri(example: &str) -> Value {
-    json!({"type": "string", "pattern": "^s3://", "maxLength": 1100, "example": example})
-}
-
-/// One output of a submitted job.
-fn output_schema() -> Value {
-    json!({"type": "object", "required": ["destination"], "additionalProperties": false, "properties": {
-        "codec": {"type": "string", "enum": ["h264", "hevc", "av1"]},
-        "crf": {"type": "number", "minimum": 0, "maximum": 63, "description": "0-51 for h264/hevc, 0-63 for av1"},
-        "bitrate": {"type": "integer", "minimum": 10000, "description": "bits per second; give crf or bitrate, not both"},
-        "preset": {"type": "string", "description": "x264/x265 names (ultrafast..placebo), SVT-AV1 0-13; with hardware gpu also NVENC p1-p7"},
-        "height": {"type": "integer", "minimum": 2, "maximum": 16384},
-        "hdr": {"type": "string", "enum": ["auto", "keep", "tonemap"]},
-        "container": {"type": "string", "enum": ["mp4", "mkv"], "description": "default: from the destination's extension"},
-        "destination": s3_uri("s3://out/videos/a.mp4")}})
-}
-
-/// The body of `POST /v1/jobs`.
-fn job_request_schema() -> Value {
-    json!({"type": "object", "required": ["input", "outputs"], "additionalProperties": false, "properties": {
-        "input": s3_uri("s3://in/uploads/a.mov"),
-        "outputs": {"type": "array", "items": output_schema(), "minItems": 1, "maxItems": 8,
-            "description": "each segment is decoded once and encoded once per output; destinations must differ"},
-        "segment_seconds": {"type": "number", "minimum": 0.5, "maximum": 600},
-        "priority": {"type": "integer", "minimum": 0, "maximum": 9, "default": 5, "description": "higher-priority jobs' segments are queued first"},
-        "hardware": {"type": "string", "enum": ["gpu", "cpu", "any"], "default": "any",
-            "description": "gpu: NVENC workers only; cpu: software encoders only; any: the GPU queue while GPU workers consume it, else the CPU queue"},
-        "callback_url": {"type": "string", "pattern": "^https?://", "maxLength": 2048,
-            "description": "a public address, or one the farm's webhook_allow names"},
-        "psnr": {"type": "boolean"},
-        "stereo_downmix": {"type": "boolean", "default": false,
-            "description": "mix every audio track of more than two channels down to stereo; without it 5.1 stays 5.1"}}})
-}
-
 /// A job's states, in the order a job goes through them.
 fn job_states() -> Value {
     json!([
@@ -80,20 +52,21 @@ fn job_states() -> Value {
 
 /// A job as the API shows it.
 fn job_schema() -> Value {
+    // What a job has not measured yet (or a stored request did not say) is null.
+    let maybe = |t: &str| json!({"type": t, "nullable": true});
     json!({"type": "object", "required": ["id", "state"], "properties": {
         "id": {"type": "string"},
         "state": {"type": "string", "enum": job_states()},
         "segments_total": {"type": "integer"}, "segments_done": {"type": "integer"}, "percent": {"type": "number"},
-        "outputs": {"type": "array", "items": {"type": "string"}}, "encode_fps": {"type": "number"},
-        "priority": {"type": "integer"}, "hardware": {"type": "string"},
-        "psnr": {"type": "number"}, "timings": {"type": "object"}, "error": error_schema()}})
-}
-
-/// The body of `POST /v1/uploads`.
-fn upload_request_schema() -> Value {
-    json!({"type": "object", "additionalProperties": false, "description": "either bucket and key, or filename (then the object is uploads/{tenant}/{uuid}/{sanitised filename} in the upload bucket)", "properties": {
-        "bucket": {"type": "string", "example": "in"}, "key": {"type": "string", "example": "uploads/default/a.mov"},
-        "filename": {"type": "string", "example": "a.mov"}}})
+        "input": {"type": "object", "nullable": true, "properties": {"bucket": {"type": "string"}, "key": {"type": "string"}}},
+        "outputs": {"type": "array", "items": {"type": "string"}}, "encode_fps": maybe("number"),
+        "frames": maybe("integer"), "median_segment_overhead_s": maybe("number"),
+        "priority": maybe("integer"), "hardware": maybe("string"), "psnr": maybe("number"),
+        "timings": {"type": "object", "properties": {"created_at": {"type": "integer"},
+            "updated_at": {"type": "integer"}, "wall_s": maybe("number")}},
+        "error": {"type": "object", "nullable": true, "required": ["code"], "properties": {
+            "code": {"type": "string", "description": "stable error code (see docs/api.md)"},
+            "message": maybe("string")}}}})
 }
 
 /// The answer of `POST /v1/uploads`.
@@ -101,7 +74,8 @@ fn upload_schema() -> Value {
     json!({"type": "object", "properties": {
         "url": {"type": "string", "description": "presigned PUT URL; send the file's bytes as the body"},
         "input": {"type": "string", "example": "s3://in/uploads/default/0f3c/a.mov"},
-        "expires_in": {"type": "integer", "description": "seconds the URL stays valid", "example": 900}}})
+        "expires_in": {"type": "integer", "description": "seconds the URL stays valid", "example": 900},
+        "size": {"type": "integer", "description": "the length signed into the URL, when the request gave one"}}})
 }
 
 /// The answer of `GET /scaling`: the backlog and desired workers of each pool.
@@ -132,7 +106,7 @@ fn error_responses() -> Value {
     json!({
         "400": resp("unreadable body, header or query", &error),
         "401": resp("missing or wrong token", &error),
-        "403": resp("bucket not allowed", &error),
+        "403": resp("a bucket or an object the tenant may not use", &error),
         "404": resp("no such job", &error),
         "408": resp("the request took longer than the server's request timeout", &error),
         "413": resp("body over 64 KiB", &error),
@@ -141,7 +115,7 @@ fn error_responses() -> Value {
 }
 
 /// `/v1/jobs` and `/v1/jobs/{id}`: submit, list, show and cancel jobs.
-fn job_paths() -> Value {
+fn job_paths(contract: &Contract) -> Value {
     let (error, errors, job, states) = (
         error_schema(),
         error_responses(),
@@ -154,9 +128,11 @@ fn job_paths() -> Value {
         "CancelJob": {"operationId": "cancelJob", "parameters": {"id": "$response.body#/id"}}});
     json!({
         "/v1/jobs": {
-            "post": {"operationId": "submitJob", "summary": "Submit a job", "parameters": [{"name": "Idempotency-Key", "in": "header", "schema": {"type": "string", "minLength": 1, "maxLength": 200}}],
-                "requestBody": {"required": true, "content": {"application/json": {"schema": job_request_schema()}}},
-                "responses": merge(json!({"202": accepted, "429": resp("the tenant's unfinished jobs are at its quota", &error)}), &errors)},
+            "post": {"operationId": "submitJob", "summary": "Submit a job", "parameters": [{"name": "Idempotency-Key", "in": "header", "schema": {"type": "string", "pattern": "^[!-~]+$", "minLength": 1, "maxLength": 200},
+                    "description": "1-200 visible ASCII characters: a retried request with the same key is answered with the job it made"}],
+                "requestBody": {"required": true, "content": {"application/json": {"schema": job_request_schema(contract)}}},
+                "responses": merge(json!({"202": accepted, "429": resp("the tenant's unfinished jobs are at its quota", &error),
+                    "409": resp("the Idempotency-Key was used for a different request", &error)}), &errors)},
             "get": {"operationId": "listJobs", "summary": "List jobs", "parameters": [
                 {"name": "state", "in": "query", "schema": {"type": "string", "enum": states}},
                 {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 4294967295_u64, "description": "at most 500 are returned"}},
@@ -173,12 +149,13 @@ fn job_paths() -> Value {
 }
 
 /// `/v1/uploads`: a presigned URL to upload an input to.
-fn upload_paths() -> Value {
+fn upload_paths(contract: &Contract) -> Value {
     let error = error_schema();
     json!({
         "/v1/uploads": {
-            "post": {"operationId": "createUpload", "summary": "A presigned URL to upload an input to", "requestBody": {"required": true, "content": {"application/json": {"schema": upload_request_schema()}}},
-                "responses": merge(error_responses(), &json!({"201": resp("upload URL", &upload_schema()), "422": resp("invalid key or body", &error)}))}
+            "post": {"operationId": "createUpload", "summary": "A presigned URL to upload an input to", "requestBody": {"required": true, "content": {"application/json": {"schema": upload_request_schema(contract)}}},
+                "responses": merge(error_responses(), &json!({"201": resp("upload URL", &upload_schema()), "422": resp("invalid key or body", &error),
+                    "429": resp("the tenant was given as many upload URLs in the last 15 minutes as the farm allows", &error)}))}
         }
     })
 }
