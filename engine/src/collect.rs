@@ -151,6 +151,10 @@ async fn on_event(
             }
             let _ = delivery.acker.ack().await;
         }
+        // Only stitches send heartbeats.
+        SegmentOutcome::Running => {
+            let _ = delivery.acker.ack().await;
+        }
         // A copy of a segment that already has its result failed (a republished or
         // dead-lettered duplicate): the result stands.
         SegmentOutcome::Failed { .. } if tally.is_done(i) => {

@@ -2,6 +2,8 @@
 //! dispatcher checks the frame counts, measures quality when asked, and delivers every
 //! output, all of them or none.
 
+mod taken;
+
 use std::path::Path;
 
 use tessera_farm::queue::Consumer;
@@ -16,7 +18,8 @@ use tessera_model::wire::{encode_message, SegmentOutcome, StitchTask, TaskRef, W
 use crate::patience::patiently;
 use crate::request::{Destination, DispatchContext, JobPlan, JobRequest};
 use crate::rollback::Rollback;
-use crate::task_events::{next_event, task_failed, Silence};
+use crate::task_events::{next_event, task_failed, Silence, MAX_REPUBLISH};
+use taken::Taken;
 
 /// The stitch tasks of a job, one per output: `frames` each, with the audio step's tracks.
 pub(crate) fn stitch_tasks(
@@ -115,9 +118,18 @@ pub(crate) async fn stitch_all(
     let mut done = vec![false; tasks.len()];
     let mut stitched = Stitched::default();
     let mut silence = Silence::new(ctx.task_deadline);
+    let lapse = std::time::Duration::from_secs(tessera_model::wire::STITCH_LAPSE_SECONDS);
+    let mut taken = Taken::new(tasks.len(), lapse);
     while done.iter().any(|d| !d) {
         let (event, delivery) = tokio::select! {
             e = next_event(&req.id, tasks.first().map_or(0, |t| t.plan), events) => e?,
+            i = taken.lapsed() => {
+                taken.republish(i, MAX_REPUBLISH)?;
+                if let Err(e) = ctx.queue.publish(&ctx.stitch_queue, encode_message(&tasks[i])).await {
+                    tracing::warn!(job = %req.id, output = i, error = %e, "republish failed");
+                }
+                continue;
+            }
             () = silence.passed() => {
                 let outstanding: Vec<TaskRef> = (0..tasks.len())
                     .filter(|&i| !done[i])
@@ -144,6 +156,9 @@ pub(crate) async fn stitch_all(
         };
         let _ = delivery.acker.ack().await;
         match event.outcome {
+            // A worker took the stitch and runs it (a late heartbeat of a done one is moot).
+            SegmentOutcome::Running if !done[index] => taken.heard(index),
+            SegmentOutcome::Running => {}
             SegmentOutcome::Done {
                 frames,
                 peak_rss_bytes,
@@ -159,6 +174,7 @@ pub(crate) async fn stitch_all(
                     ));
                 }
                 done[index] = true;
+                taken.forget(index);
                 stitched.peak_rss_bytes = stitched.peak_rss_bytes.max(peak_rss_bytes);
                 stitched.check_seconds += check_seconds;
             }

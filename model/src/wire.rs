@@ -127,6 +127,13 @@ pub enum SegmentOutcome {
         #[serde(default)]
         check_seconds: f64,
     },
+    /// A stitch a worker has taken and is running. Why: a stitch may outlast the broker's
+    /// consumer timeout (30 min by default; a 2-hour 60 fps output may take longer), so the
+    /// worker acks its delivery when it begins and sends this when it starts and every
+    /// [`STITCH_HEARTBEAT_SECONDS`] after; the dispatcher republishes a taken stitch whose
+    /// heartbeats stop for [`STITCH_LAPSE_SECONDS`] (its worker died), instead of the broker
+    /// redelivering it.
+    Running,
     /// Failed for good (input error or delivery limit reached).
     Failed {
         /// Stable error code (a newer peer's unknown code is kept as sent).
@@ -137,6 +144,13 @@ pub enum SegmentOutcome {
         message: String,
     },
 }
+
+/// Seconds between a running stitch's [`SegmentOutcome::Running`] events.
+pub const STITCH_HEARTBEAT_SECONDS: u64 = 30;
+
+/// Seconds without a [`SegmentOutcome::Running`] event after which the dispatcher takes a
+/// stitch's worker for dead and republishes the stitch: four heartbeats missed.
+pub const STITCH_LAPSE_SECONDS: u64 = 4 * STITCH_HEARTBEAT_SECONDS;
 
 /// Which task of a job an event is about: `{"segment": 3}` or `{"stitch": 0}` (output index).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

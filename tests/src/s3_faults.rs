@@ -50,6 +50,8 @@ struct State {
     troubled: usize,
     /// A partition between the client and the store (see [`S3Faults::cut`]).
     cut: Option<Direction>,
+    /// Reads whose path holds this text are passed on this late (see [`S3Faults::slow_reads`]).
+    slow_reads: Option<(String, Duration)>,
 }
 
 /// What a store in trouble does (the chaos run's store faults, review N10).
@@ -138,6 +140,13 @@ impl S3Faults {
         self.state.lock().expect("door state").stall = None;
     }
 
+    /// From now on, passes every GET whose path holds `part` (`/encoded/`: the reads of a
+    /// stitch) on `delay` late; replaces the rule before it. Why: a task made to run long
+    /// without slowing the tasks before it (review M1's stitch past the consumer timeout).
+    pub fn slow_reads(&self, part: &str, delay: Duration) {
+        self.state.lock().expect("door state").slow_reads = Some((part.to_string(), delay));
+    }
+
     /// Answers `trouble` from now for `lasting` (on every other request for 503 and 429).
     pub fn trouble(&self, trouble: Trouble, lasting: Duration) {
         let mut state = self.state.lock().expect("door state");
@@ -211,6 +220,12 @@ fn serve(mut client: TcpStream, upstream: &str, state: &Mutex<State>) {
     if method == "DELETE" && unavailable(state, path) {
         let message = "Please reduce your request rate (the test's outage)";
         return answer(client, "503 Slow Down", "SlowDown", message, path);
+    }
+    if method == "GET" {
+        let slow = state.lock().expect("door state").slow_reads.clone();
+        if let Some((_, delay)) = slow.filter(|(part, _)| path.contains(part.as_str())) {
+            std::thread::sleep(delay);
+        }
     }
     match troubled(state) {
         Some(Trouble::SlowDown) => {

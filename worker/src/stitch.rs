@@ -3,6 +3,11 @@
 //!
 //! Why on workers: a stitch reads and writes a whole output; run on the workers it scales
 //! with them and keeps the dispatcher a thin coordinator.
+//!
+//! Its delivery is acked when it begins and the dispatcher hears it by heartbeats (taken.rs):
+//! a long stitch outlasts the broker's consumer timeout.
+
+mod taken;
 
 use std::path::Path;
 
@@ -18,7 +23,9 @@ use crate::segment::{Done, SegmentRunner};
 const FETCHES_IN_FLIGHT: usize = 4;
 
 impl SegmentRunner {
-    /// Handles one stitch delivery to the end: acked, requeued or dead-lettered, never lost.
+    /// Handles one stitch delivery to the end: acked when it begins (see taken.rs), then
+    /// reported done or failed, requeued as a copy, or republished by the dispatcher when its
+    /// heartbeats stop; never lost.
     pub async fn handle_stitch(&self, delivery: Delivery) {
         let task: StitchTask = match decode_message(&delivery.body).map_err(FarmError::from) {
             Ok(t) => t,
@@ -34,7 +41,6 @@ impl SegmentRunner {
             task.output,
             uuid::Uuid::new_v4().simple()
         ));
-        let work = self.stitch(&task, &staging);
         let origin = self
             .config
             .stitch_queue
@@ -44,6 +50,15 @@ impl SegmentRunner {
             job: &job,
             plan: task.plan,
             task: TaskRef::Stitch(task.output),
+        };
+        let Some(delivery) = self.take(delivery, &origin).await else {
+            return;
+        };
+        let work = async {
+            tokio::select! {
+                done = self.stitch(&task, &staging) => done,
+                never = self.heartbeats(ticket) => match never {},
+            }
         };
         self.run_task(ticket, &origin, delivery, &staging, work)
             .await;
