@@ -347,6 +347,9 @@ fn all_checks_pass() {
         .args(["--url", &farm.api])
         .args(["-H", &format!("Authorization: Bearer {TOKEN}")])
         .args(["--checks", "all", "--exclude-checks", "use_after_free"])
+        // The job body's patterns and branches make hypothesis drop many drafts in long runs
+        // (its "filter_too_much" health check): a limit of the generator, not a finding.
+        .args(["--suppress-health-check", "filter_too_much"])
         .args(["--max-time", &seconds, "--workers", "2"])
         .args(["--request-timeout", "20", "--seed", "29"])
         .env("NO_COLOR", "1")
