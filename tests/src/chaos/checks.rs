@@ -18,27 +18,32 @@ pub fn outputs(prefix: &str) -> [String; 2] {
     [format!("{prefix}/a.mp4"), format!("{prefix}/b.mkv")]
 }
 
-/// The frame hashes of each output of the reference jobs: one job per kind in `kinds`,
-/// submitted with `submit` once the faults are over and waited for. Panics if one fails.
-pub fn references(
+/// Submits the reference jobs: one job per kind in `kinds` with `submit`, once the faults
+/// are over (the doors all open); (output prefix, job id) of each.
+pub fn submit_references(
     farm: &Farm,
     kinds: &[Fixture],
     submit: impl Fn(&Farm, &str, Fixture) -> String,
-) -> HashMap<String, Vec<FrameHash>> {
+) -> Vec<(String, String)> {
     let by_name: std::collections::BTreeMap<String, Fixture> =
         kinds.iter().map(|k| (format!("{k:?}"), *k)).collect();
-    let jobs: Vec<(String, String)> = by_name
+    by_name
         .iter()
         .map(|(name, kind)| {
             let prefix = format!("reference/{name}");
             (prefix.clone(), submit(farm, &prefix, *kind))
         })
-        .collect();
+        .collect()
+}
+
+/// The frame hashes of each output of the reference `jobs`, waited for. Panics if one
+/// fails: without its reference no output can be judged.
+pub fn reference_hashes(farm: &Farm, jobs: &[(String, String)]) -> HashMap<String, Vec<FrameHash>> {
     let mut hashes = HashMap::new();
     for (prefix, id) in jobs {
-        let job = farm.wait_job(&id, Duration::from_secs(600));
+        let job = farm.wait_job(id, Duration::from_secs(600));
         assert_eq!(job["state"], "done", "reference job {prefix}: {job}");
-        for key in outputs(&prefix) {
+        for key in outputs(prefix) {
             let local = farm.dir.path().join(key.replace('/', "_"));
             farm.download("output", &key, &local);
             hashes.insert(key, frame_hashes(&local));
@@ -89,7 +94,8 @@ pub fn check_jobs(
                 if job["error"]["code"].as_str().is_some_and(|c| !c.is_empty()) {
                     report.failed_with_reason += 1;
                     let code = job["error"]["code"].as_str().unwrap_or_default();
-                    report.failures.push(format!("job {i}: {code}"));
+                    let message = job["error"]["message"].as_str().unwrap_or_default();
+                    report.failures.push(format!("job {i}: {code}: {message}"));
                 }
                 if !present.is_empty() {
                     report.partial += 1;
