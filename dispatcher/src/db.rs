@@ -98,6 +98,7 @@ pub struct JobRow {
 }
 
 mod deliveries;
+mod held;
 mod outbox;
 mod quota;
 pub use outbox::{now_ms, OutboxRow};
@@ -203,7 +204,8 @@ impl Db {
                 ON webhook_outbox(given_up_ms, next_attempt_ms);",
         )
         .map_err(db_err)?;
-        conn.execute_batch(deliveries::SCHEMA).map_err(db_err)?;
+        conn.execute_batch(&[deliveries::SCHEMA, held::SCHEMA].concat())
+            .map_err(db_err)?;
         // Databases from before tenants: every job belonged to the one client there was.
         let has_owner: bool = conn
             .prepare("SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'owner'")

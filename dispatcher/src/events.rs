@@ -16,22 +16,48 @@ use tessera_model::wire::{valid_job_id, MAX_MESSAGE_BYTES, QUEUE_EVENTS};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-type Routes = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Delivery>>>>;
+mod held;
+#[cfg(test)]
+mod tests;
+
+use crate::db::Db;
+use held::{HeldReader, Phase, SharedPhase};
+
+/// A registered job's route: its live channel and where its events go now.
+#[derive(Clone)]
+struct Route {
+    tx: mpsc::UnboundedSender<Delivery>,
+    phase: SharedPhase,
+}
+
+type Routes = Arc<Mutex<HashMap<String, Route>>>;
 
 /// The router: register a job to receive its events.
 #[derive(Clone, Default)]
 pub struct EventRouter {
     routes: Routes,
+    /// Where events of jobs not yet reading them are held; without it they wait in memory,
+    /// unacked.
+    held: Option<Db>,
 }
 
-/// A job's events, as a `Consumer` for `run_job`.
+/// A job's events, as a `Consumer` for `run_job`: first those held for it before it started
+/// reading (oldest first), then the live ones.
 pub struct JobEvents {
+    job: String,
+    held: Option<HeldReader>,
     rx: mpsc::UnboundedReceiver<Delivery>,
 }
 
 #[async_trait]
 impl Consumer for JobEvents {
     async fn next(&mut self) -> Result<Option<Delivery>, FarmError> {
+        if let Some(reader) = &mut self.held {
+            if let Some(stored) = reader.next(&self.job).await? {
+                return Ok(Some(stored));
+            }
+            self.held = None;
+        }
         Ok(self.rx.recv().await)
     }
 }
@@ -50,26 +76,66 @@ struct JobOnly {
 }
 
 impl EventRouter {
-    /// Starts routing `job`'s events to the returned consumer.
+    /// A router that holds the events of jobs not yet reading them in `db` (acked at once).
+    pub fn durable(db: Db) -> Self {
+        EventRouter {
+            routes: Routes::default(),
+            held: Some(db),
+        }
+    }
+
+    /// Starts routing `job`'s events to the returned consumer: held until it first reads.
     pub fn register(&self, job: &str) -> JobEvents {
         let (tx, rx) = mpsc::unbounded_channel();
+        let first = if self.held.is_some() {
+            Phase::Held
+        } else {
+            Phase::Live
+        };
+        let phase: SharedPhase = Arc::new(tokio::sync::Mutex::new(first));
+        let route = Route {
+            tx,
+            phase: phase.clone(),
+        };
         self.routes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(job.to_string(), tx);
-        JobEvents { rx }
+            .insert(job.to_string(), route);
+        let held = self.held.clone().map(|db| HeldReader {
+            db,
+            phase,
+            after: 0,
+        });
+        JobEvents {
+            job: job.to_string(),
+            held,
+            rx,
+        }
     }
 
-    /// Stops routing `job`'s events.
-    pub fn unregister(&self, job: &str) {
-        self.routes
+    /// Stops routing `job`'s events (it has ended) and forgets those held for it.
+    pub async fn unregister(&self, job: &str) {
+        let route = self
+            .routes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(job);
+        if let Some(route) = route {
+            // After this no event of the job is stored: the router sees it closed.
+            *route.phase.lock().await = Phase::Closed;
+        }
+        if let Some(db) = &self.held {
+            let id = job.to_string();
+            if let Err(e) = held::blocking(db, move |db| db.forget_held_events(&id)).await {
+                tracing::warn!(job, error = %e, "ended job's held events not forgotten");
+            }
+        }
     }
 
     /// Hands `delivery` to its job; back with what to do when no running job takes it.
-    fn route(&self, delivery: Delivery) -> Result<(), Unrouted> {
+    /// An event of a job not reading yet is stored and acked (see `held.rs`); if it cannot
+    /// be stored it waits in the job's channel, unacked, as it would without a database.
+    async fn route(&self, delivery: Delivery) -> Result<(), Unrouted> {
         let head = (delivery.body.len() <= MAX_MESSAGE_BYTES)
             .then(|| serde_json::from_slice::<JobOnly>(&delivery.body).ok())
             .flatten()
@@ -77,10 +143,28 @@ impl EventRouter {
         let Some(head) = head else {
             return Err(Unrouted::Poison(delivery));
         };
-        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        match routes.get(&head.job_id) {
-            Some(tx) => tx.send(delivery).map_err(|e| Unrouted::Orphan(e.0)),
-            None => Err(Unrouted::Orphan(delivery)),
+        let route = {
+            let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+            routes.get(&head.job_id).cloned()
+        };
+        let Some(route) = route else {
+            return Err(Unrouted::Orphan(delivery));
+        };
+        let phase = route.phase.lock().await;
+        match (*phase, &self.held) {
+            (Phase::Closed, _) => Err(Unrouted::Orphan(delivery)),
+            (Phase::Held, Some(db)) => match held::store(db, &head.job_id, &delivery).await {
+                Ok(_) => {
+                    drop(phase);
+                    let _ = delivery.acker.ack().await;
+                    Ok(())
+                }
+                Err(e) => {
+                    tracing::warn!(job = %head.job_id, error = %e, "event not held; kept unacked");
+                    route.tx.send(delivery).map_err(|e| Unrouted::Orphan(e.0))
+                }
+            },
+            _ => route.tx.send(delivery).map_err(|e| Unrouted::Orphan(e.0)),
         }
     }
 
@@ -124,7 +208,7 @@ impl EventRouter {
                     n = current.next() => n,
                 };
                 match next {
-                    Ok(Some(d)) => match self.route(d) {
+                    Ok(Some(d)) => match self.route(d).await {
                         Ok(()) => {}
                         Err(Unrouted::Orphan(d)) => {
                             tracing::debug!("event for a job not running here dropped");

@@ -72,7 +72,7 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
     let queue = connect_queue(&settings).await?;
     let events = instance::claim_events(&*queue).await?;
     let s3 = S3Client::new(settings.service.s3.clone()).await?;
-    let router = EventRouter::default();
+    let router = EventRouter::durable(db.clone());
     let runner = new_runner(&settings, &db, &queue, s3, &router)?;
     // What the media child's FFmpeg offers; a dispatcher whose child cannot answer does not
     // start.

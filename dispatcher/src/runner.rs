@@ -73,7 +73,8 @@ pub struct Runner {
 
 impl Runner {
     /// Runs a job to its end and records the outcome. `events` is the job's route, registered
-    /// before this task was spawned so that no event of a resumed job arrives unrouted.
+    /// before this task was spawned so that no event of a resumed job arrives unrouted; until
+    /// the job first reads them its events are held in the database, acked (events.rs).
     pub async fn run(
         self: Arc<Self>,
         id: String,
@@ -125,7 +126,7 @@ impl Runner {
         };
         // A run resumed inside delivery that failed: what the run before it copied goes too.
         let result = sink.take_back_earlier(result).await;
-        self.router.unregister(&id);
+        self.router.unregister(&id).await;
         // The outcome is durable before the end marker is written: a restart between the two
         // finds a final job to clean up, never an unfinished one whose tasks workers drop.
         self.record_outcome(&id, result, cancel.is_cancelled())
