@@ -87,7 +87,7 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
         gpu: caps.hw,
         max_jobs_per_tenant: settings.limits.jobs_per_tenant,
         scopes: settings.scopes.clone(),
-        watched: scopes::watched_prefixes(&settings.watches),
+        watched: watch::watched_prefixes(&settings.watches),
         upload_limits: settings.uploads,
         upload_ledger: Default::default(),
         running: Mutex::new(Default::default()),

@@ -18,7 +18,7 @@ mod check;
 
 use std::collections::BTreeMap;
 
-pub use self::check::{check_plan, watched_prefixes};
+pub use self::check::check_plan;
 
 /// One scope: a bucket and a key prefix of it (`""`: the whole bucket; otherwise it ends in
 /// `/`, so `acme/` never covers `acme2/`).

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::AppState;
 use crate::job_plan::S3Uri;
 use crate::jobspec::validate;
-use crate::scopes::TenantScopes;
+use crate::scopes::{Prefix, TenantScopes};
 
 /// One watched prefix and the output its uploads get unless a sidecar says otherwise.
 ///
@@ -58,6 +58,18 @@ pub struct Watch {
     /// A streaming package instead of a file (the codec settings then come from its
     /// ladder): each upload's package goes under its own prefix, named like its file would be.
     pub package: Option<tessera_model::package::PackageSpec>,
+}
+
+/// The watched prefixes of `watches`, as scopes: a job may write inside none of them (its
+/// output would start another job).
+pub fn watched_prefixes(watches: &[Watch]) -> Vec<Prefix> {
+    watches
+        .iter()
+        .map(|w| Prefix {
+            bucket: w.bucket.clone(),
+            prefix: w.prefix.clone(),
+        })
+        .collect()
 }
 
 /// One `[[dispatcher.watch]]` table of the config file.

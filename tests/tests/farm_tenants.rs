@@ -76,7 +76,7 @@ fn tenants_see_and_cancel_only_their_own_jobs() {
         Some("same-key"),
         "s3://output/acme/other.mp4",
     );
-    assert_eq!(code, 422, "{again}");
+    assert_eq!(code, 409, "{again}");
     let (code, same) = submit_as(
         &farm,
         ACME_TOKEN,

@@ -6,18 +6,6 @@ use tessera_model::error_code::ErrorCode;
 use super::{Grant, Prefix};
 use crate::job_plan::JobPlan;
 use crate::jobspec::Invalid;
-use crate::watch::Watch;
-
-/// The watched prefixes of `watches`, as scopes (a job may write inside none of them).
-pub fn watched_prefixes(watches: &[Watch]) -> Vec<Prefix> {
-    watches
-        .iter()
-        .map(|w| Prefix {
-            bucket: w.bucket.clone(),
-            prefix: w.prefix.clone(),
-        })
-        .collect()
-}
 
 /// The scopes of a grant, for a refusal's message.
 fn listed(scopes: &[Prefix]) -> String {
