@@ -259,20 +259,8 @@ pub async fn serve(
     settings: ServiceSettings,
     shutdown: CancellationToken,
 ) -> Result<(), FarmError> {
-    // One spare child for the stitch and quality operations (encodes use warm slots). Its
-    // children write only in the staging directory, where every input and output lies.
-    let confinement = Confinement::default().writing(&settings.worker.staging_dir);
-    let sandbox = Sandbox::current()?
-        .confined(confinement)
-        .with_spares(1, settings.worker.limits);
     let mut settings = settings;
-    // What the media child's FFmpeg offers; a worker whose child cannot answer does not start.
-    let caps = sandbox.capabilities().await?;
-    let probe = crate::gpu::probe_in_child(sandbox.clone());
-    settings.worker.gpus = crate::gpu::for_worker(&settings.gpu, &caps.hw, probe.clone()).await?;
-    if let Some(gpus) = &settings.worker.gpus {
-        gpus.spawn_refresh(Duration::from_secs(5), shutdown.clone(), probe);
-    }
+    let sandbox = open_media(&mut settings, &shutdown).await?;
     let metrics = settings.worker.metrics.clone();
     let drain = settings.worker.drain.clone();
     // The endpoint outlives the drain: /readyz says 503 while in-flight work finishes, and
@@ -357,6 +345,29 @@ pub async fn serve(
         "worker stopped"
     );
     Ok(())
+}
+
+/// The media children's sandbox, and the GPUs this worker encodes on (set in `settings`,
+/// refreshed every 5 s until `shutdown`). Why before anything else: a worker whose media
+/// child cannot answer (or that requires a GPU it cannot use) does not start.
+async fn open_media(
+    settings: &mut ServiceSettings,
+    shutdown: &CancellationToken,
+) -> Result<Sandbox, FarmError> {
+    // One spare child for the stitch and quality operations (encodes use warm slots). Its
+    // children write only in the staging directory, where every input and output lies.
+    let confinement = Confinement::default().writing(&settings.worker.staging_dir);
+    let sandbox = Sandbox::current()?
+        .confined(confinement)
+        .with_spares(1, settings.worker.limits);
+    // What the media child's FFmpeg offers; a worker whose child cannot answer does not start.
+    let caps = sandbox.capabilities().await?;
+    let probe = crate::gpu::probe_in_child(sandbox.clone());
+    settings.worker.gpus = crate::gpu::for_worker(&settings.gpu, &caps.hw, probe.clone()).await?;
+    if let Some(gpus) = &settings.worker.gpus {
+        gpus.spawn_refresh(Duration::from_secs(5), shutdown.clone(), probe);
+    }
+    Ok(sandbox)
 }
 
 async fn connect(settings: &ServiceSettings) -> Result<Arc<dyn Queue>, FarmError> {
