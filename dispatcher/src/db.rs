@@ -99,6 +99,7 @@ pub struct JobRow {
 
 mod deliveries;
 mod held;
+mod inputs;
 mod outbox;
 mod quota;
 pub use outbox::{now_ms, OutboxRow};
@@ -204,7 +205,7 @@ impl Db {
                 ON webhook_outbox(given_up_ms, next_attempt_ms);",
         )
         .map_err(db_err)?;
-        conn.execute_batch(&[deliveries::SCHEMA, held::SCHEMA].concat())
+        conn.execute_batch(&[deliveries::SCHEMA, held::SCHEMA, inputs::SCHEMA].concat())
             .map_err(db_err)?;
         // Databases from before tenants: every job belonged to the one client there was.
         let has_owner: bool = conn
@@ -337,6 +338,7 @@ impl Db {
                 [cutoff.saturating_mul(1000)],
             )?;
             c.execute(deliveries::PRUNE, [])?;
+            c.execute(inputs::PRUNE, [])?;
             c.execute(
                 "DELETE FROM jobs WHERE state IN ('done', 'failed', 'cancelled')
                  AND updated_at < ?1

@@ -214,7 +214,8 @@ impl Runner {
     /// Checks the input before it is downloaded and promises it its staging: the HEAD
     /// answers (an unavailable store is waited for), the input is not larger than the farm
     /// accepts, and the staging disk holds it beside the other jobs' promises
-    /// (admission.rs). Returns what the HEAD saw: the fetch takes that version, no larger.
+    /// (admission.rs); a resumed run's input is the version its first run saw. Returns what
+    /// the HEAD saw: the fetch takes that version, no larger.
     async fn admit_input(
         &self,
         id: &str,
@@ -225,6 +226,9 @@ impl Runner {
         let head = tessera_engine::patiently("look at input", || source.head(&plan.input.key));
         let input = plan.input.to_string();
         let info = admission::checked_head(head.await, &input, self.max_input_bytes)?;
+        if let Some(first) = self.db.pin_input(id, &info.etag)? {
+            return Err(admission::replaced(&input, &first, &info.etag));
+        }
         let free = tessera_farm::disk::free_bytes(staging);
         let need = admission::staging_need(info.size);
         StagingLedger::of(&self.staging_dir).reserve(id, need, free, staging, &input)?;

@@ -5,8 +5,9 @@
 //! - Restarted, it resumes the job still `delivering`: a `DELETE` is refused (409) before and
 //!   during the resumed delivery, and once the door lets the copy through the job ends `done`
 //!   with both outputs.
-//! - When the resumed run fails instead (its input was deleted while the dispatcher was down),
-//!   what the killed run delivered is taken back: nothing is left at the destinations.
+//! - When the resumed run fails instead (its input was deleted, or replaced by other bytes,
+//!   while the dispatcher was down), what the killed run delivered is taken back: nothing is
+//!   left at the destinations, and a replaced input is named as such.
 
 use std::time::{Duration, Instant};
 
@@ -59,6 +60,7 @@ fn a_dispatcher_killed_while_delivering_resumes_the_delivery_and_refuses_cancels
     let mut farm = Farm::start("delivery-resume", 2);
     farm.upload(&fixture(Fixture::ClosedGopH264), "input", "clip.mp4");
     farm.upload(&fixture(Fixture::ClosedGopH264), "input", "gone.mp4");
+    farm.upload(&fixture(Fixture::ClosedGopH264), "input", "swapped.mp4");
     let door = S3Faults::start(&farm.garage.endpoint);
     farm.set_dispatcher_env("TESSERA_S3_ENDPOINT", &door.endpoint);
     farm.start_dispatcher();
@@ -109,4 +111,20 @@ fn a_dispatcher_killed_while_delivering_resumes_the_delivery_and_refuses_cancels
         left.is_empty(),
         "the failed job left what the killed run delivered: {left:?}; {job}"
     );
+
+    // Killed inside delivery, then the input replaced by other bytes of the same length of
+    // time: the resumed run must not encode or deliver them beside the first run's output.
+    door.stall_copies("/output/swapped-b");
+    let id = submit_two(&farm, "s3://input/swapped.mp4", "swapped-");
+    kill_inside_delivery(&mut farm, &door, &id, "swapped-");
+    door.heal();
+    farm.upload(&fixture(Fixture::OpenGopH264), "input", "swapped.mp4");
+    farm.start_dispatcher();
+    let job = farm.wait_job(&id, JOB_TIMEOUT);
+    assert_eq!(job["state"], "failed", "{job}");
+    assert_eq!(job["error"]["code"], "input_unreadable", "{job}");
+    let message = job["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("replaced"), "{job}");
+    let left = farm.list("output", "swapped-");
+    assert!(left.is_empty(), "the failed job left {left:?}; {job}");
 }

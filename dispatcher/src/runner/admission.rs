@@ -60,6 +60,20 @@ pub(super) fn checked_head(
     Ok(info)
 }
 
+/// Why a resumed run refuses its input: the object was replaced since the job's first run
+/// saw version `first`. The job fails rather than encode, or deliver, other bytes than the
+/// ones it was given.
+pub(super) fn replaced(input: &str, first: &str, now: &str) -> FarmError {
+    FarmError::Media {
+        code: ErrorCode::InputUnreadable,
+        class: ErrorClass::Abort,
+        message: format!(
+            "{input}: the input was replaced while the job ran (ETag {first} when it started, \
+             {now} now); a job delivers only outputs of the version it was given"
+        ),
+    }
+}
+
 /// Bytes of staging promised to the jobs admitted and not yet cleaned up, per job.
 ///
 /// Why: the disk's free space is read per job, and jobs admitted together all see the same
