@@ -194,10 +194,7 @@ fn jobs_a_watch_starts_count_toward_its_tenants_quota() {
         .iter()
         .filter_map(|j| j["input"]["key"].as_str())
         .collect();
-    assert!(
-        inputs.contains(&"acme/incoming/two.mp4"),
-        "{ids:?} {list}"
-    );
+    assert!(inputs.contains(&"acme/incoming/two.mp4"), "{ids:?} {list}");
 }
 
 #[test]
