@@ -152,11 +152,18 @@ fn upload_target(
         let msg = format!("upload bucket '{bucket}' is not one this farm may use");
         return Err((ErrorCode::BucketNotAllowed, msg));
     }
+    // An object the tenant may not write: 403 naming the object and the tenant, as a job's
+    // input or destination outside its scopes is answered.
     if !who.admin && !key.starts_with(&upload_prefix(&who.tenant)) {
-        return Err(invalid(format!(
-            "upload key '{key}': a tenant uploads under {} only (or give \"filename\")",
-            upload_prefix(&who.tenant)
-        )));
+        return Err((
+            ErrorCode::ObjectNotAllowed,
+            format!(
+                "upload s3://{bucket}/{key} is outside what tenant '{}' may upload \
+                 (s3://{bucket}/{}; or give \"filename\")",
+                who.tenant,
+                upload_prefix(&who.tenant)
+            ),
+        ));
     }
     let uri = S3Uri::parse(&format!("s3://{bucket}/{key}"))
         .map_err(|e| invalid(format!("upload: {e}")))?;

@@ -125,14 +125,20 @@ fn a_tenant_uploads_only_under_its_own_prefix() {
         "{ok}"
     );
     assert!(ok["expires_in"].as_u64().is_some_and(|s| s <= 900), "{ok}");
-    // A key outside the tenant's prefix (an output, another tenant's upload): refused.
+    // A key outside the tenant's prefix (an output, another tenant's upload): refused as an
+    // object the tenant may not use, naming the key and the tenant (as a job's would be).
     for key in ["t/a.mp4", "uploads/beta/x.mp4", "processed/out.mp4"] {
         let (code, resp) = post(
             ACME_TOKEN,
             json!({"bucket": "input", "key": key, "size": 1}),
         );
-        assert_eq!(code, 422, "{key}: {resp}");
-        assert_eq!(resp["error"]["code"], "invalid_upload", "{resp}");
+        assert_eq!(code, 403, "{key}: {resp}");
+        assert_eq!(resp["error"]["code"], "object_not_allowed", "{resp}");
+        let message = resp["error"]["message"].as_str().unwrap_or("");
+        assert!(
+            message.contains(&format!("s3://input/{key}")) && message.contains("'acme'"),
+            "{resp}"
+        );
     }
     let (code, resp) = post(
         ACME_TOKEN,

@@ -155,6 +155,7 @@ fn upload_paths(contract: &Contract) -> Value {
         "/v1/uploads": {
             "post": {"operationId": "createUpload", "summary": "A presigned URL to upload an input to", "requestBody": {"required": true, "content": {"application/json": {"schema": upload_request_schema(contract)}}},
                 "responses": merge(error_responses(), &json!({"201": resp("upload URL", &upload_schema()), "422": resp("invalid key or body", &error),
+                    "403": resp("a bucket this farm may not use (bucket_not_allowed), or a key outside the tenant's uploads/{tenant}/ (object_not_allowed, naming the object and the tenant)", &error),
                     "429": resp("the tenant was given as many upload URLs in the last 15 minutes as the farm allows", &error)}))}
         }
     })
