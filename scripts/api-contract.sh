@@ -4,7 +4,7 @@
 # the stateful phase follows the links from a created job to GET and DELETE /v1/jobs/{id}.
 # Every check but use_after_free: DELETE /v1/jobs/{id} cancels a job, which stays readable.
 # Starts a farm (Garage, a RabbitMQ vhost, the dispatcher, no workers) through the test
-# harness's ignored test `api_contract::all_checks_pass`, which runs `st`.
+# harness's ignored test `api_contract::schemathesis::all_checks_pass`, which runs `st`.
 #
 #   scripts/api-contract.sh [SECONDS]    time budget of the run, default 300 (the coverage
 #                                        phase takes 2-3 minutes on two cores; the run fails

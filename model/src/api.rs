@@ -90,7 +90,7 @@ fn is_any(hardware: &Hardware) -> bool {
 /// would take a number just past a bound (51.0000001, -1e-50) to the bound itself, so the
 /// server would accept what the schema refuses. Rounded away from zero, a number past a bound
 /// stays past it, and one inside stays inside (the bounds are whole numbers).
-fn crf_away_from_zero<'de, D>(d: D) -> Result<Option<f32>, D::Error>
+pub(crate) fn crf_away_from_zero<'de, D>(d: D) -> Result<Option<f32>, D::Error>
 where
     D: serde::Deserializer<'de>,
 {

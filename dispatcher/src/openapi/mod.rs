@@ -3,8 +3,9 @@
 //! Layout: `document` putting the parts together first, then the shared schemas (the error,
 //! a job, an upload, the scaling signal) and the response helpers, then the paths by area
 //! (jobs, uploads, the operational endpoints). The request bodies, with their limits, are in
-//! request.rs.
+//! request.rs (a package output's in package.rs).
 
+mod package;
 mod request;
 
 use serde_json::{json, Value};

@@ -45,7 +45,7 @@ impl Contract {
 }
 
 /// Characters no key may hold: the C0 and C1 controls (Rust's `char::is_control`).
-const CTRL: &str = r"\x00-\x1f\x7f-\x9f";
+pub(super) const CTRL: &str = r"\x00-\x1f\x7f-\x9f";
 
 /// The most bytes of an object key (S3's limit, `tessera_farm::store::validate_key`).
 pub const MAX_KEY_BYTES: usize = 1024;
@@ -71,7 +71,7 @@ fn key() -> String {
 }
 
 /// The buckets as one alternation (`(?!)`, which matches nothing, when there are none).
-fn bucket_alternation(buckets: &[String]) -> String {
+pub(super) fn bucket_alternation(buckets: &[String]) -> String {
     if buckets.is_empty() {
         return "(?!)".into();
     }
@@ -222,23 +222,25 @@ fn callback_url(hosts: &[String]) -> Value {
 /// The body of `POST /v1/jobs`.
 pub fn job_request_schema(c: &Contract) -> Value {
     let cpu = [VideoCodec::H264, VideoCodec::Hevc, VideoCodec::Av1];
-    let outputs =
-        |codecs: &[VideoCodec], preset| json!({"items": output_schema(&c.buckets, codecs, preset)});
+    // An output is a file, or on the CPU path a streaming package.
+    let files = json!({"items": {"anyOf": [output_schema(&c.buckets, &cpu, cpu_preset),
+        super::package::package_output(&c.buckets)]}});
     let mut branches = vec![json!({"properties": {"hardware": {"enum": ["cpu", "any"]},
-        "outputs": outputs(&cpu, cpu_preset)}})];
+        "outputs": files}})];
     let mut hardware = vec!["cpu", "any"];
     let nvenc = c.nvenc_codecs();
     if !nvenc.is_empty() {
         hardware.insert(0, "gpu");
         branches.push(
             json!({"required": ["hardware"], "properties": {"hardware": {"enum": ["gpu"]},
-            "outputs": outputs(&nvenc, gpu_preset)}}),
+            "outputs": {"items": {"anyOf": [output_schema(&c.buckets, &nvenc, gpu_preset)]}}}}),
         );
     }
     let mut properties = json!({
         "input": object_uri(&c.buckets, "s3://in/uploads/a.mov"),
         "outputs": {"type": "array", "items": {"type": "object"}, "minItems": 1, "maxItems": MAX_OUTPUTS,
-            "description": "each segment is decoded once and encoded once per output; destinations must differ"},
+            "description": "each segment is decoded once and encoded once per output (a package once per rung, \
+            at most 8 encodes in all); destinations must differ; at most one package"},
         "segment_seconds": {"type": "number", "minimum": 0.5, "maximum": 600},
         "priority": {"type": "integer", "minimum": 0, "maximum": 9, "default": 5, "description": "higher-priority jobs' segments are queued first"},
         "hardware": {"type": "string", "enum": hardware, "default": "any",

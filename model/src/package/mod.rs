@@ -54,8 +54,9 @@ pub struct Rung {
     /// Average bit rate in bits/s (give this or `crf`).
     #[serde(default)]
     pub bitrate: Option<u64>,
-    /// Constant quality (give this or `bitrate`); with `maxrate`, capped CRF.
-    #[serde(default)]
+    /// Constant quality (give this or `bitrate`); with `maxrate`, capped CRF. Rounded to
+    /// `f32` away from zero, as an output's, so a number just past the range stays past it.
+    #[serde(default, deserialize_with = "crate::api::crf_away_from_zero")]
     pub crf: Option<f32>,
     /// Video codec; H.264 when absent.
     #[serde(default)]

@@ -70,6 +70,11 @@ fn ten() -> u32 {
     10
 }
 
+/// The latest poster time, in seconds. Why a ceiling: a time past the end takes the last
+/// frame, so no later one means anything, and the API states a range for every number
+/// (no source runs 1e9 s, 31 years).
+pub const MAX_POSTER_SECONDS: f64 = 1e9;
+
 /// The most `interval` sizes (each costs a scale and an encode per thumbnail).
 pub const MAX_HEIGHTS: usize = 4;
 
@@ -80,8 +85,11 @@ impl ThumbnailSpec {
             return Err(format!("quality {} must be within 1..=100", self.quality));
         }
         if let Some(p) = &self.poster {
-            if !(p.time.is_finite() && p.time >= 0.0) {
-                return Err(format!("poster.time {} must be a time >= 0", p.time));
+            if !(p.time.is_finite() && (0.0..=MAX_POSTER_SECONDS).contains(&p.time)) {
+                return Err(format!(
+                    "poster.time {} must be within 0..={MAX_POSTER_SECONDS} seconds",
+                    p.time
+                ));
             }
             if let Some(h) = p.height {
                 check_height("poster.height", h)?;
