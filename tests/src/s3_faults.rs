@@ -52,6 +52,8 @@ struct State {
     cut: Option<Direction>,
     /// Reads whose path holds this text are passed on this late (see [`S3Faults::slow_reads`]).
     slow_reads: Option<(String, Duration)>,
+    /// The next read whose path holds this text is cut after so many bytes of its response.
+    cut_read: Option<(String, usize)>,
 }
 
 /// What a store in trouble does (the chaos run's store faults, review N10).
@@ -147,6 +149,13 @@ impl S3Faults {
         self.state.lock().expect("door state").slow_reads = Some((part.to_string(), delay));
     }
 
+    /// Cuts the response of the next GET whose path holds `part` after `bytes` bytes (head
+    /// included) and closes the connection: a body that breaks off mid-transfer, as a
+    /// partition or a store restart leaves it (once; the reads after it pass).
+    pub fn cut_next_read(&self, part: &str, bytes: usize) {
+        self.state.lock().expect("door state").cut_read = Some((part.to_string(), bytes));
+    }
+
     /// Answers `trouble` from now for `lasting` (on every other request for 503 and 429).
     pub fn trouble(&self, trouble: Trouble, lasting: Duration) {
         let mut state = self.state.lock().expect("door state");
@@ -221,6 +230,7 @@ fn serve(mut client: TcpStream, upstream: &str, state: &Mutex<State>) {
         let message = "Please reduce your request rate (the test's outage)";
         return answer(client, "503 Slow Down", "SlowDown", message, path);
     }
+    let cut_after = (method == "GET").then(|| cut_read(state, path)).flatten();
     if method == "GET" {
         let slow = state.lock().expect("door state").slow_reads.clone();
         if let Some((_, delay)) = slow.filter(|(part, _)| path.contains(part.as_str())) {
@@ -268,26 +278,43 @@ fn serve(mut client: TcpStream, upstream: &str, state: &Mutex<State>) {
             let _ = std::io::copy(&mut from_client, &mut to_server);
         });
     }
-    respond(&mut server, &mut client, state);
+    respond(
+        &mut server,
+        &mut client,
+        state,
+        cut_after.unwrap_or(usize::MAX),
+    );
     let _ = client.shutdown(Shutdown::Both);
     let _ = server.shutdown(Shutdown::Both);
 }
 
-/// Copies the store's response to the client, each chunk waiting while a partition holds
-/// responses.
-fn respond(server: &mut TcpStream, client: &mut TcpStream, state: &Mutex<State>) {
-    let mut buf = [0u8; 16384];
+/// Copies the store's response to the client, at most `limit` bytes, each chunk waiting
+/// while a partition holds responses.
+fn respond(server: &mut TcpStream, client: &mut TcpStream, state: &Mutex<State>, limit: usize) {
+    let (mut buf, mut left) = ([0u8; 16384], limit);
     while let Ok(n) = server.read(&mut buf) {
-        if n == 0 {
+        if n == 0 || left == 0 {
             return;
         }
         while held(state, Direction::Down) {
             std::thread::sleep(Duration::from_millis(100));
         }
+        let n = n.min(left);
+        left -= n;
         if client.write_all(&buf[..n]).is_err() {
             return;
         }
     }
+}
+
+/// The byte count after which the GET of `path` is cut, taking the one-shot rule.
+fn cut_read(state: &Mutex<State>, path: &str) -> Option<usize> {
+    let mut state = state.lock().expect("door state");
+    let (part, _) = state.cut_read.as_ref()?;
+    if !path.contains(part.as_str()) {
+        return None;
+    }
+    state.cut_read.take().map(|(_, bytes)| bytes)
 }
 
 /// Whether a partition holds the bytes going `way` (`Up` or `Down`).

@@ -59,3 +59,41 @@ async fn a_body_longer_than_its_head_said_is_refused() {
         .count();
     assert_eq!(leftovers, 0, "a temporary file was left");
 }
+
+/// A body that breaks off mid-transfer (a partition, a store restart) is the store being
+/// unavailable, not refusing: `patiently` waits it out. Before, it was a store error that
+/// failed the job (`input_unreadable`: chaos, a dispatcher-store partition).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_breaks_off_is_retried_not_refused() {
+    use tessera_farm::store::S3Client;
+    use tessera_farm::FarmError;
+    use tessera_tests::s3_faults::S3Faults;
+
+    let (garage, direct, dir) = store_on_garage(BUCKET, |_| {}).await;
+    direct
+        .put_file(KEY, &file(&dir, "a.bin", &data(300_000, 1)))
+        .await
+        .unwrap();
+    let door = S3Faults::start(&garage.endpoint);
+    let mut cfg = garage.s3_config();
+    cfg.endpoint = Some(door.endpoint.clone());
+    let store = S3Client::new(cfg).await.unwrap().store(BUCKET);
+    let seen = store.head(KEY).await.unwrap().unwrap();
+    let dst = dir.path().join("staged/input");
+    door.cut_next_read(KEY, 50_000);
+    let err = store
+        .get_file_if_match(KEY, &dst, &seen.etag, seen.size)
+        .await
+        .expect_err("a body cut at 50000 bytes was taken whole");
+    assert!(
+        matches!(err, FarmError::StoreUnavailable { .. }),
+        "a broken-off body is not retried: {err}"
+    );
+    assert!(err.to_string().contains(KEY), "{err}");
+    assert!(!dst.exists(), "a part was left at {}", dst.display());
+    let n = store
+        .get_file_if_match(KEY, &dst, &seen.etag, seen.size)
+        .await
+        .unwrap();
+    assert_eq!((n, std::fs::read(&dst).unwrap()), (300_000, data(300_000, 1)));
+}

@@ -153,8 +153,8 @@ impl S3Store {
         let (limit, mut written) = (self.tuning.op_timeout, 0u64);
         while let Some(chunk) = tokio::time::timeout(limit, body.try_next())
             .await
-            .map_err(|_| store_err(key, format!("get: no data for {limit:?}")))?
-            .map_err(|e| store_err(key, format!("get: reading body: {}", error_chain(&e))))?
+            .map_err(|_| broke_off(key, format!("get: no data for {limit:?}")))?
+            .map_err(|e| broke_off(key, format!("get: reading body: {}", error_chain(&e))))?
         {
             written += chunk.len() as u64;
             // Checked before writing: a body longer than promised never fills the disk.
@@ -168,7 +168,7 @@ impl S3Store {
         match expected {
             Some(len) if len >= 0 && len as u64 != written => {
                 let why = format!("get: body ended after {written} of {len} bytes");
-                Err(store_err(key, why))
+                Err(broke_off(key, why))
             }
             _ => Ok(written),
         }
@@ -189,6 +189,15 @@ impl S3Store {
         max_bytes: u64,
     ) -> Result<u64, FarmError> {
         get_version(self, key, dst, Some(etag), max_bytes).await
+    }
+}
+
+/// A body that stalled or broke off mid-transfer: the connection, not the object, failed (a
+/// partition, a store restart), so the store is unavailable and the read is retried.
+fn broke_off(key: &str, reason: String) -> FarmError {
+    FarmError::StoreUnavailable {
+        key: key.to_string(),
+        reason,
     }
 }
 
