@@ -56,6 +56,7 @@ pub use watch::Watch;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tessera_farm::backoff::Backoff;
 use tessera_farm::queue::{Queue, RabbitQueue};
 use tessera_farm::sandbox::{Confinement, Limits, Sandbox};
 use tessera_farm::store::S3Client;
@@ -69,7 +70,9 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
     // Held until the process exits: one dispatcher per database, and per broker below.
     let _lock = instance::lock_database(&settings.db)?;
     let db = Db::open(&settings.db)?;
-    let queue = connect_queue(&settings).await?;
+    let Some(queue) = connect_queue(&settings, &shutdown).await else {
+        return Ok(());
+    };
     let events = instance::claim_events(&*queue).await?;
     let s3 = S3Client::new(settings.service.s3.clone()).await?;
     let router = EventRouter::durable(db.clone());
@@ -126,8 +129,30 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
     Ok(())
 }
 
-/// Connects to RabbitMQ and declares the farm's queues.
-async fn connect_queue(settings: &Settings) -> Result<Arc<dyn Queue>, FarmError> {
+/// Connects to RabbitMQ and declares the farm's queues, waiting (jittered, 1 s doubling to
+/// 30 s, each failure logged) until it can or `shutdown`: then None. Why wait: a dispatcher
+/// started while the broker restarts or is unreachable (a rollout, a partition) would
+/// otherwise exit and leave its start to a supervisor's own backoff, as workers do not.
+async fn connect_queue(
+    settings: &Settings,
+    shutdown: &CancellationToken,
+) -> Option<Arc<dyn Queue>> {
+    let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30)).jittered();
+    loop {
+        match declare_queues(settings).await {
+            Ok(queue) => return Some(queue),
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?backoff.current(), "broker unavailable");
+                if !backoff.wait(shutdown).await {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// One attempt of [`connect_queue`].
+async fn declare_queues(settings: &Settings) -> Result<Arc<dyn Queue>, FarmError> {
     let queue = RabbitQueue::connect(settings.service.rabbit.clone()).await?;
     for q in [
         QUEUE_ENCODE_CPU,

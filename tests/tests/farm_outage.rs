@@ -247,3 +247,36 @@ fn s3_down_when_a_job_starts_the_dispatcher_waits_for_it() {
     farm.download("output", "start.mp4", &out);
     assert_eq!(frame_count(&out), frame_count(&src));
 }
+
+/// A dispatcher started while the broker refuses it waits for the broker (logging it), and
+/// serves once it is back: before, it exited at once ("cannot connect") and left its start
+/// to a supervisor (found by chaos: a broker restart while the dispatcher restarts).
+#[test]
+fn a_dispatcher_started_while_the_broker_is_down_waits_for_it() {
+    let mut farm = Farm::start("mqstart", 1);
+    farm.kill_dispatcher();
+    farm.vhost.block();
+    let name = farm.vhost.name.clone();
+    let unblock = std::thread::spawn(move || {
+        std::thread::sleep(RABBIT_OUTAGE);
+        tessera_tests::rabbit::rabbitmqctl(&["clear_vhost_limits", "-p", &name]).assert_success();
+    });
+    let started = farm.try_start_dispatcher();
+    unblock.join().expect("unblock the vhost");
+    assert!(
+        started,
+        "the dispatcher did not wait for the broker:\n{}",
+        logs(&farm)
+    );
+    assert!(farm.log("dispatcher.log").contains("broker unavailable"));
+    let src = fixture(Fixture::NoAudio);
+    farm.upload(&src, "input", "after-start.mp4");
+    let id = farm.submit(
+        "s3://input/after-start.mp4",
+        "s3://output/after-start.mp4",
+        json!({"preset": "ultrafast"}),
+        json!({"segment_seconds": 1}),
+    );
+    let job = farm.wait_job(&id, JOB_TIMEOUT);
+    assert_done_frame_exact(&farm, &job, &src, "after-start.mp4");
+}
