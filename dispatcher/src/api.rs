@@ -137,6 +137,7 @@ fn contract(state: &AppState) -> crate::openapi::Contract {
         webhooks: state.runner.webhook_secret.is_some(),
         webhook_hosts: state.runner.webhook_guard.hosts().to_vec(),
         upload_max_bytes: state.upload_limits.max_bytes,
+        watched: state.watched.clone(),
     }
 }
 

@@ -13,7 +13,8 @@ use tessera_model::package::thumbnails::{MAX_HEIGHTS, MAX_POSTER_SECONDS};
 use tessera_model::package::MAX_RUNGS;
 use tessera_model::settings::{max_crf, MAX_BITRATE, MIN_BITRATE};
 
-use super::request::{bucket_alternation, CTRL, MAX_KEY_BYTES};
+use super::request::{bucket_alternation, literal, CTRL, MAX_KEY_BYTES};
+use crate::scopes::Prefix;
 
 /// The name every package writes under its prefix that is longest in the key check
 /// (`PlannedPackage::parse_destination` checks the prefix with it appended).
@@ -108,16 +109,41 @@ fn spec() -> Value {
             "thumbnails": {"poster": {"time": 5, "height": 720}, "interval": 10, "heights": [180]}}})
 }
 
+/// A look-ahead refusing a folder that shares a key with a watched prefix: one inside it,
+/// or one it lies in (the prefix itself and each folder above it, the bucket included).
+fn apart_from_watched(watched: &[Prefix]) -> String {
+    let mut refused = Vec::new();
+    for w in watched {
+        let bucket = format!("s3://{}/", literal(&w.bucket));
+        refused.push(format!("{bucket}{}", literal(&w.prefix)));
+        let ends = w.prefix.match_indices('/').map(|(i, _)| i + 1);
+        let above: Vec<String> = std::iter::once(0)
+            .chain(ends)
+            .map(|end| literal(&w.prefix[..end]))
+            .collect();
+        refused.push(format!("{bucket}(?:{})$", above.join("|")));
+    }
+    if refused.is_empty() {
+        String::new()
+    } else {
+        format!("(?!{})", refused.join("|"))
+    }
+}
+
 /// `s3://bucket/prefix/`: a folder of one of the farm's buckets (the bucket alone is one),
 /// whose files' keys keep `validate_key`'s rules (the prefix with "master.m3u8" after it at
-/// most 1024 bytes).
-fn prefix_uri(buckets: &[String]) -> Value {
+/// most 1024 bytes), apart from every watched prefix.
+fn prefix_uri(buckets: &[String], watched: &[Prefix]) -> Value {
     let most = MAX_KEY_BYTES - PROBE.len();
     let any = format!(r"[^/\\{CTRL}]");
     let first = format!(r"[^./\\{CTRL}]");
     let part = format!(r"(?:{first}{any}*|\.{first}{any}*|\.\.{any}+)");
     let fits = format!(r"(?=[\x20-\x7e]{{0,{most}}}$|[^{CTRL}]{{0,{}}}$)", most / 4);
-    let pattern = format!("^s3://{}/{fits}(?:{part}/)*$", bucket_alternation(buckets));
+    let pattern = format!(
+        "^{}s3://{}/{fits}(?:{part}/)*$",
+        apart_from_watched(watched),
+        bucket_alternation(buckets)
+    );
     let example = format!(
         "s3://{}/packages/ep1/",
         buckets.first().map_or("out", String::as_str)
@@ -125,16 +151,17 @@ fn prefix_uri(buckets: &[String]) -> Value {
     json!({"type": "string", "pattern": pattern, "maxLength": 5 + 63 + 1 + most, "x-max-prefix-bytes": most,
         "example": example,
         "description": "s3://bucket/prefix/: a folder ending in '/' (the files go under it as master.m3u8, v0/...); \
-            a prefix of at most 1013 bytes (1013 ASCII characters or 253 of any), parts as an object key's"})
+            a prefix of at most 1013 bytes (1013 ASCII characters or 253 of any), parts as an object key's; \
+            neither inside a watched prefix nor holding one (422)"})
 }
 
 /// An output that is a streaming package: only `package` and `destination` (the rungs carry
 /// the encoder settings). Offered on the CPU path only (a package with hardware "gpu" is
 /// refused).
-pub fn package_output(buckets: &[String]) -> Value {
+pub fn package_output(buckets: &[String], watched: &[Prefix]) -> Value {
     json!({"type": "object", "required": ["package", "destination"], "additionalProperties": false,
         "description": "a streaming package (HLS, DASH or CMAF) instead of a file: at most one per job; \
             its rungs count with the job's file outputs toward 8 encodes per segment (\"auto\": 4); \
             not with hardware \"gpu\"",
-        "properties": {"package": spec(), "destination": prefix_uri(buckets)}})
+        "properties": {"package": spec(), "destination": prefix_uri(buckets, watched)}})
 }

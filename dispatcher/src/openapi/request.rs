@@ -32,6 +32,8 @@ pub struct Contract {
     pub webhook_hosts: Vec<String>,
     /// The largest upload (`size` of `POST /v1/uploads`).
     pub upload_max_bytes: u64,
+    /// The watched prefixes, where no job may write (its output would start another job).
+    pub watched: Vec<crate::scopes::Prefix>,
 }
 
 impl Contract {
@@ -77,6 +79,45 @@ pub(super) fn bucket_alternation(buckets: &[String]) -> String {
     }
     let names: Vec<String> = buckets.iter().map(|b| b.replace('.', r"\.")).collect();
     format!("(?:{})", names.join("|"))
+}
+
+/// `s` as a regular expression that matches it alone (an object key may hold any of
+/// `.^$|?*+()[]{}` and the backslash).
+pub(super) fn literal(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if r"\.^$|?*+()[]{}".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A look-ahead refusing a destination inside a watched prefix (`s3://bucket/prefix...`).
+fn outside_watched(watched: &[crate::scopes::Prefix]) -> String {
+    let inside: Vec<String> = watched
+        .iter()
+        .map(|w| format!("s3://{}/{}", literal(&w.bucket), literal(&w.prefix)))
+        .collect();
+    if inside.is_empty() {
+        String::new()
+    } else {
+        format!("(?!{})", inside.join("|"))
+    }
+}
+
+/// A destination file: an object of the farm's buckets outside every watched prefix.
+fn destination_uri(buckets: &[String], watched: &[crate::scopes::Prefix]) -> Value {
+    let mut uri = object_uri(buckets, "s3://out/videos/a.mp4");
+    if let Some(p) = uri["pattern"].as_str() {
+        uri["pattern"] = json!(format!("^{}{}", outside_watched(watched), &p[1..]));
+    }
+    uri["description"] = json!(format!(
+        "{}; not inside a watched prefix (its output would start another job)",
+        uri["description"].as_str().unwrap_or_default()
+    ));
+    uri
 }
 
 /// `s3://bucket/key` of an object in one of the farm's buckets.
@@ -139,6 +180,7 @@ fn codec_name(codec: VideoCodec) -> &'static str {
 /// One output of a job whose encoders may be `codecs`, their presets from `preset`.
 fn output_schema(
     buckets: &[String],
+    watched: &[crate::scopes::Prefix],
     codecs: &[VideoCodec],
     preset: fn(VideoCodec) -> Value,
 ) -> Value {
@@ -176,7 +218,7 @@ fn output_schema(
             "height": {"type": "integer", "minimum": 2, "maximum": 16384},
             "hdr": {"type": "string", "enum": ["auto", "keep", "tonemap"]},
             "container": {"type": "string", "enum": ["mp4", "mkv"], "description": "default: from the destination's extension (.mp4, .m4v, .mov or .mkv)"},
-            "destination": object_uri(buckets, "s3://out/videos/a.mp4")},
+            "destination": destination_uri(buckets, watched)},
         "not": {"required": ["crf", "bitrate"]},
         "allOf": [
             {"anyOf": [{"required": ["container"]}, {"properties": {"destination": {"pattern": extension}}}]},
@@ -223,8 +265,8 @@ fn callback_url(hosts: &[String]) -> Value {
 pub fn job_request_schema(c: &Contract) -> Value {
     let cpu = [VideoCodec::H264, VideoCodec::Hevc, VideoCodec::Av1];
     // An output is a file, or on the CPU path a streaming package.
-    let files = json!({"items": {"anyOf": [output_schema(&c.buckets, &cpu, cpu_preset),
-        super::package::package_output(&c.buckets)]}});
+    let files = json!({"items": {"anyOf": [output_schema(&c.buckets, &c.watched, &cpu, cpu_preset),
+        super::package::package_output(&c.buckets, &c.watched)]}});
     let mut branches = vec![json!({"properties": {"hardware": {"enum": ["cpu", "any"]},
         "outputs": files}})];
     let mut hardware = vec!["cpu", "any"];
@@ -233,7 +275,7 @@ pub fn job_request_schema(c: &Contract) -> Value {
         hardware.insert(0, "gpu");
         branches.push(
             json!({"required": ["hardware"], "properties": {"hardware": {"enum": ["gpu"]},
-            "outputs": {"items": {"anyOf": [output_schema(&c.buckets, &nvenc, gpu_preset)]}}}}),
+            "outputs": {"items": {"anyOf": [output_schema(&c.buckets, &c.watched, &nvenc, gpu_preset)]}}}}),
         );
     }
     let mut properties = json!({

@@ -170,7 +170,8 @@ fn prefixes(destination: &Value, expect: &mut Expect) {
 
 /// The rules the schema states as branches (ts for HLS only, crf or bitrate, a profile and
 /// a crf ceiling per codec, what thumbnails need, no unknown field), and those its
-/// descriptions say (maxrate not below bitrate, one package, 8 encodes per segment).
+/// descriptions say (maxrate not below bitrate, one package, 8 encodes per segment, apart
+/// from the watched prefixes).
 fn rules(expect: &mut Expect) {
     let ts = |format: &str| {
         spec(|s| {
@@ -270,6 +271,17 @@ fn rules(expect: &mut Expect) {
         (
             "a file setting on a package",
             json!([{"package": of(1), "destination": d, "crf": 20}]),
+            false,
+        ),
+        // The test farm watches input/incoming/: no output inside it, nor a folder holding it.
+        (
+            "a package holding the watched prefix",
+            json!([{"package": of(1), "destination": "s3://input/"}]),
+            false,
+        ),
+        (
+            "a package in the watched prefix",
+            json!([{"package": of(1), "destination": "s3://input/incoming/p/"}]),
             false,
         ),
     ] {
