@@ -95,5 +95,8 @@ async fn a_body_that_breaks_off_is_retried_not_refused() {
         .get_file_if_match(KEY, &dst, &seen.etag, seen.size)
         .await
         .unwrap();
-    assert_eq!((n, std::fs::read(&dst).unwrap()), (300_000, data(300_000, 1)));
+    assert_eq!(
+        (n, std::fs::read(&dst).unwrap()),
+        (300_000, data(300_000, 1))
+    );
 }
