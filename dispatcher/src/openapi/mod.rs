@@ -6,6 +6,7 @@
 //! request.rs (a package output's in package.rs).
 
 mod package;
+mod patterns;
 mod request;
 
 use serde_json::{json, Value};

@@ -13,7 +13,7 @@ use tessera_model::package::thumbnails::{MAX_HEIGHTS, MAX_POSTER_SECONDS};
 use tessera_model::package::MAX_RUNGS;
 use tessera_model::settings::{max_crf, MAX_BITRATE, MIN_BITRATE};
 
-use super::request::{bucket_alternation, literal, CTRL, MAX_KEY_BYTES};
+use super::patterns::{bucket_alternation, literal, CTRL, MAX_KEY_BYTES};
 use crate::scopes::Prefix;
 
 /// The name every package writes under its prefix that is longest in the key check

@@ -13,6 +13,8 @@ use tessera_model::capabilities::HwCapabilities;
 use tessera_model::encode::VideoCodec;
 use tessera_model::settings::{max_crf, MAX_BITRATE, MIN_BITRATE, X26X_PRESETS};
 
+pub use super::patterns::MAX_KEY_BYTES;
+use super::patterns::{bucket_alternation, literal, CTRL};
 use crate::jobspec::MAX_OUTPUTS;
 use crate::uploads::MAX_FILENAME_CHARS;
 
@@ -46,12 +48,6 @@ impl Contract {
     }
 }
 
-/// Characters no key may hold: the C0 and C1 controls (Rust's `char::is_control`).
-pub(super) const CTRL: &str = r"\x00-\x1f\x7f-\x9f";
-
-/// The most bytes of an object key (S3's limit, `tessera_farm::store::validate_key`).
-pub const MAX_KEY_BYTES: usize = 1024;
-
 /// The longest `s3://bucket/key`, in characters.
 pub const MAX_URI_CHARS: usize = 5 + 63 + 1 + MAX_KEY_BYTES;
 
@@ -70,28 +66,6 @@ fn key() -> String {
     let first = format!(r"[^./\\{CTRL}]");
     let part = format!(r"(?:{first}{any}*|\.{first}{any}*|\.\.{any}+)");
     format!("{part}(?:/{part})*")
-}
-
-/// The buckets as one alternation (`(?!)`, which matches nothing, when there are none).
-pub(super) fn bucket_alternation(buckets: &[String]) -> String {
-    if buckets.is_empty() {
-        return "(?!)".into();
-    }
-    let names: Vec<String> = buckets.iter().map(|b| b.replace('.', r"\.")).collect();
-    format!("(?:{})", names.join("|"))
-}
-
-/// `s` as a regular expression that matches it alone (an object key may hold any of
-/// `.^$|?*+()[]{}` and the backslash).
-pub(super) fn literal(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if r"\.^$|?*+()[]{}".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// A look-ahead refusing a destination inside a watched prefix (`s3://bucket/prefix...`).
