@@ -13,7 +13,7 @@ use tessera_farm::queue::{MemoryQueue, Queue};
 use tessera_farm::sandbox::{Confinement, Limits, Sandbox};
 use tessera_farm::store::LocalStore;
 use tessera_farm::FarmError;
-use tessera_model::wire::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH};
+use tessera_model::wire::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_STITCH};
 use tessera_worker::cores::CoreShare;
 use tessera_worker::{GpuSettings, Gpus, ProgressFn, WorkerConfig};
 use tokio::task::JoinHandle;
@@ -44,10 +44,7 @@ impl Farm {
     pub(crate) async fn open(cfg: &TranscodeConfig, work: &Path) -> anyhow::Result<Farm> {
         let queue = MemoryQueue::new(DELIVERY_LIMIT);
         let shared: Arc<dyn Queue> = Arc::new(queue.clone());
-        shared.declare(QUEUE_ENCODE_CPU).await?;
-        shared.declare(QUEUE_ENCODE_GPU).await?;
-        shared.declare(QUEUE_STITCH).await?;
-        shared.declare(QUEUE_EVENTS).await?;
+        tessera_farm::queue::declare_farm_queues(&*shared).await?;
         let store = Arc::new(LocalStore::new(work.join("store"))?);
         let limits = Limits {
             timeout: Duration::from_secs(cfg.segment_timeout),

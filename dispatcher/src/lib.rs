@@ -62,7 +62,6 @@ use tessera_farm::sandbox::{Confinement, Limits, Sandbox};
 use tessera_farm::store::S3Client;
 use tessera_farm::FarmError;
 use tessera_model::error_code::ErrorCode;
-use tessera_model::wire::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH};
 use tokio_util::sync::CancellationToken;
 
 /// Runs the dispatcher until `shutdown`: resumes unfinished jobs, serves the API.
@@ -154,14 +153,7 @@ async fn connect_queue(
 /// One attempt of [`connect_queue`].
 async fn declare_queues(settings: &Settings) -> Result<Arc<dyn Queue>, FarmError> {
     let queue = RabbitQueue::connect(settings.service.rabbit.clone()).await?;
-    for q in [
-        QUEUE_ENCODE_CPU,
-        QUEUE_ENCODE_GPU,
-        QUEUE_STITCH,
-        QUEUE_EVENTS,
-    ] {
-        queue.declare(q).await?;
-    }
+    tessera_farm::queue::declare_farm_queues(&queue).await?;
     Ok(Arc::new(queue))
 }
 

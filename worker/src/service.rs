@@ -12,7 +12,7 @@ use tessera_farm::queue::{Queue, RabbitQueue};
 use tessera_farm::sandbox::{Confinement, Limits, Sandbox};
 use tessera_farm::store::S3Client;
 use tessera_farm::FarmError;
-use tessera_model::wire::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH};
+use tessera_model::wire::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_STITCH};
 use tokio_util::sync::CancellationToken;
 
 use crate::drain::DrainReason;
@@ -372,9 +372,6 @@ async fn open_media(
 
 async fn connect(settings: &ServiceSettings) -> Result<Arc<dyn Queue>, FarmError> {
     let queue = RabbitQueue::connect(settings.service.rabbit.clone()).await?;
-    queue.declare(QUEUE_ENCODE_CPU).await?;
-    queue.declare(QUEUE_ENCODE_GPU).await?;
-    queue.declare(QUEUE_STITCH).await?;
-    queue.declare(QUEUE_EVENTS).await?;
+    tessera_farm::queue::declare_farm_queues(&queue).await?;
     Ok(Arc::new(queue))
 }

@@ -102,6 +102,22 @@ pub fn jittered(d: std::time::Duration) -> std::time::Duration {
     d.mul_f64(0.5 + bits as f64 / (1u64 << 53) as f64)
 }
 
+/// Declares every queue of the farm (encodes on CPU and GPU, stitches, events). Why one
+/// place: the dispatcher, the worker and the one-process farm need the same topology before
+/// they publish or consume anything.
+pub async fn declare_farm_queues(queue: &dyn Queue) -> Result<(), FarmError> {
+    use tessera_model::wire::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH};
+    for q in [
+        QUEUE_ENCODE_CPU,
+        QUEUE_ENCODE_GPU,
+        QUEUE_STITCH,
+        QUEUE_EVENTS,
+    ] {
+        queue.declare(q).await?;
+    }
+    Ok(())
+}
+
 /// The dead-letter queue of a queue.
 pub fn dead_letter_queue(queue: &str) -> String {
     format!("{queue}.dead")
