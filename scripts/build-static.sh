@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Builds self-contained `tessera`, `tessera-media` and `tessera-worker` binaries: FFmpeg 5.1
-# (Debian's source package, a minimal configuration with NVENC/NVDEC/CUVID/scale_cuda, libx264,
-# libx265, libaom, zimg) is built as static libraries and linked into tessera-media (the
-# sandbox's media child, the only binary that calls FFmpeg), so a host needs only glibc and, for the GPU path, the NVIDIA driver (loaded with dlopen at run
-# time). See docs/static-build.md.
+# Builds self-contained `tessera`, `tessera-media`, `tessera-worker` and `tessera-dispatcher`
+# binaries: FFmpeg 5.1 (Debian's source package, a minimal configuration with
+# NVENC/NVDEC/CUVID/scale_cuda, libx264, libx265, SVT-AV1, dav1d, zimg) is built as static
+# libraries and linked into tessera-media (the sandbox's media child, the only binary that calls
+# FFmpeg), so a host needs only glibc and, for the GPU path, the NVIDIA driver (loaded with
+# dlopen at run time). SVT-AV1 and dav1d, which Debian ships without static archives, are built
+# from their Debian source packages first (scripts/build-static-codecs.sh). See
+# docs/static-build.md.
 #
 #   scripts/build-static.sh                 everything: deps, FFmpeg (unless cached), binaries
 #   scripts/build-static.sh --ffmpeg-only   deps and the static FFmpeg prefix only
@@ -27,14 +30,19 @@
 #   FFMPEG_DEB_VERSION    the Debian ffmpeg source version to build (default: the installed
 #                         libavcodec-dev's version, so the headers match what tessera is
 #                         developed against; else the newest in apt)
-#   STATIC_MAX_MIB        the limit for the three binaries in one tar, xz -9 compressed (default 60)
+#   SVTAV1_DEB_VERSION, DAV1D_DEB_VERSION
+#                         the Debian source versions of SVT-AV1 and dav1d (default: apt's
+#                         candidate of libsvtav1enc-dev / libdav1d-dev)
+#   STATIC_MAX_MIB        the limit for the four binaries in one tar, xz -9 compressed (default 60)
 #
-# Output: target/static-dist/{tessera,tessera-media,tessera-worker,BUILDINFO.txt,tessera-static-x86_64-linux.tar.xz}.
+# Output: target/static-dist/{tessera,tessera-media,tessera-worker,tessera-dispatcher,
+# BUILDINFO.txt,tessera-static-x86_64-linux.tar.xz}.
 # The cargo build uses CARGO_TARGET_DIR=target/static (release profile, stripped; override with
 # TESSERA_STATIC_TARGET_DIR, as CI does to keep dependencies compiled across clones), so it
 # never touches target/debug or target/release. Heavy steps run under `nice -n 10`.
 # Needs root (or sudo) for apt: it enables deb-src (/etc/apt/sources.list.d/tessera-deb-src.sources)
-# and installs nasm, libffmpeg-nvenc-dev and the -dev packages of the static libraries.
+# and installs nasm, cmake, meson, ninja, libffmpeg-nvenc-dev and the -dev packages of the static
+# libraries.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -48,28 +56,30 @@ die() { printf '[build-static] error: %s\n' "$*" >&2; exit 1; }
 usage() { sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; }
 
 # Bump when the FFmpeg build changes in a way the flags below do not show.
-readonly RECIPE_REV=1
+readonly RECIPE_REV=2
 readonly MAX_MIB="${STATIC_MAX_MIB:-60}"
 readonly CACHE_DIR="${TESSERA_CACHE_DIR:-${HOME:-/root}/.cache/tessera}"
 readonly STATIC_TARGET_DIR="${TESSERA_STATIC_TARGET_DIR:-$ROOT/target/static}"
 readonly DIST_DIR="$ROOT/target/static-dist"
-# tessera-media (the sandbox's media child, built with tessera-cli) is the only one linking FFmpeg.
-readonly BINARIES=(tessera tessera-media tessera-worker)
+# tessera-media (the sandbox's media child, built with tessera-cli) is the only one calling
+# FFmpeg; tessera-dispatcher is built here too so a minimal dispatcher image needs only glibc.
+readonly BINARIES=(tessera tessera-media tessera-worker tessera-dispatcher)
 
 # apt packages the build needs. The -dev packages whose static archives (.a) are linked in:
 # libx264-dev (libx264.a), libx265-dev (libx265.a, needs libnuma.a from libnuma-dev and
-# libstdc++.a), libaom-dev (libaom.a: software AV1 decoding; Debian ships no libdav1d.a),
-# libzimg-dev (libzimg.a: the zscale filter of HDR tone mapping), zlib1g-dev (libz.a).
-# Not available as static archives in Debian 12, so left out: libdav1d (libdav1d-dev has no .a)
-# and libsvtav1 (libsvtav1enc-dev has no .a), i.e. this build has no software AV1 *encoder*.
+# libstdc++.a), libzimg-dev (libzimg.a: the zscale filter of HDR tone mapping), zlib1g-dev
+# (libz.a). SVT-AV1 (libsvtav1enc-dev) and dav1d (libdav1d-dev) have no .a in Debian 12: they
+# are built from source (cmake, meson, ninja-build) by scripts/build-static-codecs.sh.
 readonly APT_PACKAGES=(
-  dpkg-dev xz-utils nasm clang pkg-config gcc g++ make
+  dpkg-dev xz-utils nasm clang pkg-config gcc g++ make cmake meson ninja-build
   libffmpeg-nvenc-dev
-  libx264-dev libx265-dev libnuma-dev libaom-dev libzimg-dev zlib1g-dev
+  libx264-dev libx265-dev libnuma-dev libzimg-dev zlib1g-dev
 )
 # Static archives copied into the prefix's lib/ on every run (so the link takes them, not the .so
-# next to them in /usr/lib): everything FFmpeg's .pc files name that is not glibc.
-readonly STATIC_LIBS=(x264 x265 numa aom zimg z stdc++ atomic)
+# next to them in /usr/lib): everything FFmpeg's .pc files name that is not glibc, SVT-AV1 or
+# dav1d (those two are installed into the prefix by their own build).
+readonly STATIC_LIBS=(x264 x265 numa zimg z stdc++ atomic)
+readonly CODECS_SCRIPT="$ROOT/scripts/build-static-codecs.sh"
 # -l flags that may stay dynamic: glibc and the compiler runtime.
 readonly SYSTEM_LIBS_RE='^(c|m|dl|rt|pthread|gcc|gcc_s|util)$'
 
@@ -78,7 +88,7 @@ readonly SYSTEM_LIBS_RE='^(c|m|dl|rt|pthread|gcc|gcc_s|util)$'
 # tessera needs is switched on by name. Keep the lists sorted by kind; they are the cache key.
 DECODERS=(
   # video
-  h264 hevc vp8 vp9 av1 libaom_av1 mpeg1video mpeg2video mpeg4 h263 msmpeg4v1 msmpeg4v2
+  h264 hevc vp8 vp9 av1 libdav1d mpeg1video mpeg2video mpeg4 h263 msmpeg4v1 msmpeg4v2
   msmpeg4v3 wmv1 wmv2 wmv3 vc1 mjpeg prores dnxhd theora png apng gif bmp rawvideo v210 ffv1
   huffyuv ffvhuff utvideo dvvideo qtrle
   '*_cuvid'
@@ -89,7 +99,7 @@ DECODERS=(
   subrip srt ass ssa movtext webvtt text dvdsub dvbsub pgssub ccaption
 )
 ENCODERS=(
-  libx264 libx265 h264_nvenc hevc_nvenc aac
+  libx264 libx265 libsvtav1 h264_nvenc hevc_nvenc aac mjpeg
   movtext subrip srt ass ssa webvtt
 )
 HWACCELS=('*_nvdec')
@@ -125,7 +135,7 @@ configure_flags() {
     --disable-autodetect --disable-everything
     --enable-gpl
     --enable-pthreads --enable-zlib
-    --enable-libx264 --enable-libx265 --enable-libaom --enable-libzimg
+    --enable-libx264 --enable-libx265 --enable-libsvtav1 --enable-libdav1d --enable-libzimg
     --enable-ffnvcodec --enable-cuda --enable-cuda-llvm --nvcc=clang
     --enable-nvenc --enable-nvdec --enable-cuvid
     --enable-parsers --enable-bsfs
@@ -244,7 +254,8 @@ DEB_VERSION=$(deb_version)
 # A file-system-safe form of the Debian version: 7:5.1.9-0+deb12u1 -> 5.1.9-0+deb12u1
 VERSION_DIR=${DEB_VERSION#*:}
 # The key covers what decides the FFmpeg build: version, flags (with a placeholder prefix), recipe.
-KEY_INPUT=$(printf '%s\n' "rev=$RECIPE_REV" "deb=$DEB_VERSION" "$(configure_flags @PREFIX@)")
+CODECS_KEY=$(bash "$CODECS_SCRIPT" --print-key) || die "cannot tell the SVT-AV1/dav1d versions"
+KEY_INPUT=$(printf '%s\n' "rev=$RECIPE_REV" "deb=$DEB_VERSION" "$(configure_flags @PREFIX@)" "$CODECS_KEY")
 FLAGS_HASH=$(printf '%s' "$KEY_INPUT" | sha256sum | cut -c1-12)
 PREFIX="$CACHE_DIR/ffmpeg-static/$VERSION_DIR-$FLAGS_HASH"
 STAMP="$PREFIX/.tessera-ffmpeg-static"
@@ -293,7 +304,13 @@ build_ffmpeg() {
   mapfile -t flags < <(configure_flags "$PREFIX")
   log "ffmpeg: configure ${flags[*]}"
   rm -rf "$PREFIX"
-  (cd "$build_dir" && nice -n 10 ./configure "${flags[@]}" >configure.out 2>&1) || {
+  mkdir -p "$PREFIX"
+  local tc=$SECONDS
+  bash "$CODECS_SCRIPT" --build "$PREFIX" "$CACHE_DIR/ffmpeg-static" "$JOBS"
+  CODECS_SECONDS=$((SECONDS - tc))
+  # The prefix's SvtAv1Enc.pc and dav1d.pc (static archives) come before any in /usr.
+  (cd "$build_dir" && PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig" \
+    nice -n 10 ./configure "${flags[@]}" >configure.out 2>&1) || {
     tail -30 "$build_dir/ffbuild/config.log" >&2 || true
     die "ffmpeg configure failed; see $build_dir/ffbuild/config.log"
   }
@@ -304,7 +321,8 @@ build_ffmpeg() {
     CONFIG_H264_NVDEC_HWACCEL CONFIG_HEVC_NVDEC_HWACCEL CONFIG_AV1_NVDEC_HWACCEL
     CONFIG_SCALE_CUDA_FILTER CONFIG_HWUPLOAD_CUDA_FILTER CONFIG_ZSCALE_FILTER
     CONFIG_TONEMAP_FILTER CONFIG_LIBX264_ENCODER CONFIG_LIBX265_ENCODER
-    CONFIG_LIBAOM_AV1_DECODER CONFIG_AAC_ENCODER CONFIG_MOVTEXT_ENCODER CONFIG_ZLIB
+    CONFIG_LIBSVTAV1_ENCODER CONFIG_LIBDAV1D_DECODER CONFIG_MJPEG_ENCODER
+    CONFIG_AAC_ENCODER CONFIG_MOVTEXT_ENCODER CONFIG_ZLIB
     CONFIG_CUDA_LLVM CONFIG_PTX_COMPRESSION HAVE_PTHREADS HAVE_X86ASM
   )
   local m missing=()
@@ -322,8 +340,8 @@ build_ffmpeg() {
   log "ffmpeg: compiled in $((SECONDS - t1)) s; installing into $PREFIX"
   make -C "$build_dir" install >"$build_dir/install.out" 2>&1 || die "ffmpeg make install failed"
   {
-    printf 'debian_version=%s\nflags_hash=%s\nbuilt=%s\nbuild_seconds=%s\n' \
-      "$DEB_VERSION" "$FLAGS_HASH" "$(date -u +%FT%TZ)" "$((SECONDS - t0))"
+    printf 'debian_version=%s\nflags_hash=%s\nbuilt=%s\nbuild_seconds=%s\ncodecs_seconds=%s\n' \
+      "$DEB_VERSION" "$FLAGS_HASH" "$(date -u +%FT%TZ)" "$((SECONDS - t0))" "$CODECS_SECONDS"
     printf '%s\n' "$KEY_INPUT"
   } >"$STAMP.tmp"
   mv "$STAMP.tmp" "$STAMP"
@@ -375,7 +393,7 @@ CARGO_TARGET_DIR="$STATIC_TARGET_DIR" \
 CARGO_PROFILE_RELEASE_DEBUG=0 \
 CARGO_PROFILE_RELEASE_STRIP=symbols \
   nice -n 10 cargo build --release --locked -j"$JOBS" \
-    -p tessera-cli -p tessera-worker \
+    -p tessera-cli -p tessera-worker -p tessera-dispatcher \
     --features tessera-cli/static,tessera-worker/static
 CARGO_SECONDS=$((SECONDS - t_cargo))
 log "cargo: done in $CARGO_SECONDS s"
@@ -408,6 +426,7 @@ glibc_needed=$(for b in "${BINARIES[@]}"; do objdump -T "$DIST_DIR/$b"; done \
   printf 'commit: %s\n' "$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)"
   printf 'built: %s on %s\n' "$(date -u +%FT%TZ)" "$(. /etc/os-release && echo "$PRETTY_NAME")"
   printf 'ffmpeg: Debian source package ffmpeg %s (prefix %s)\n' "$DEB_VERSION" "$PREFIX"
+  printf 'codecs built from Debian source packages: %s\n' "$(grep -E '^(svt-av1|dav1d)=' <<<"$CODECS_KEY" | tr '\n' ' ')"
   printf 'needs: glibc >= %s (symbol version), NVIDIA driver for the GPU path\n' "${glibc_needed#GLIBC_}"
   printf 'link line: %s\n' "$LINK_LINE"
   printf 'configure:\n'

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # Checks the static binaries made by scripts/build-static.sh (target/static-dist/):
-#   1. ldd: no FFmpeg (or any other non-glibc) shared library, for tessera, tessera-media and
-#      tessera-worker
+#   1. ldd and readelf: no FFmpeg (or any other non-glibc) shared library, for tessera,
+#      tessera-media, tessera-worker and tessera-dispatcher
 #   2. `tessera gpu --json`: the build has CUDA hwaccel, scale_cuda, h264_nvenc, hevc_nvenc
-#      (a build-time property: needs no GPU)
-#   3. bare root: `tessera transcode` (H.264 MP4 and HEVC MKV outputs) inside a chroot that
-#      holds only the binary, the glibc files ldd names, /proc, /dev and the input, so no
-#      FFmpeg library exists where the process can see it (needs root: unshare + chroot)
+#      (a build-time property: needs no GPU); the worker and dispatcher print --help
+#   3. bare root: inside a chroot that holds only the binaries, the glibc files ldd names,
+#      /proc, /dev and the inputs, so no FFmpeg or codec library exists where the process can
+#      see it (needs root: unshare + chroot): `tessera transcode` to H.264 MP4, HEVC MKV and AV1
+#      MP4 (SVT-AV1), and of an AV1 input to H.264 (decoded by libdav1d, the build's only
+#      software AV1 decoder); every output is decoded to its last frame by the host's ffprobe;
+#      `tessera-dispatcher --help` runs there too
 #   4. the software-path correctness tests run against the static `tessera` through
 #      TESSERA_BIN: cargo test --workspace --test transcode_formats, transcode_audio,
 #      transcode_gop, transcode_hdr, transcode_metadata, transcode_subtitles,
 #      transcode_captions, bad_inputs, progress, input_matrix (its fixed CI sample);
 #      the fixtures and the oracle use the system ffmpeg/ffprobe CLIs as in scripts/test.sh.
-#      Skipped as a known gap of the static build (Debian 12 ships no static libSvtAv1Enc.a, so
-#      it has no software AV1 encoder): hdr10_keeps_depth_tags_and_metadata_in_hevc_and_av1.
 #
 #   scripts/check-static.sh               all four
 #   scripts/check-static.sh --quick       tests: only transcode_formats and input_matrix
@@ -24,7 +25,6 @@
 # Options:
 #   --dist DIR     where the binaries are (default target/static-dist)
 #   --quick, --no-tests, --if-built: as above
-#   --no-skip      also run the known-gap tests
 #   -h, --help     this text
 # Environment: CARGO_TARGET_DIR for the test crate (default: cargo's, i.e. target/, the same
 # debug build scripts/test.sh makes, so in CI the tests are not compiled twice);
@@ -41,9 +41,7 @@ die() { printf '[check-static] FAIL: %s\n' "$*" >&2; exit 1; }
 usage() { sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; }
 
 DIST="$ROOT/target/static-dist"
-mode=full if_built=0 no_skip=0
-# Tests that need what the static build deliberately lacks (see the header).
-readonly KNOWN_GAPS=(hdr10_keeps_depth_tags_and_metadata_in_hevc_and_av1)
+mode=full if_built=0
 while (($#)); do
   case "$1" in
     --dist) [[ $# -ge 2 ]] || die "--dist needs a directory"; DIST="$2"; shift ;;
@@ -51,7 +49,6 @@ while (($#)); do
     --quick) mode=quick ;;
     --no-tests) mode=none ;;
     --if-built) if_built=1 ;;
-    --no-skip) no_skip=1 ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown option: $1" ;;
   esac
@@ -61,8 +58,9 @@ done
 TESSERA="$DIST/tessera"
 MEDIA="$DIST/tessera-media"
 WORKER="$DIST/tessera-worker"
+DISPATCHER="$DIST/tessera-dispatcher"
 
-if [[ ! -x $TESSERA || ! -x $MEDIA || ! -x $WORKER ]]; then
+if [[ ! -x $TESSERA || ! -x $MEDIA || ! -x $WORKER || ! -x $DISPATCHER ]]; then
   if ((if_built)); then
     log "skipped: no static binaries in $DIST (scripts/build-static.sh makes them)"
     exit 0
@@ -82,13 +80,14 @@ failures=()
 fail() { log "FAIL: $*"; failures+=("$*"); }
 
 # ---------------------------------------------------------------------------------------------
-log "1/4 ldd"
+log "1/4 ldd, readelf NEEDED"
 readonly ALLOWED='^(linux-vdso\.so\.1|/lib64/ld-linux-x86-64\.so\.2|ld-linux-x86-64\.so\.2|libc\.so\.6|libm\.so\.6|libpthread\.so\.0|libdl\.so\.2|librt\.so\.1|libutil\.so\.1|libgcc_s\.so\.1)$'
-for b in "$TESSERA" "$MEDIA" "$WORKER"; do
-  printf '%s:\n' "${b#"$ROOT"/}"
+for b in "$TESSERA" "$MEDIA" "$WORKER" "$DISPATCHER"; do
+  printf '%s (NEEDED: %s):\n' "${b#"$ROOT"/}" \
+    "$(readelf -d "$b" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
   out=$(ldd "$b" 2>&1) || { fail "ldd $b: $out"; continue; }
   printf '%s\n' "$out" | sed 's/^/    /'
-  if grep -Eqi 'libav|libsw|libpostproc|x264|x265|libaom|dav1d|zimg|libnuma|libstdc\+\+|libz\.|not found' <<<"$out"; then
+  if grep -Eqi 'libav|libsw|libpostproc|x264|x265|libaom|dav1d|svtav1|zimg|libnuma|libstdc\+\+|libz\.|libsqlite|libssl|libcrypto|not found' <<<"$out"; then
     fail "$(basename "$b") needs an FFmpeg/codec/C++ shared library"
   fi
   others=$(awk '{print $1}' <<<"$out" | grep -Ev "$ALLOWED" || true)
@@ -108,53 +107,87 @@ else
   done
 fi
 "$WORKER" --help >/dev/null 2>&1 || fail "tessera-worker --help did not run"
+"$DISPATCHER" --help >/dev/null 2>&1 || fail "tessera-dispatcher --help did not run"
 
 # ---------------------------------------------------------------------------------------------
-log "3/4 tessera transcode in a bare root (only the binary and glibc)"
+log "3/4 tessera transcode in a bare root (only the binaries and glibc)"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tessera-check-static.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
+
+# Fills root $1 with the four binaries and exactly the files ldd names (and their symlink
+# targets), at the same paths.
+make_bare_root() {
+  local r="$1" b lib
+  mkdir -p "$r"/{proc,dev,tmp,data}
+  for b in "$TESSERA" "$MEDIA" "$DISPATCHER"; do cp "$b" "$r/"; done
+  for lib in $(ldd "$TESSERA" "$MEDIA" "$DISPATCHER" | grep -oE '/[^ ]+' | sort -u); do
+    mkdir -p "$r$(dirname "$lib")"
+    cp -L "$lib" "$r$lib"
+  done
+}
+
+# The inputs, made with the host's ffmpeg: H.264/AAC MP4, and an AV1 MKV (libsvtav1 or
+# libaom-av1 of the host; without either, the static build's own AV1 output is used later).
+make_inputs() {
+  local d="$1" enc
+  ffmpeg -v error -f lavfi -i testsrc2=size=320x240:rate=25:duration=4 \
+    -f lavfi -i sine=frequency=440:sample_rate=48000:duration=4 \
+    -c:v libx264 -preset veryfast -g 25 -pix_fmt yuv420p -c:a aac -b:a 96k "$d/in.mp4"
+  enc=$(ffmpeg -hide_banner -encoders 2>/dev/null | awk '$2 == "libsvtav1" || $2 == "libaom-av1" {print $2}' | head -1)
+  case "$enc" in
+    libsvtav1) ffmpeg -v error -i "$d/in.mp4" -c:v libsvtav1 -preset 12 -g 25 -c:a copy "$d/in-av1.mkv" ;;
+    libaom-av1) ffmpeg -v error -i "$d/in.mp4" -c:v libaom-av1 -usage realtime -cpu-used 8 -b:v 300k -g 25 -c:a copy "$d/in-av1.mkv" ;;
+    *) log "  the host ffmpeg has no AV1 encoder: the AV1 input is the static build's own AV1 output" ;;
+  esac
+  [[ -z $enc ]] || log "  AV1 input made with the host's $enc"
+}
+
+# Decodes every video frame of $1 with the host's ffprobe; prints "codec,frames".
+probe_frames() {
+  ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=codec_name,nb_read_frames \
+    -of csv=p=0 "$1" 2>/dev/null || true
+}
+
 bare_root_check() {
   if [[ $(id -u) -ne 0 ]] || ! command -v unshare >/dev/null 2>&1; then
     log "  skipped: needs root and unshare (util-linux)"
     return 0
   fi
   command -v ffmpeg >/dev/null 2>&1 || { fail "bare root: the ffmpeg CLI (to make the input) is missing"; return; }
-  local r="$tmp/root" lib
-  mkdir -p "$r"/{proc,dev,tmp,data}
-  cp "$TESSERA" "$r/tessera"
-  cp "$MEDIA" "$r/tessera-media"
-  # Exactly the files ldd names (and their symlink targets), at the same paths.
-  for lib in $(ldd "$TESSERA" "$MEDIA" | grep -oE '/[^ ]+' | sort -u); do
-    mkdir -p "$r$(dirname "$lib")"
-    cp -L "$lib" "$r$lib"
-  done
-  ffmpeg -v error -f lavfi -i testsrc2=size=320x240:rate=25:duration=4 \
-    -f lavfi -i sine=frequency=440:sample_rate=48000:duration=4 \
-    -c:v libx264 -preset veryfast -g 25 -pix_fmt yuv420p -c:a aac -b:a 96k "$r/data/in.mp4"
+  local r="$tmp/root"
+  make_bare_root "$r"
+  make_inputs "$r/data"
   local found
-  found=$(find "$r" \( -name 'libav*' -o -name 'libsw*' -o -name 'libx26*' -o -name 'libstdc++*' \) -print)
+  found=$(find "$r" \( -name 'libav*' -o -name 'libsw*' -o -name 'libx26*' -o -name 'libstdc++*' \
+    -o -name '*dav1d*' -o -name '*SvtAv1*' -o -name 'libaom*' \) -print)
   [[ -z $found ]] || { fail "bare root is not bare: $found"; return; }
   log "  root holds: $(cd "$r" && find . -type f ! -path './data/*' | sort | tr '\n' ' ')"
+  # The AV1 decode reads in-av1.mkv, or (no host AV1 encoder) the AV1 output made just before.
   local cmd='set -e
     mount -t proc proc "$R/proc"
     mount -t tmpfs tmpfs "$R/tmp"
     mount --rbind /dev "$R/dev"
-    chroot "$R" /tessera transcode /data/in.mp4 -o /data/out.mp4 --codec h264 --preset veryfast \
-      --segment-seconds 1 --workers 2 --progress plain --work-dir /tmp
-    chroot "$R" /tessera transcode /data/in.mp4 -o /data/out.mkv --codec hevc --preset ultrafast \
-      --segment-seconds 1 --workers 2 --progress plain --work-dir /tmp'
+    t() { chroot "$R" /tessera transcode "$@" --segment-seconds 1 --workers 2 --progress plain --work-dir /tmp; }
+    echo "== h264"; t /data/in.mp4 -o /data/out.mp4 --codec h264 --preset veryfast
+    echo "== hevc"; t /data/in.mp4 -o /data/out.mkv --codec hevc --preset ultrafast
+    echo "== av1 encode"; t /data/in.mp4 -o /data/out-av1.mp4 --codec av1 --preset 12
+    [ -f "$R/data/in-av1.mkv" ] || cp "$R/data/out-av1.mp4" "$R/data/in-av1.mkv"
+    echo "== av1 decode"; t /data/in-av1.mkv -o /data/out-from-av1.mp4 --codec h264 --preset veryfast
+    echo "== dispatcher"; chroot "$R" /tessera-dispatcher --help >/dev/null'
   if ! R="$r" unshare --mount --pid --fork --propagation private bash -c "$cmd" >"$tmp/bare.log" 2>&1; then
-    sed 's/^/    /' "$tmp/bare.log" | tail -20 >&2
-    fail "tessera transcode failed in the bare root"
+    sed 's/^/    /' "$tmp/bare.log" | tail -25 >&2
+    fail "the bare root run failed at: $(grep '^== ' "$tmp/bare.log" | tail -1)"
     return
   fi
-  local o frames
-  for o in out.mp4 out.mkv; do
-    frames=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=codec_name,nb_read_frames \
-      -of csv=p=0 "$r/data/$o" 2>/dev/null || true)
-    log "  $o: video $frames (expected 100 frames), audio $(ffprobe -v error -select_streams a:0 -show_entries stream=codec_name -of csv=p=0 "$r/data/$o" 2>/dev/null || true)"
-    [[ $frames == *",100" ]] || fail "bare root: $o has video '$frames', expected 100 frames"
+  local o want frames
+  log "  AV1 input: $(probe_frames "$r/data/in-av1.mkv")"
+  for o in out.mp4:h264 out.mkv:hevc out-av1.mp4:av1 out-from-av1.mp4:h264; do
+    want=${o#*:} o=${o%%:*}
+    frames=$(probe_frames "$r/data/$o")
+    log "  $o: video $frames (expected $want, 100 frames), audio $(ffprobe -v error -select_streams a:0 -show_entries stream=codec_name -of csv=p=0 "$r/data/$o" 2>/dev/null || true)"
+    [[ $frames == "$want,100" ]] || fail "bare root: $o has video '$frames', expected $want with 100 frames"
   done
+  log "  tessera-dispatcher --help: ok (in the bare root)"
 }
 bare_root_check
 
@@ -170,11 +203,7 @@ if [[ $mode != none ]]; then
   log "4/4 cargo test --workspace ${suites[*]/#/--test } with TESSERA_BIN=$TESSERA"
   args=()
   for s in "${suites[@]}"; do args+=(--test "$s"); done
-  args+=(--no-fail-fast --)
-  if ((no_skip == 0)); then
-    for s in "${KNOWN_GAPS[@]}"; do args+=(--skip "$s"); done
-    log "  skipped (known gap: no software AV1 encoder): ${KNOWN_GAPS[*]}"
-  fi
+  args+=(--no-fail-fast)
   export TESSERA_TEST_TIMEOUT_S="${TESSERA_TEST_TIMEOUT_S:-300}"
   t0=$SECONDS
   set +e
