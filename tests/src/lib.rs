@@ -26,6 +26,8 @@
 //!   real Docker engine. The scripts `bench/distributed.sh` and
 //!   `scripts/docker-farm-test.sh` run their ignored tests; `scripts/gpu-smoke.sh` runs the
 //!   `tessera-gpu-smoke` binary (`src/bin/`), which needs no cargo on the card's host.
+//! - [`upgrade`]: a rolling upgrade of the compose farm under load, old release to this
+//!   one (`scripts/rolling-upgrade.sh` runs its ignored test).
 //!
 //! Environment: `TESSERA_BIN` (binary path), `TESSERA_TEST_TIMEOUT_S`
 //! (per-run limit, default 300), `TESSERA_FIXTURE_DIR` (fixture cache,
@@ -54,6 +56,7 @@ pub mod s3_faults;
 pub mod soak;
 pub mod stills;
 pub mod streaming;
+pub mod upgrade;
 
 pub use check::{check_transcode, transcode_and_check, Comparison};
 pub use fixture::{fixture, Fixture};
