@@ -50,7 +50,7 @@ pub use events::EventRouter;
 pub use http_server::HttpLimits;
 pub use job_plan::{JobPlan, PlannedOutput, S3Uri};
 pub use runner::Runner;
-pub use settings::{AdmissionLimits, DispatcherArgs, Settings};
+pub use settings::{AdmissionLimits, DispatcherArgs, DispatcherCommand, Settings};
 pub use watch::Watch;
 
 use std::sync::{Arc, Mutex};

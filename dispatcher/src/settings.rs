@@ -18,7 +18,7 @@ use crate::webhook_guard::WebhookGuard;
 mod args;
 mod tenancy;
 
-pub use self::args::DispatcherArgs;
+pub use self::args::{DispatcherArgs, DispatcherCommand};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -131,7 +131,21 @@ pub struct AdmissionLimits {
     pub retention: Duration,
 }
 
+/// The API's address: `--listen` over the file's `listen` over 127.0.0.1:8080.
+fn listen(args: &DispatcherArgs, d: &DispatcherFile) -> SocketAddr {
+    Setting::layered("listen", args.listen, d.listen)
+        .or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)))
+        .get()
+}
+
 impl Settings {
+    /// Only the API's address, layered as [`Settings::resolve`] does: what
+    /// `tessera-dispatcher health` asks, with no broker, store or token settings needed.
+    pub fn resolve_listen(args: &DispatcherArgs) -> Result<SocketAddr, String> {
+        let file: FileConfig = read_config_file(args.config.as_deref())?;
+        Ok(listen(args, &file.dispatcher))
+    }
+
     /// Defaults, then the file, then env and flags.
     pub fn resolve(args: &DispatcherArgs) -> Result<Self, String> {
         let file: FileConfig = read_config_file(args.config.as_deref())?;
@@ -164,9 +178,7 @@ impl Settings {
             .max(1);
         Ok(Settings {
             service,
-            listen: Setting::layered("listen", args.listen, d.listen)
-                .or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)))
-                .get(),
+            listen: listen(args, &d),
             db: Setting::layered("db", args.db.clone(), d.db.take())
                 .or_else(|| PathBuf::from("tessera-dispatcher.db"))
                 .get(),

@@ -9,6 +9,7 @@ mod error;
 pub mod backoff;
 pub mod config;
 pub mod disk;
+pub mod health;
 pub mod queue;
 pub mod sandbox;
 pub mod signals;

@@ -83,6 +83,17 @@ pub struct WorkerArgs {
     /// Seconds between spot-notice polls [default: 5].
     #[arg(long, env = "TESSERA_SPOT_POLL_SECONDS")]
     pub spot_poll_seconds: Option<u64>,
+    /// Instead of serving: a one-off command.
+    #[command(subcommand)]
+    pub command: Option<WorkerCommand>,
+}
+
+/// `tessera-worker`'s one-off commands.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum WorkerCommand {
+    /// GET /healthz of this worker's --metrics-listen address (on loopback when it is a
+    /// wildcard); exit 0 on 200. For container HEALTHCHECKs.
+    Health(tessera_farm::health::HealthArgs),
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -175,15 +186,25 @@ impl ServiceSettings {
             service,
             worker,
             gpu,
-            metrics_listen: Setting::layered(
-                "metrics_listen",
-                args.metrics_listen,
-                w.metrics_listen,
-            )
-            .optional(),
+            metrics_listen: metrics_listen(args, w),
             spot,
         })
     }
+
+    /// Only the address of /metrics and /healthz, layered as [`ServiceSettings::resolve`]
+    /// does: what `tessera-worker health` asks, with no broker or store settings needed.
+    pub fn resolve_metrics_listen(args: &WorkerArgs) -> Result<std::net::SocketAddr, String> {
+        let file: FileConfig = read_config_file(args.config.as_deref())?;
+        metrics_listen(args, &file.worker).ok_or_else(|| {
+            "tessera-worker health: this worker serves no /healthz: set --metrics-listen, \
+             TESSERA_METRICS_LISTEN or metrics_listen in [worker]"
+                .to_string()
+        })
+    }
+}
+
+fn metrics_listen(args: &WorkerArgs, w: &WorkerFile) -> Option<std::net::SocketAddr> {
+    Setting::layered("metrics_listen", args.metrics_listen, w.metrics_listen).optional()
 }
 
 /// The segment loop's settings from the flags over the `[worker]` table over the defaults.

@@ -142,4 +142,15 @@ pub struct DispatcherArgs {
     /// API connections served at once [default: 1024].
     #[arg(long, env = "TESSERA_HTTP_MAX_CONNECTIONS")]
     pub http_max_connections: Option<usize>,
+    /// Instead of serving: a one-off command.
+    #[command(subcommand)]
+    pub command: Option<DispatcherCommand>,
+}
+
+/// `tessera-dispatcher`'s one-off commands.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum DispatcherCommand {
+    /// GET /healthz of this dispatcher's --listen address (on loopback when it is a
+    /// wildcard); exit 0 on 200. For container HEALTHCHECKs.
+    Health(tessera_farm::health::HealthArgs),
 }
