@@ -6,11 +6,12 @@
 #      default 120; installs schemathesis from PyPI once);
 #   3. poison on every queue with each seed, the network partition, the full disks;
 #   4. per seed: 30 jobs of two outputs, and 3 more before each fault, through three
-#      workers while a seeded schedule of 22 faults hits the farm, each of the 21 kinds
+#      workers while a seeded schedule of 22 faults hits the farm, each of the 22 kinds
 #      of tests/src/chaos/faults.rs at least once: workers SIGKILLed, drained and
 #      SIGSTOPped; RabbitMQ restarted, also while the dispatcher restarts; Garage stopped
 #      for 20 s; S3 503 SlowDown, 429 and +500 ms latency; a rollback whose deletes answer
-#      503; the dispatcher SIGKILLed, also with a delivery copy in flight;
+#      503; the dispatcher SIGKILLed, also with a delivery copy in flight and in the
+#      middle of an HLS package's copies (that job's package checked file by file);
 #      dispatcher-store and dispatcher-broker partitions one way and both; a worker cut
 #      off from the store; every message published twice for a while; the dispatcher's
 #      clock jumping 2 h (libfaketime: apt-get install faketime). Each run ends with the

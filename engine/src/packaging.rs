@@ -201,7 +201,13 @@ pub(crate) async fn deliver(
         return Ok(());
     };
     match &package.destination {
-        Destination::File(dir) => deliver_folder(&built.root, dir).await,
+        Destination::File(dir) => {
+            deliver_folder(&built.root, dir).await?;
+            let files = built.media.len() + built.manifests.len();
+            let destination = package.destination.to_string();
+            tracing::info!(job = %req.id, %destination, files, bytes = built.bytes, "output delivered");
+            Ok(())
+        }
         Destination::Object { bucket, key } => {
             let Some(sink) = &ctx.sink else {
                 return Err(failed(
@@ -256,6 +262,9 @@ pub(crate) async fn deliver(
                 rollback.remove_objects(sink, bucket, keys).await;
                 return Err(e);
             }
+            let destination = package.destination.to_string();
+            let (files, bytes) = (delivered.len(), built.bytes);
+            tracing::info!(job = %req.id, %destination, files, bytes, "output delivered");
             Ok(())
         }
         Destination::Rung => Err(failed(package, "a package cannot be a rung")),

@@ -227,8 +227,11 @@ pub(crate) async fn deliver_all(
     for (out, task) in req.outputs.iter().zip(tasks) {
         match deliver(ctx, &task.result_key, &out.destination).await {
             Ok(size) => {
-                let destination = out.destination.to_string();
-                tracing::info!(job = %req.id, %destination, bytes = size, "output delivered");
+                // A rung goes on to its package (delivered, and logged, with it).
+                if !matches!(out.destination, Destination::Rung) {
+                    let destination = out.destination.to_string();
+                    tracing::info!(job = %req.id, %destination, bytes = size, "output delivered");
+                }
                 sizes.push(size)
             }
             Err(e) => {

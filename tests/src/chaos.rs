@@ -12,17 +12,19 @@ pub mod checks;
 pub mod faults;
 pub mod frames;
 pub mod report;
+pub mod shape;
 
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::farm::Farm;
 use crate::fixture::{fixture, Fixture};
 use checks::{check_clean, check_jobs, duplicated_deliveries, jobs_view};
-use checks::{reference_hashes, submit_references};
+use checks::{reference_contents, submit_references};
 pub use faults::{Fault, Rig, ALL};
 pub use report::Report;
+pub use shape::{submit, Shape};
 
 /// The size of a run.
 #[derive(Debug, Clone, Copy)]
@@ -87,11 +89,35 @@ impl Rng {
 
 /// The fault schedule of a plan: every kind at least once when there are enough faults (in
 /// the order of [`ALL`]: a short plan gets the first few), the rest drawn from the seed.
+/// `TESSERA_CHAOS_KINDS` (names as `{:?}` prints them, comma-separated) narrows the kinds,
+/// to run one fault again while its bug is hunted.
 pub fn schedule(plan: &Plan) -> Vec<Fault> {
+    let kinds = std::env::var("TESSERA_CHAOS_KINDS").unwrap_or_default();
+    schedule_of(plan, &kinds_named(&kinds))
+}
+
+/// The kinds of [`ALL`] named in `names` (all of them when `names` is empty).
+fn kinds_named(names: &str) -> Vec<Fault> {
+    let wanted: Vec<&str> = names
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .collect();
+    let kinds: Vec<Fault> = (ALL.iter().copied())
+        .filter(|f| wanted.is_empty() || wanted.contains(&format!("{f:?}").as_str()))
+        .collect();
+    assert!(
+        !kinds.is_empty(),
+        "TESSERA_CHAOS_KINDS={names:?} names no fault of {ALL:?}"
+    );
+    kinds
+}
+
+fn schedule_of(plan: &Plan, kinds: &[Fault]) -> Vec<Fault> {
     let mut rng = Rng(plan.seed.max(1));
-    let mut faults: Vec<Fault> = ALL.iter().copied().take(plan.faults).collect();
+    let mut faults: Vec<Fault> = kinds.iter().copied().take(plan.faults).collect();
     while faults.len() < plan.faults {
-        faults.push(ALL[rng.below(ALL.len() as u64) as usize]);
+        faults.push(kinds[rng.below(kinds.len() as u64) as usize]);
     }
     // Shuffle (Fisher-Yates) so the order differs between seeds.
     for i in (1..faults.len()).rev() {
@@ -110,19 +136,6 @@ const KINDS: [Fixture; 5] = [
     Fixture::Hd720Long,
     Fixture::Hd720Long,
 ];
-
-/// Submits the chaos job of `kind` with its outputs under `s3://output/{prefix}/`.
-fn submit(farm: &Farm, prefix: &str, kind: Fixture) -> String {
-    let outputs = json!([
-        {"destination": format!("s3://output/{prefix}/a.mp4"), "preset": "ultrafast"},
-        {"destination": format!("s3://output/{prefix}/b.mkv"), "preset": "ultrafast", "height": 144},
-    ]);
-    let body = json!({"input": format!("s3://input/chaos/{kind:?}.mp4"), "outputs": outputs,
-        "segment_seconds": 1});
-    // The API may be restarting (a dispatcher kill): retry briefly.
-    farm.submit_retrying(&body, 100, Duration::from_millis(300))
-        .unwrap_or_else(|| panic!("job {prefix} could not be submitted"))
-}
 
 fn progress(views: &[Value]) -> u64 {
     views
@@ -152,8 +165,8 @@ pub fn run(plan: Plan) -> Report {
         rig.farm.upload(&fixture(*kind), "input", &key);
     }
     let mut rng = Rng(plan.seed.wrapping_mul(31).max(1));
-    let mut mixed: Vec<Fixture> = (0..plan.jobs)
-        .map(|_| KINDS[rng.below(KINDS.len() as u64) as usize])
+    let mut mixed: Vec<Shape> = (0..plan.jobs)
+        .map(|_| Shape::Files(KINDS[rng.below(KINDS.len() as u64) as usize]))
         .collect();
     let mut ids: Vec<String> = mixed
         .iter()
@@ -166,15 +179,15 @@ pub fn run(plan: Plan) -> Report {
             plan.gap_secs + rng.below(plan.gap_secs + 1),
         ));
         for _ in 0..plan.jobs_per_fault {
-            let kind = KINDS[rng.below(KINDS.len() as u64) as usize];
-            ids.push(submit(&rig.farm, &format!("chaos/{}", ids.len()), kind));
-            mixed.push(kind);
+            let shape = Shape::Files(KINDS[rng.below(KINDS.len() as u64) as usize]);
+            ids.push(submit(&rig.farm, &format!("chaos/{}", ids.len()), shape));
+            mixed.push(shape);
         }
         let mut draw = |n: u64| rng.below(n);
-        let mut extra = |farm: &Farm, kind: Fixture| {
+        let mut extra = |farm: &Farm, shape: Shape| {
             let i = ids.len();
-            ids.push(submit(farm, &format!("chaos/{i}"), kind));
-            mixed.push(kind);
+            ids.push(submit(farm, &format!("chaos/{i}"), shape));
+            mixed.push(shape);
             i
         };
         let note = rig.inject(fault, &mut draw, &mut extra);
@@ -198,7 +211,7 @@ pub fn run(plan: Plan) -> Report {
         std::thread::sleep(Duration::from_secs(1));
     };
     let last_end = started.elapsed().as_secs_f64();
-    let refs = reference_hashes(farm, &reference_jobs);
+    let refs = reference_contents(farm, &reference_jobs);
     check_jobs(farm, &views, &mixed, &refs, &mut report);
     report.duplicated = duplicated_deliveries(&farm.log("dispatcher.log"));
     check_clean(farm, &mut report);
@@ -244,4 +257,36 @@ fn recovery(farm: &Farm, ids: &[String]) -> Option<f64> {
         std::thread::sleep(Duration::from_millis(250));
     }
     Some(started.elapsed().as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_schedule_holds_every_kind_or_only_the_kinds_named() {
+        let plan = |faults| Plan {
+            jobs: 0,
+            workers: 0,
+            faults,
+            seed: 11,
+            store_outage_secs: 0,
+            gap_secs: 0,
+            restart_broker: false,
+            jobs_per_fault: 0,
+        };
+        let all = schedule_of(&plan(ALL.len()), &kinds_named(""));
+        assert!(ALL.iter().all(|k| all.contains(k)), "{all:?}");
+        let named = kinds_named("KillDispatcherPackaging, ClockJump");
+        assert_eq!(named, [Fault::KillDispatcherPackaging, Fault::ClockJump]);
+        let some = schedule_of(&plan(5), &named);
+        assert_eq!(some.len(), 5);
+        assert!(some.iter().all(|k| named.contains(k)), "{some:?}");
+    }
+
+    #[test]
+    #[should_panic(expected = "names no fault")]
+    fn a_misspelt_kind_is_refused() {
+        kinds_named("KillDispatcherPackagin");
+    }
 }

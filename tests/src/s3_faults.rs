@@ -15,57 +15,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub use crate::amqp_door::Direction;
+pub use rules::Trouble;
+use rules::{cut_read, held, refuse, stalled, troubled, unavailable, Outage, Rule, Stall, State};
 
-/// Which server-side copies (`CopyObject`, `UploadPartCopy`: the requests that deliver) to
-/// refuse: those whose path starts with `path_prefix` (`/bucket/key-prefix`), once `pass` of
-/// them went through.
-#[derive(Debug, Clone, Default)]
-struct Rule {
-    path_prefix: String,
-    pass: usize,
-    seen: usize,
-}
-
-/// Which deletes to answer 503 SlowDown: those whose path starts with `path_prefix`, for
-/// `lasting` from the first of them (`since`).
-#[derive(Debug, Clone)]
-struct Outage {
-    path_prefix: String,
-    lasting: Duration,
-    since: Option<Instant>,
-}
-
-#[derive(Debug, Default)]
-struct State {
-    rule: Option<Rule>,
-    refused: Vec<String>,
-    outage: Option<Outage>,
-    unavailable: Vec<String>,
-    /// Copies under this path prefix are held (see [`S3Faults::stall_copies`]).
-    stall: Option<String>,
-    stalled: Vec<String>,
-    /// Trouble answered to every other request until the instant (see [`S3Faults::trouble`]).
-    trouble: Option<(Trouble, Instant)>,
-    /// Requests seen while in trouble; the odd ones are answered with it.
-    troubled: usize,
-    /// A partition between the client and the store (see [`S3Faults::cut`]).
-    cut: Option<Direction>,
-    /// Reads whose path holds this text are passed on this late (see [`S3Faults::slow_reads`]).
-    slow_reads: Option<(String, Duration)>,
-    /// The next read whose path holds this text is cut after so many bytes of its response.
-    cut_read: Option<(String, usize)>,
-}
-
-/// What a store in trouble does (the chaos run's store faults, review N10).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trouble {
-    /// Every other request answered `503 SlowDown`.
-    SlowDown,
-    /// Every other request answered `429 Too Many Requests` (`TooManyRequests`).
-    TooMany,
-    /// Every request passed on after this delay.
-    Latency(Duration),
-}
+mod rules;
 
 /// The running door (its threads serve until the test process ends).
 pub struct S3Faults {
@@ -125,8 +78,18 @@ impl S3Faults {
     /// not land. A live client retries. Why: a delivery that stays in flight, to kill its
     /// dispatcher in.
     pub fn stall_copies(&self, path_prefix: &str) {
+        self.stall_copies_after(path_prefix, 0);
+    }
+
+    /// As [`S3Faults::stall_copies`], once `pass` copies into `path_prefix` went through:
+    /// a delivery of many copies (a package) held in its middle.
+    pub fn stall_copies_after(&self, path_prefix: &str, pass: usize) {
         let mut state = self.state.lock().expect("door state");
-        state.stall = Some(path_prefix.to_string());
+        state.stall = Some(Stall {
+            path_prefix: path_prefix.to_string(),
+            pass,
+            seen: 0,
+        });
         state.stalled.clear();
     }
 
@@ -307,39 +270,6 @@ fn respond(server: &mut TcpStream, client: &mut TcpStream, state: &Mutex<State>,
     }
 }
 
-/// The byte count after which the GET of `path` is cut, taking the one-shot rule.
-fn cut_read(state: &Mutex<State>, path: &str) -> Option<usize> {
-    let mut state = state.lock().expect("door state");
-    let (part, _) = state.cut_read.as_ref()?;
-    if !path.contains(part.as_str()) {
-        return None;
-    }
-    state.cut_read.take().map(|(_, bytes)| bytes)
-}
-
-/// Whether a partition holds the bytes going `way` (`Up` or `Down`).
-fn held(state: &Mutex<State>, way: Direction) -> bool {
-    let cut = state.lock().expect("door state").cut;
-    cut.is_some_and(|c| c == way || c == Direction::Both)
-}
-
-/// The trouble this request meets, if any (and counts it).
-fn troubled(state: &Mutex<State>) -> Option<Trouble> {
-    let mut state = state.lock().expect("door state");
-    let (trouble, until) = state.trouble?;
-    if Instant::now() >= until {
-        state.trouble = None;
-        return None;
-    }
-    let first = state.troubled.is_multiple_of(2);
-    state.troubled += 1;
-    match trouble {
-        Trouble::Latency(_) => Some(trouble),
-        _ if first => Some(trouble),
-        _ => None,
-    }
-}
-
 /// Answers the request with `status` and an S3 error of `code`, then closes.
 fn answer(mut client: TcpStream, status: &str, code: &str, message: &str, path: &str) {
     let body = format!(
@@ -353,59 +283,6 @@ fn answer(mut client: TcpStream, status: &str, code: &str, message: &str, path: 
         body.len()
     );
     let _ = client.shutdown(Shutdown::Both);
-}
-
-/// Holds the copy to `path` while a stall covers it; whether it was held (and is to be
-/// answered 503 now that the stall is over).
-fn stalled(state: &Mutex<State>, path: &str) -> bool {
-    let mut held = false;
-    loop {
-        {
-            let mut state = state.lock().expect("door state");
-            let covered = state.stall.as_ref().is_some_and(|p| path.starts_with(p));
-            if !covered {
-                return held;
-            }
-            if !held {
-                state.stalled.push(path.to_string());
-                held = true;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Whether the delete of `path` falls in the current outage (and records it if so).
-fn unavailable(state: &Mutex<State>, path: &str) -> bool {
-    let mut state = state.lock().expect("door state");
-    let Some(outage) = state
-        .outage
-        .as_mut()
-        .filter(|o| path.starts_with(&o.path_prefix))
-    else {
-        return false;
-    };
-    let since = *outage.since.get_or_insert_with(Instant::now);
-    let down = since.elapsed() < outage.lasting;
-    if down {
-        state.unavailable.push(path.to_string());
-    }
-    down
-}
-
-/// Whether the copy to `path` is refused under the current rule (and records it if so).
-fn refuse(state: &Mutex<State>, path: &str) -> bool {
-    let mut state = state.lock().expect("door state");
-    let State { rule, refused, .. } = &mut *state;
-    let Some(rule) = rule.as_mut().filter(|r| path.starts_with(&r.path_prefix)) else {
-        return false;
-    };
-    rule.seen += 1;
-    if rule.seen <= rule.pass {
-        return false;
-    }
-    refused.push(path.to_string());
-    true
 }
 
 /// Reads a request head (up to and without the blank line); returns it and the bytes read

@@ -1,5 +1,6 @@
 //! The checks after a chaos run: each job's end against S3 (outputs present, frame count,
-//! every decoded frame equal to the same job's output from a run without faults), the
+//! every decoded frame, and a package's files, equal to the same job's from a run without
+//! faults), the
 //! dispatcher's log (duplicated deliveries) and the farm (queues and work area empty).
 
 use std::collections::HashMap;
@@ -7,86 +8,122 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::frames::{differing_frames, frame_hashes, FrameHash};
+use super::frames::{differing_frames, try_frame_hashes, FrameHash};
 use super::report::Report;
+use super::shape::Shape;
 use crate::farm::{Farm, TOKEN};
-use crate::fixture::{fixture, Fixture};
+use crate::fixture::fixture;
 use crate::playback::Summary;
 
-/// The outputs of a job (relative to the `output` bucket), as `submit` names them.
-pub fn outputs(prefix: &str) -> [String; 2] {
-    [format!("{prefix}/a.mp4"), format!("{prefix}/b.mkv")]
+/// What an output holds: its decoded frames (an error where they cannot be decoded) and,
+/// for a package, the names of its files.
+#[derive(Debug)]
+pub struct Content {
+    /// Every decoded frame, hashed; for a package, through its master playlist.
+    pub frames: Result<Vec<FrameHash>, String>,
+    /// The package's files, relative to its folder, sorted (empty for a file).
+    pub names: Vec<String>,
 }
 
-/// Submits the reference jobs: one job per kind in `kinds` with `submit`, once the faults
-/// are over (the doors all open); (output prefix, job id) of each.
+/// Reads output `key` (relative to the `output` bucket) back: a file is downloaded and
+/// decoded; a package (a key ending in `/`) is downloaded whole and decoded through its
+/// `master.m3u8`, as a player would.
+pub fn content(farm: &Farm, key: &str) -> Content {
+    let local = farm
+        .dir
+        .path()
+        .join(key.trim_end_matches('/').replace('/', "_"));
+    if !key.ends_with('/') {
+        farm.download("output", key, &local);
+        return Content {
+            frames: try_frame_hashes(&local),
+            names: Vec::new(),
+        };
+    }
+    let mut names = Vec::new();
+    for full in farm.list("output", key) {
+        let name = full.strip_prefix(key).unwrap_or(&full).to_string();
+        let path = local.join(&name);
+        std::fs::create_dir_all(path.parent().expect("a folder")).expect("package folder");
+        farm.download("output", &full, &path);
+        names.push(name);
+    }
+    names.sort();
+    Content {
+        frames: try_frame_hashes(&local.join("master.m3u8")),
+        names,
+    }
+}
+
+/// Submits the reference jobs: one job per shape in `shapes` with `submit`, once the faults
+/// are over (the doors all open); (output prefix, job id, shape) of each.
 pub fn submit_references(
     farm: &Farm,
-    kinds: &[Fixture],
-    submit: impl Fn(&Farm, &str, Fixture) -> String,
-) -> Vec<(String, String)> {
-    let by_name: std::collections::BTreeMap<String, Fixture> =
-        kinds.iter().map(|k| (format!("{k:?}"), *k)).collect();
+    shapes: &[Shape],
+    submit: impl Fn(&Farm, &str, Shape) -> String,
+) -> Vec<(String, String, Shape)> {
+    let by_name: std::collections::BTreeMap<String, Shape> =
+        shapes.iter().map(|s| (s.name(), *s)).collect();
     by_name
         .iter()
-        .map(|(name, kind)| {
+        .map(|(name, shape)| {
             let prefix = format!("reference/{name}");
-            (prefix.clone(), submit(farm, &prefix, *kind))
+            (prefix.clone(), submit(farm, &prefix, *shape), *shape)
         })
         .collect()
 }
 
-/// The frame hashes of each output of the reference `jobs`, waited for. Panics if one
-/// fails: without its reference no output can be judged.
-pub fn reference_hashes(farm: &Farm, jobs: &[(String, String)]) -> HashMap<String, Vec<FrameHash>> {
-    let mut hashes = HashMap::new();
-    for (prefix, id) in jobs {
+/// The content of each output of the reference `jobs`, waited for. Panics if one fails or
+/// cannot be decoded: without its reference no output can be judged.
+pub fn reference_contents(
+    farm: &Farm,
+    jobs: &[(String, String, Shape)],
+) -> HashMap<String, Content> {
+    let mut contents = HashMap::new();
+    for (prefix, id, shape) in jobs {
         let job = farm.wait_job(id, Duration::from_secs(600));
         assert_eq!(job["state"], "done", "reference job {prefix}: {job}");
-        for key in outputs(prefix) {
-            let local = farm.dir.path().join(key.replace('/', "_"));
-            farm.download("output", &key, &local);
-            hashes.insert(key, frame_hashes(&local));
+        for key in shape.outputs(prefix) {
+            let content = content(farm, &key);
+            if let Err(e) = &content.frames {
+                panic!("reference {key}: {e}");
+            }
+            contents.insert(key, content);
         }
     }
-    hashes
+    contents
 }
 
-/// Each job's end against S3: a done job has both outputs, each with its source's frame
-/// count and the reference's frames; a failed one has a reason and no output. Counts into
-/// `report`.
+/// Each job's end against S3: a done job has every output, each with its source's frame
+/// count, the reference's frames and (a package) the reference's files; a failed one has a
+/// reason and no output. Counts into `report`.
 pub fn check_jobs(
     farm: &Farm,
     views: &[Value],
-    mixed: &[Fixture],
-    references: &HashMap<String, Vec<FrameHash>>,
+    mixed: &[Shape],
+    references: &HashMap<String, Content>,
     report: &mut Report,
 ) {
-    for (i, (job, kind)) in views.iter().zip(mixed).enumerate() {
-        let keys = outputs(&format!("chaos/{i}"));
-        let present: Vec<&String> = keys
+    for (i, (job, shape)) in views.iter().zip(mixed).enumerate() {
+        let keys = shape.outputs(&format!("chaos/{i}"));
+        let present = keys
             .iter()
             .filter(|k| !farm.list("output", k).is_empty())
-            .collect();
+            .count();
         match job["state"].as_str() {
             Some("done") => {
                 report.done += 1;
-                if present.len() != keys.len() {
+                if present != keys.len() {
                     report.lost += 1;
                     continue;
                 }
-                let source = Summary::of(&fixture(*kind)).frame_count;
-                let reference = outputs(&format!("reference/{kind:?}"));
+                let source = Summary::of(&fixture(shape.fixture())).frame_count;
+                let reference = shape.outputs(&format!("reference/{}", shape.name()));
                 for (key, ref_key) in keys.iter().zip(&reference) {
-                    let local = farm.dir.path().join(key.replace('/', "_"));
-                    farm.download("output", key, &local);
-                    let differing = differing_frames(&references[ref_key], &frame_hashes(&local));
-                    report.frames_differing += differing;
-                    if Summary::of(&local).frame_count != source || differing > 0 {
+                    let found = content(farm, key);
+                    if let Some(wrong) = judge(&references[ref_key], &found, source, report) {
                         report.corrupt += 1;
-                        report
-                            .corrupt_keys
-                            .push(format!("{key}: {differing} frames differ"));
+                        report.corrupt_keys.push(format!("{key}: {wrong}"));
                     }
                 }
             }
@@ -97,13 +134,45 @@ pub fn check_jobs(
                     let message = job["error"]["message"].as_str().unwrap_or_default();
                     report.failures.push(format!("job {i}: {code}: {message}"));
                 }
-                if !present.is_empty() {
+                if present > 0 {
                     report.partial += 1;
                 }
             }
             _ => report.hung += 1,
         }
     }
+}
+
+/// What is wrong with `found` against its `reference` (None when nothing): frames that
+/// differ (counted into `report`), a first video stream without the source's `frames`, or
+/// a package's files missing or extra.
+pub fn judge(
+    reference: &Content,
+    found: &Content,
+    frames: u64,
+    report: &mut Report,
+) -> Option<String> {
+    let hashes = match (&reference.frames, &found.frames) {
+        (Ok(r), Ok(f)) => (r, f),
+        (_, Err(e)) => return Some(format!("cannot be decoded: {e}")),
+        (Err(e), _) => return Some(format!("its reference cannot be decoded: {e}")),
+    };
+    let differing = differing_frames(hashes.0, hashes.1);
+    report.frames_differing += differing;
+    let missing: Vec<&String> = (reference.names.iter())
+        .filter(|n| !found.names.contains(n))
+        .collect();
+    let extra: Vec<&String> = (found.names.iter())
+        .filter(|n| !reference.names.contains(n))
+        .collect();
+    let video = hashes.1.iter().filter(|f| f.stream == 0).count() as u64;
+    if differing > 0 || video != frames || !missing.is_empty() || !extra.is_empty() {
+        return Some(format!(
+            "{differing} frames differ, {video} video frames of {frames}, files missing \
+             {missing:?}, files extra {extra:?}"
+        ));
+    }
+    None
 }
 
 /// All jobs' views (the API may be restarting: an unanswered GET is a Null view).
@@ -149,4 +218,43 @@ pub fn duplicated_deliveries(log: &str) -> usize {
         }
     }
     seen.values().filter(|n| **n > 1).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chaos::frames::parse_framemd5;
+
+    fn package(names: &[&str], listing: &str) -> Content {
+        Content {
+            frames: Ok(parse_framemd5(listing)),
+            names: names.iter().map(|n| n.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_package_missing_a_file_or_with_a_foreign_frame_is_judged_wrong() {
+        let listing = "0, 0, 0, 1, 9, aa\n0, 1, 1, 1, 9, bb\n1, 0, 0, 1, 9, cc\n";
+        let reference = package(&["master.m3u8", "v0/seg-00000.ts"], listing);
+        let mut report = Report::default();
+        assert_eq!(judge(&reference, &reference, 2, &mut report), None);
+        let short = package(&["master.m3u8"], listing);
+        let wrong = judge(&reference, &short, 2, &mut report).expect("a file is missing");
+        assert!(wrong.contains("v0/seg-00000.ts"), "{wrong}");
+        let foreign = package(
+            &["master.m3u8", "v0/seg-00000.ts"],
+            "0, 0, 0, 1, 9, aa\n0, 1, 1, 1, 9, zz\n1, 0, 0, 1, 9, cc\n",
+        );
+        assert!(judge(&reference, &foreign, 2, &mut report).is_some());
+        assert_eq!(report.frames_differing, 1);
+        assert!(
+            judge(&reference, &reference, 3, &mut report).is_some(),
+            "3 source frames, 2 decoded"
+        );
+        let broken = Content {
+            frames: Err("framemd5 of x: Invalid data".into()),
+            names: reference.names.clone(),
+        };
+        assert!(judge(&reference, &broken, 2, &mut report).is_some());
+    }
 }

@@ -4,13 +4,16 @@
 //! (partitions, messages published twice) and the workers (messages published twice), and the dispatcher's clock under libfaketime where it is installed.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use super::shape::Shape;
 use crate::amqp_door::AmqpDoor;
 use crate::farm::Farm;
 use crate::fixture::Fixture;
-use crate::rabbit::{rabbitmqctl, RABBIT_ADDR};
+use crate::rabbit::RABBIT_ADDR;
 use crate::s3_faults::{Direction, S3Faults, Trouble};
+
+mod dispatcher;
 
 /// One fault the schedule can inject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +42,9 @@ pub enum Fault {
     RollbackDeletesFail,
     /// The dispatcher SIGKILLed while a copy of a delivery is in flight, then restarted.
     KillDispatcherDelivering,
+    /// A package job submitted, and the dispatcher SIGKILLed in the middle of its many
+    /// delivery copies (some delivered, one in flight), then restarted.
+    KillDispatcherPackaging,
     /// The broker stopped while the dispatcher is killed and restarted (overlapping).
     BrokerAndDispatcherRestart,
     /// A partition between the dispatcher and the store (requests, responses or both held).
@@ -55,7 +61,7 @@ pub enum Fault {
 }
 
 /// Every fault, the first five in the order of the CI sample (which takes the first few).
-pub const ALL: [Fault; 21] = [
+pub const ALL: [Fault; 22] = [
     Fault::KillWorker,
     Fault::DrainWorker,
     Fault::RestartBroker,
@@ -67,6 +73,7 @@ pub const ALL: [Fault; 21] = [
     Fault::StoreLatency,
     Fault::RollbackDeletesFail,
     Fault::KillDispatcherDelivering,
+    Fault::KillDispatcherPackaging,
     Fault::BrokerAndDispatcherRestart,
     Fault::StorePartition(Direction::Up),
     Fault::StorePartition(Direction::Down),
@@ -179,7 +186,7 @@ impl Rig {
         &mut self,
         fault: Fault,
         rng: &mut impl FnMut(u64) -> u64,
-        submit: &mut impl FnMut(&Farm, Fixture) -> usize,
+        submit: &mut impl FnMut(&Farm, Shape) -> usize,
     ) -> String {
         match fault {
             Fault::KillWorker | Fault::DrainWorker => {
@@ -222,7 +229,7 @@ impl Rig {
                 self.store_trouble(fault)
             }
             Fault::RollbackDeletesFail => {
-                let i = submit(&self.farm, Fixture::ClosedGopH264);
+                let i = submit(&self.farm, Shape::Files(Fixture::ClosedGopH264));
                 let prefix = format!("/output/chaos/{i}/");
                 self.store_door.refuse_copies(&prefix, 1);
                 self.store_door
@@ -230,6 +237,7 @@ impl Rig {
                 format!("job {i}: second copy refused, deletes 503 for 10 s")
             }
             Fault::KillDispatcherDelivering => self.kill_while_delivering(),
+            Fault::KillDispatcherPackaging => self.kill_while_packaging(submit),
             Fault::BrokerAndDispatcherRestart => self.broker_and_dispatcher(),
             Fault::StorePartition(way) => {
                 self.store_door.cut(way);
@@ -285,100 +293,5 @@ impl Rig {
             "{trouble:?} {} s ({hit} requests met it)",
             self.hold().as_secs()
         )
-    }
-
-    fn kill_while_delivering(&mut self) -> String {
-        self.store_door.stall_copies("/output/chaos/");
-        let by = Instant::now() + Duration::from_secs(60);
-        while self.store_door.stalled().is_empty() && Instant::now() < by {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let caught = self.store_door.stalled();
-        self.farm.kill_dispatcher();
-        self.store_door.end_stall();
-        self.farm.start_dispatcher();
-        match caught.first() {
-            Some(copy) => format!("dispatcher KILL with the copy to {copy} in flight"),
-            None => "dispatcher KILL (no delivery came within 60 s)".into(),
-        }
-    }
-
-    fn broker_and_dispatcher(&mut self) -> String {
-        self.farm.kill_dispatcher();
-        self.broker_down();
-        let (real, name) = (self.restart_broker, self.farm.vhost.name.clone());
-        let up = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_secs(3));
-            if real {
-                rabbitmqctl(&["start_app"]).assert_success();
-            } else {
-                rabbitmqctl(&["clear_vhost_limits", "-p", &name]).assert_success();
-            }
-        });
-        // The dispatcher exits when it cannot reach the broker at its start; like its
-        // supervisor (systemd, Kubernetes, compose's `restart: unless-stopped`), start it
-        // again a second later until it listens.
-        let mut exits = 0;
-        while !self.farm.try_start_dispatcher() {
-            exits += 1;
-            assert!(
-                exits < 60,
-                "the dispatcher never started after the broker came back"
-            );
-            std::thread::sleep(Duration::from_secs(1));
-        }
-        up.join().expect("broker back");
-        format!(
-            "dispatcher KILL and restarted while the broker was down 3 s \
-             (it exited {exits} times at start; started again like a supervisor)"
-        )
-    }
-
-    fn broker_down(&self) {
-        if self.restart_broker {
-            rabbitmqctl(&["stop_app"]).assert_success();
-        } else {
-            // Tests of other binaries may share the broker (nextest runs them at once): as
-            // this farm's clients see it, a blocked vhost is a broker that went away.
-            self.farm.vhost.block();
-        }
-    }
-
-    fn broker_up(&self) {
-        if self.restart_broker {
-            rabbitmqctl(&["start_app"]).assert_success();
-        } else {
-            self.farm.vhost.unblock();
-        }
-    }
-
-    fn clock_jump(&mut self) -> String {
-        let Some(file) = &self.clock else {
-            return "skipped: libfaketime not installed (apt-get install faketime)".into();
-        };
-        std::fs::write(file, "+7200\n").expect("faketime file");
-        // libfaketime reads the file again after a second; the API's Date header shows it.
-        std::thread::sleep(Duration::from_secs(3));
-        let seen = self.api_date();
-        std::thread::sleep(self.hold().saturating_sub(Duration::from_secs(3)));
-        std::fs::write(file, "+0\n").expect("faketime file");
-        let hold = self.hold().as_secs();
-        format!("dispatcher clock +2 h for {hold} s, then back (its Date header then: {seen})")
-    }
-
-    /// The `Date` header of the dispatcher's API (its wall clock), or why none came.
-    fn api_date(&self) -> String {
-        let out = std::process::Command::new("curl")
-            .args(["-sS", "-m", "10", "-o", "/dev/null", "-D", "-"])
-            .arg(format!("{}/healthz", self.farm.api))
-            .output();
-        let head = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
-        head.ok()
-            .and_then(|h| {
-                h.lines()
-                    .find_map(|l| l.strip_prefix("date: ").or(l.strip_prefix("Date: ")))
-                    .map(|d| d.trim().to_string())
-            })
-            .unwrap_or_else(|| "no Date header".into())
     }
 }

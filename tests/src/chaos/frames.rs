@@ -18,19 +18,26 @@ pub struct FrameHash {
 /// The decoded frames of `path`, in order, each hashed. Panics (naming the file and
 /// ffmpeg's message) when ffmpeg cannot decode it: the oracle must not pass on an error.
 pub fn frame_hashes(path: &Path) -> Vec<FrameHash> {
+    try_frame_hashes(path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The decoded frames of `path`, or why ffmpeg could not decode it (the file and its
+/// message): a chaos output that does not decode is corrupt, not the end of the run.
+pub fn try_frame_hashes(path: &Path) -> Result<Vec<FrameHash>, String> {
     let out = Command::new("ffmpeg")
         .args(["-nostdin", "-v", "error", "-threads", "1", "-i"])
         .arg(path)
         .args(["-map", "0:v?", "-map", "0:a?", "-f", "framemd5", "-"])
         .output()
         .expect("run ffmpeg");
-    assert!(
-        out.status.success(),
-        "framemd5 of {}: {}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    parse_framemd5(&String::from_utf8_lossy(&out.stdout))
+    if !out.status.success() {
+        return Err(format!(
+            "framemd5 of {}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(parse_framemd5(&String::from_utf8_lossy(&out.stdout)))
 }
 
 /// The frames of a framemd5 listing (`stream, dts, pts, duration, size, md5` lines; `#`
