@@ -10,7 +10,7 @@
 #   scripts/autoscale-replay.sh                          # the full batch
 #   TESSERA_REPLAY_JOBS=sample scripts/autoscale-replay.sh   # one job of each kind (CI)
 #   TESSERA_REPLAY_OVERLAY=cpu-desired-workers ...       # scale on GET /scaling instead
-#   TESSERA_REPLAY_TIME_SCALE=20                         # manifest durations / 20 (default)
+#   TESSERA_REPLAY_TIME_SCALE=30                         # manifest durations / 30 (default)
 #   TESSERA_REPLAY_SPOT_SECONDS=30                       # a spot notice's lead time
 #   TESSERA_REPLAY_KEEP=1                                # leave the farm up afterwards
 #   TESSERA_DOCKER_BUILD=1                               # scripts/docker-images.sh first

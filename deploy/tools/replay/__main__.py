@@ -1,7 +1,7 @@
 """The autoscaling replay end to end (scripts/autoscale-replay.sh runs it):
 
 1. reads the ScaledObject of deploy/k8s/overlays/$TESSERA_REPLAY_OVERLAY (cpu) as rendered,
-   and divides its durations by $TESSERA_REPLAY_TIME_SCALE (20);
+   and divides its durations by $TESSERA_REPLAY_TIME_SCALE (30);
 2. brings up the compose farm with no worker (project tessera-replay, its own ports);
 3. submits the batch (short jobs, a long one whose stitch + QC outlasts the scaled cooldown,
    an HLS package), lets the scaler start and drain workers, gives busy workers spot
@@ -33,7 +33,7 @@ from .store import S3
 MODES = {
     # shorts (20 s each), the long job (seconds, size), spot notices
     "full": (4, (360, "1280x720"), 2),
-    "sample": (1, (150, "1280x720"), 1),
+    "sample": (1, (240, "1280x720"), 1),
 }
 
 
@@ -52,8 +52,9 @@ def batch_items(mode: str, inputs: Path) -> List[batch.Item]:
     inputs.mkdir(parents=True, exist_ok=True)
     items = [batch.Item(f"short{i}", batch.make_input(inputs / f"short{i}.mp4", 20 + 2 * i,
                                                       "320x240")) for i in range(shorts)]
-    items.append(batch.Item("long", batch.make_input(inputs / "long.mp4", long_s, long_size),
-                            long=True))
+    # Named by length and size: a sample run and a full one keep their own.
+    long_file = inputs / f"long-{long_s}s-{long_size}.mp4"
+    items.append(batch.Item("long", batch.make_input(long_file, long_s, long_size), long=True))
     items.append(batch.Item("package", batch.make_input(inputs / "package.mp4", 30, "320x240"),
                             package=True))
     return items
@@ -73,7 +74,7 @@ def wait_zero(driver: Driver, farm: Farm, limit: float) -> bool:
 def main() -> int:
     mode = os.environ.get("TESSERA_REPLAY_JOBS", "full")
     overlay = os.environ.get("TESSERA_REPLAY_OVERLAY", "cpu")
-    scale = float(os.environ.get("TESSERA_REPLAY_TIME_SCALE", "20"))
+    scale = float(os.environ.get("TESSERA_REPLAY_TIME_SCALE", "30"))
     spot_lead = float(os.environ.get("TESSERA_REPLAY_SPOT_SECONDS", "30"))
     work = Path(os.environ.get("TESSERA_REPLAY_DIR", "/tmp/tessera-replay"))
     manifest = triggers.load(overlay)
@@ -94,6 +95,10 @@ def main() -> int:
     try:
         return run(mode, farm, spec, items, spot_lead, work)
     finally:
+        (farm.work / "logs").mkdir(exist_ok=True)
+        (farm.work / "logs" / "dispatcher.log").write_text(
+            farm.compose("logs", "--no-color", "dispatcher", check=False).stdout)
+        say(f"logs in {farm.work / 'logs'}")
         if not keep:
             say("compose down (the replay's own project, volumes included)")
             farm.down()
@@ -129,14 +134,16 @@ def run(mode, farm: Farm, spec, items, spot_lead: float, work: Path) -> int:
     batch.wait_all(api, items, 3600, on_poll)
     say(f"batch ended in {time.monotonic() - t_start:.0f} s: {batch.summary(items)}")
     failures: List[str] = []
-    if not wait_zero(driver, farm, spec.cooldown + spec.down.window + 300):
+    # Zero within the cooldown, the scale-down window and a drain's grace (with a margin).
+    zero_limit = spec.cooldown + spec.down.window + report.GRACE_S + 30
+    if not wait_zero(driver, farm, zero_limit):
         failures.append("the pool did not scale to zero after the batch")
     late = batch.Item("after-zero", items[0].source)
     api.submit(late)
     say(f"submitted {late.name} with no worker running: job {late.id}")
     batch.wait_all(api, [late], 900)
     items.append(late)
-    if not wait_zero(driver, farm, spec.cooldown + spec.down.window + 300):
+    if not wait_zero(driver, farm, zero_limit):
         failures.append("the pool did not scale to zero after the last job")
     driver.finish()
     if driver.error:
@@ -169,7 +176,8 @@ def verdict(farm, driver, spec, items, restarted, failures: List[str], work: Pat
     for line in [f"replica changes:        {len(driver.state.changes)}, peak {driver.state.peak} "
                  f"workers, {len(driver.state.zero_reached)} times to zero",
                  f"drains:                 {driver.state.scale_down_drains} on scale-down, "
-                 f"{driver.state.spot_notices} on spot notices",
+                 f"{driver.state.spot_notices} on spot notices; busy when drained: "
+                 f"{', '.join(driver.state.busy_drains) or 'none'}",
                  f"jobs:                   {batch.summary(items)}"] + report.lines(figures):
         print("  " + line, flush=True)
     for f in failures:

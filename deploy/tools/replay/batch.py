@@ -139,7 +139,7 @@ def check_item(s3: S3, item: Item, work: Path) -> Optional[str]:
             if a_src is None or a_out is None or abs(a_src - a_out) >= exact.AUDIO_TOLERANCE_S:
                 diffs.append(f"a0: audio lasts {a_out} s, the source's {a_src} s")
         else:
-            d = exact.check(item.source, joined, audio=False)
+            d = exact.check(item.source, joined, audio=False, rel=True)
             if d:
                 diffs.append(f"v0: {d}")
     return "; ".join(diffs) or None

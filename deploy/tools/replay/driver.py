@@ -39,6 +39,7 @@ class Gone:
     exit_code: int
     reason: str
     log: str
+    drain_seconds: float = 0.0
 
 
 @dataclass
@@ -49,6 +50,7 @@ class State:
     peak: int = 0
     spot_notices: int = 0
     scale_down_drains: int = 0
+    busy_drains: List[str] = field(default_factory=list)
     zero_reached: List[float] = field(default_factory=list)
 
 
@@ -62,6 +64,10 @@ class Driver:
         self.spot_lead = spot_lead
         self.replicas = 0
         self.leaving: Dict[str, str] = {}
+        # The address each noticed worker polled from: an exited container shows none, and
+        # the next container may get it.
+        self.noticed_ip: Dict[str, str] = {}
+        self.asked_at: Dict[str, float] = {}
         self.spots_wanted = 0
         self.state = State()
         self.t0 = time.monotonic()
@@ -161,7 +167,11 @@ class Driver:
             for w in sorted(live, key=lambda w: busy[w.id])[: len(live) - self.replicas]:
                 self.say(f"t={self.now():6.1f}s drain {w.name} ({busy[w.id]} tasks running): SIGTERM")
                 self.leaving[w.id] = "scale-down"
+                self.asked_at[w.id] = time.time()
                 self.state.scale_down_drains += 1
+                if busy[w.id]:
+                    self.state.busy_drains.append(
+                        f"{w.name} at t={self.now():.0f}s (to {self.replicas} replicas)")
                 self.farm.terminate(w.id)
 
     def _spot_notices(self, live: List[Worker]) -> List[Worker]:
@@ -170,17 +180,26 @@ class Driver:
                 self.say(f"t={self.now():6.1f}s spot notice to {w.name} (busy), "
                          f"{self.spot_lead:.0f} s before the machine goes")
                 self.imds.notice(w.ip, self.spot_lead)
+                self.noticed_ip[w.id] = w.ip
                 self.leaving[w.id] = "spot"
+                self.asked_at[w.id] = time.time()
                 self.spots_wanted -= 1
                 self.state.spot_notices += 1
         return [w for w in live if w.id not in self.leaving]
 
     def _reap(self, w: Worker) -> None:
         reason = self.leaving.pop(w.id, "exited unasked")
+        asked = self.asked_at.pop(w.id, None)
+        drain = (w.finished or 0.0) - asked if asked else 0.0
+        log = self.farm.logs(w.id)
         self.state.gone.append(Gone(w.name, w.started or 0.0, w.finished or 0.0, w.exit_code,
-                                    reason, self.farm.logs(w.id)))
-        self.say(f"t={self.now():6.1f}s {w.name} left ({reason}), exit {w.exit_code}")
-        self.imds.forget(w.ip)
+                                    reason, log, drain))
+        logs = self.farm.work / "logs"
+        logs.mkdir(exist_ok=True)
+        (logs / f"{len(self.state.gone):03d}-{w.name}.log").write_text(log)
+        self.say(f"t={self.now():6.1f}s {w.name} left ({reason}), exit {w.exit_code}"
+                 + (f", {drain:.1f} s after it was asked" if asked else ""))
+        self.imds.forget(self.noticed_ip.pop(w.id, w.ip))
         self.farm.remove(w.id)
 
     def finish(self) -> None:
@@ -189,7 +208,9 @@ class Driver:
         self.thread.join(timeout=120)
         for w in self.farm.workers():
             if w.running:
-                self.leaving.setdefault(w.id, "end of replay")
+                if w.id not in self.leaving:
+                    self.leaving[w.id] = "end of replay"
+                    self.asked_at[w.id] = time.time()
                 self.farm.terminate(w.id)
         end = time.monotonic() + 150
         while time.monotonic() < end and any(w.running for w in self.farm.workers()):

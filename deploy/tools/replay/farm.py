@@ -72,6 +72,7 @@ class Farm:
     def prepare(self) -> None:
         """The project files and fresh secrets in `work`."""
         self.work.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.work / "logs", ignore_errors=True)
         for name in PROJECT_FILES:
             shutil.copy(ROOT / "docker" / name, self.work / name)
         # The official image and the Debian stand-in both read this file.

@@ -9,6 +9,7 @@ logs are what an operator has too.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
@@ -20,6 +21,10 @@ TASK = re.compile(r"(segment encoded|output stitched) job=(\S+) (?:segment|outpu
 GIVEN_BACK = "drained task given back"
 REQUEUED = "drained task requeued"
 CUT_OFF = "grace period over"
+# TESSERA_GRACE_SECONDS of the replay's workers (docker/replay.override.yaml), and a margin
+# to exit after it.
+GRACE_S = int(os.environ.get("TESSERA_REPLAY_GRACE_SECONDS", "100"))
+EXIT_MARGIN_S = 10
 
 
 @dataclass
@@ -46,6 +51,9 @@ def analyse(gone: List[Gone]) -> Figures:
             f.failures.append(f"{g.name} exited {g.exit_code} ({g.reason})")
         if g.reason == "exited unasked":
             f.failures.append(f"{g.name} exited without a drain or a notice")
+        if g.drain_seconds > GRACE_S + EXIT_MARGIN_S:
+            f.failures.append(f"{g.name}: left {g.drain_seconds:.0f} s after its {g.reason} "
+                              f"drain began (grace {GRACE_S} s)")
         back = g.log.count(GIVEN_BACK)
         f.given_back += back
         if g.reason != "spot" and (back or CUT_OFF in g.log):
