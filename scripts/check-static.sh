@@ -120,7 +120,9 @@ make_bare_root() {
   local r="$1" b lib
   mkdir -p "$r"/{proc,dev,tmp,data}
   for b in "$TESSERA" "$MEDIA" "$DISPATCHER"; do cp "$b" "$r/"; done
-  for lib in $(ldd "$TESSERA" "$MEDIA" "$DISPATCHER" | grep -oE '/[^ ]+' | sort -u); do
+  # (ldd of several files prints a "file:" header before each list: not a library.)
+  for lib in $(ldd "$TESSERA" "$MEDIA" "$DISPATCHER" \
+    | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// && $1 !~ /:$/ {print $1}' | sort -u); do
     mkdir -p "$r$(dirname "$lib")"
     cp -L "$lib" "$r$lib"
   done
