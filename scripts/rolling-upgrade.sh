@@ -11,7 +11,8 @@
 #   TESSERA_UPGRADE_FROM=<commit> scripts/rolling-upgrade.sh
 #   TESSERA_DOCKER_PROFILE=release scripts/rolling-upgrade.sh   # release binaries (slower build)
 #   TESSERA_UPGRADE_SKIP_BUILD=1 ...                 # reuse tessera/*:upgrade-{old,new}
-#   TESSERA_UPGRADE_JOBS=4 TESSERA_UPGRADE_IN_FLIGHT=2 TESSERA_UPGRADE_LONG_S=40 ...   # CI sample
+#   TESSERA_UPGRADE_JOBS=4 TESSERA_UPGRADE_IN_FLIGHT=2 TESSERA_UPGRADE_LONG_S=60 \
+#     TESSERA_UPGRADE_PHASE_S=15 scripts/rolling-upgrade.sh     # the CI sample
 #
 # Why a script: the old release's binaries are built in a git worktree of their own
 # (/tmp/tessera-upgrade/old-src, removed at the end) with their own target directory

@@ -84,14 +84,16 @@ impl Shared {
 
 /// The rolling upgrade. It:
 /// 1. brings the farm up on the old release (`TESSERA_UPGRADE_WORKERS` workers, default 2),
-///    makes clips (one long, `TESSERA_UPGRADE_LONG_S`, default 90 s, and three of 12 to 20
+///    makes clips (one long, `TESSERA_UPGRADE_LONG_S`, default 300 s, and three of 12 to 20
 ///    s) and keeps `TESSERA_UPGRADE_IN_FLIGHT` (default 3) jobs of two outputs running;
 /// 2. once the long job is stitching, replaces the dispatcher with the new one (old workers
 ///    hold its tasks);
-/// 3. once a job has ended under it, puts the old dispatcher back and replaces the workers
+/// 3. once a job has ended under it and at least `TESSERA_UPGRADE_PHASE_S` (default 40 s)
+///    have passed, puts the old dispatcher back and replaces the workers
 ///    one at a time (a new one started, then an old one stopped: SIGTERM, it drains and must
 ///    exit 0);
-/// 4. once a job has ended under that, the new dispatcher again: all new;
+/// 4. once a job has ended under that (and as long again), the new dispatcher again: all
+///    new;
 /// 5. when at least `TESSERA_UPGRADE_JOBS` (default 12) jobs were submitted and all ended:
 ///    every job done, listed once, exactly its two outputs, each frame-exact against its
 ///    source (decoded frame count, each video timestamp within 1 ms, none twice, the audio
@@ -109,7 +111,7 @@ fn rolling_upgrade_under_load() {
         up.farm.project
     ));
     up.up_old(workers);
-    let long = setting("TESSERA_UPGRADE_LONG_S", 90) as u32;
+    let long = setting("TESSERA_UPGRADE_LONG_S", 300) as u32;
     let clips = make_clips(&up.farm, &up.farm.work, &[long, 12, 16, 20]);
     let load = Load::new(
         &up.farm,
@@ -169,7 +171,12 @@ fn upgrade(up: &Upgrade, shared: &Shared, phases: &mut Vec<Phase>) {
     shared.begin(phases, 1);
     phases[1].api_away_s = Some(up.switch_dispatcher(&up.new));
     say("the new dispatcher answers");
-    let ended = |p: usize| move |l: &Load| l.ended_in(p).0 >= 1;
+    let min_s = Duration::from_secs(setting("TESSERA_UPGRADE_PHASE_S", 40));
+    // A phase lasts at least `min_s`, and until a job has ended in it.
+    let ended = |p: usize| {
+        let since = Instant::now();
+        move |l: &Load| since.elapsed() >= min_s && l.ended_in(p).0 >= 1
+    };
     if !shared.wait_until(PHASE_LIMIT, ended(1)) {
         say("no job ended in phase 1 within the limit");
     }
