@@ -15,7 +15,7 @@ fn bin(name: &str) -> PathBuf {
     tessera_bin().with_file_name(name)
 }
 
-/// `NAME ARGS...` with `env` (and no inherited `TESSERA_*` that could point elsewhere).
+/// `NAME ARGS...` with `env` over this process's environment.
 fn health(name: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
     run_command_env(&bin(name), args, env, Duration::from_secs(30))
 }
@@ -100,11 +100,14 @@ fn health_answers_for_running_services_and_names_a_dead_address() {
     );
     assert_refused(&run, &format!("http://{dead}/healthz: cannot connect"));
 
-    // A worker told to serve no /healthz cannot be asked: the message says what to set.
-    let run = health(
-        "tessera-worker",
-        &["health"],
-        &[("TESSERA_METRICS_LISTEN", "")],
-    );
-    assert_refused(&run, "TESSERA_METRICS_LISTEN");
+    // A worker that serves no /healthz cannot be asked: the message says what to set.
+    let out = std::process::Command::new(bin("tessera-worker"))
+        .arg("health")
+        .env_remove("TESSERA_METRICS_LISTEN")
+        .env_remove("TESSERA_CONFIG")
+        .output()
+        .expect("run tessera-worker health");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "expected a failure: {stderr}");
+    assert!(stderr.contains("TESSERA_METRICS_LISTEN"), "{stderr}");
 }
