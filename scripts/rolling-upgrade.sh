@@ -11,6 +11,8 @@
 #   TESSERA_UPGRADE_FROM=<commit> scripts/rolling-upgrade.sh
 #   TESSERA_DOCKER_PROFILE=release scripts/rolling-upgrade.sh   # release binaries (slower build)
 #   TESSERA_UPGRADE_SKIP_BUILD=1 ...                 # reuse tessera/*:upgrade-{old,new}
+#   TESSERA_UPGRADE_SKIP_BUILD=1 TESSERA_UPGRADE_NEW_TAG=TAG ...   # other images as "new"
+#                                                    # (TESSERA_UPGRADE_OLD_TAG likewise)
 #   TESSERA_UPGRADE_JOBS=4 TESSERA_UPGRADE_IN_FLIGHT=2 TESSERA_UPGRADE_LONG_S=60 \
 #     TESSERA_UPGRADE_PHASE_S=15 scripts/rolling-upgrade.sh     # the CI sample
 #
