@@ -128,14 +128,18 @@ make_bare_root() {
   done
 }
 
-# The inputs, made with the host's ffmpeg: H.264/AAC MP4, and an AV1 MKV (libsvtav1 or
-# libaom-av1 of the host; without either, the static build's own AV1 output is used later).
+# The inputs, made with the host's ffmpeg: H.264/AAC MP4, and an AV1 MKV (the host's
+# libaom-av1, an encoder other than the one under test, else its libsvtav1; without either, the
+# static build's own AV1 output is used later).
 make_inputs() {
-  local d="$1" enc
+  local d="$1" encoders enc=""
   ffmpeg -v error -f lavfi -i testsrc2=size=320x240:rate=25:duration=4 \
     -f lavfi -i sine=frequency=440:sample_rate=48000:duration=4 \
     -c:v libx264 -preset veryfast -g 25 -pix_fmt yuv420p -c:a aac -b:a 96k "$d/in.mp4"
-  enc=$(ffmpeg -hide_banner -encoders 2>/dev/null | awk '$2 == "libsvtav1" || $2 == "libaom-av1" {print $2}' | head -1)
+  encoders=$(ffmpeg -hide_banner -encoders 2>/dev/null | awk '{print $2}')
+  if grep -qx libaom-av1 <<<"$encoders"; then enc=libaom-av1
+  elif grep -qx libsvtav1 <<<"$encoders"; then enc=libsvtav1
+  fi
   case "$enc" in
     libsvtav1) ffmpeg -v error -i "$d/in.mp4" -c:v libsvtav1 -preset 12 -g 25 -c:a copy "$d/in-av1.mkv" ;;
     libaom-av1) ffmpeg -v error -i "$d/in.mp4" -c:v libaom-av1 -usage realtime -cpu-used 8 -b:v 300k -g 25 -c:a copy "$d/in-av1.mkv" ;;
