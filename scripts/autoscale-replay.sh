@@ -12,6 +12,7 @@
 #   TESSERA_REPLAY_OVERLAY=cpu-desired-workers ...       # scale on GET /scaling instead
 #   TESSERA_REPLAY_TIME_SCALE=30                         # manifest durations / 30 (default)
 #   TESSERA_REPLAY_SPOT_SECONDS=30                       # a spot notice's lead time
+#   TESSERA_REPLAY_GRACE_SECONDS=100                     # the workers' drain grace
 #   TESSERA_REPLAY_KEEP=1                                # leave the farm up afterwards
 #   TESSERA_DOCKER_BUILD=1                               # scripts/docker-images.sh first
 #

@@ -38,16 +38,19 @@ MODES = {
 
 
 def say(msg: str) -> None:
+    """A progress line, timestamped."""
     print(f"[replay {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 def free_port() -> int:
+    """A free TCP port on this host (the farm's published ports, the IMDS)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
 def batch_items(mode: str, inputs: Path) -> List[batch.Item]:
+    """The batch of `mode`, its inputs made if missing."""
     shorts, (long_s, long_size), _ = MODES[mode]
     inputs.mkdir(parents=True, exist_ok=True)
     items = [batch.Item(f"short{i}", batch.make_input(inputs / f"short{i}.mp4", 20 + 2 * i,
@@ -61,6 +64,7 @@ def batch_items(mode: str, inputs: Path) -> List[batch.Item]:
 
 
 def wait_zero(driver: Driver, farm: Farm, limit: float) -> bool:
+    """Whether the pool reaches 0 replicas with no worker running within `limit` s."""
     end = time.monotonic() + limit
     while time.monotonic() < end:
         if driver.error:
@@ -72,6 +76,7 @@ def wait_zero(driver: Driver, farm: Farm, limit: float) -> bool:
 
 
 def main() -> int:
+    """The replay: settings from the environment, the farm up and down around `run`."""
     mode = os.environ.get("TESSERA_REPLAY_JOBS", "full")
     overlay = os.environ.get("TESSERA_REPLAY_OVERLAY", "cpu")
     scale = float(os.environ.get("TESSERA_REPLAY_TIME_SCALE", "30"))
@@ -105,6 +110,7 @@ def main() -> int:
 
 
 def run(mode, farm: Farm, spec, items, spot_lead: float, work: Path) -> int:
+    """Steps 2 to 4 of the module doc, then the verdict."""
     say(f"compose up (project {farm.project}, API on {farm.ports['api']}), no worker")
     farm.up_core()
     farm.wait_api()
@@ -122,6 +128,7 @@ def run(mode, farm: Farm, spec, items, spot_lead: float, work: Path) -> int:
     restarted = []
 
     def on_poll(it: batch.Item, v: dict) -> None:
+        """The second spot notice halfway through the long job; the dispatcher restart after its segments."""
         done, total = v.get("segments_done", 0), v.get("segments_total", 0)
         if it.long and spots > 1 and driver.state.spot_notices + driver.spots_wanted < spots \
                 and total and done * 2 >= total:
@@ -152,6 +159,7 @@ def run(mode, farm: Farm, spec, items, spot_lead: float, work: Path) -> int:
 
 
 def verdict(farm, driver, spec, items, restarted, failures: List[str], work: Path) -> int:
+    """Step 5: every check and the figures; 0 when all passed."""
     s3 = S3(f"http://127.0.0.1:{farm.ports['s3']}", "garage",
             farm.secret("s3.env", "TESSERA_S3_ACCESS_KEY_ID"),
             farm.secret("s3.env", "TESSERA_S3_SECRET_ACCESS_KEY"))

@@ -36,6 +36,7 @@ class Item:
     segments: int = 0
 
     def outputs(self) -> List[dict]:
+        """The job body's `outputs`: an HLS package or an MP4 file under replay/."""
         if self.package:
             return [{"package": {"format": "hls", "ladder": [{"height": 240, "crf": 30}]},
                      "destination": f"s3://{MEDIA_BUCKET}/replay/{self.name}/"}]
@@ -64,6 +65,7 @@ class Api:
         self.base, self.token = base, token
 
     def call(self, method: str, path: str, body: Optional[dict] = None) -> dict:
+        """One API call; its JSON answer, or RuntimeError naming the status."""
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.base + path, data=data, method=method, headers={
             "Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})

@@ -79,6 +79,7 @@ class Driver:
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def start(self) -> None:
+        """Starts polling on its own thread."""
         self.thread.start()
 
     def spot(self, n: int = 1) -> None:
@@ -134,9 +135,11 @@ class Driver:
     # --- one poll ----------------------------------------------------------------------------
 
     def now(self) -> float:
+        """Seconds since the driver was made: the scaler's clock."""
         return time.monotonic() - self.t0
 
     def poll(self) -> None:
+        """One pollingInterval: metrics, the scaler's decision, then the workers to match."""
         metrics = {t.name: self.metric(t) for t in self.spec.triggers}
         d = self.scaler.step(self.now(), metrics, self.replicas)
         if d.replicas != self.replicas:

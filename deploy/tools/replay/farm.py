@@ -81,10 +81,13 @@ class Farm:
                        timeout=DOCKER_TIMEOUT, capture_output=True)
 
     def secret(self, file: str, key: str) -> str:
+        """A value of one of the project's secrets/*.env files."""
         return env_value(self.work / "secrets" / file, key)
 
     def compose(self, *args: str, timeout: float = DOCKER_TIMEOUT,
                 check: bool = True) -> subprocess.CompletedProcess:
+        """`docker-compose -f compose.yaml -f replay.override.yaml -p PROJECT ARGS` with the
+        project's ports; raises on failure when `check`."""
         cmd = ["docker-compose", "-f", str(self.work / "compose.yaml"),
                "-f", str(self.work / "replay.override.yaml"), "-p", self.project, *args]
         out = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout)
@@ -149,6 +152,7 @@ class Farm:
                        timeout=DOCKER_TIMEOUT)
 
     def logs(self, wid: str) -> str:
+        """A container's whole log (stdout and stderr)."""
         out = subprocess.run(["docker", "logs", wid], capture_output=True, text=True,
                              timeout=DOCKER_TIMEOUT)
         return out.stdout + out.stderr

@@ -82,4 +82,5 @@ class Imds:
             return ip in self.polled
 
     def close(self) -> None:
+        """Stops serving."""
         self.server.shutdown()
