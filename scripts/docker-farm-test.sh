@@ -13,9 +13,14 @@
 #      (`tessera submit clip.mp4 --wait`, default output) and, while it runs, scales down to 1:
 #      the 3 workers that go must exit 0 and the job must still finish frame-exact.
 #
-#   scripts/docker-farm-test.sh                 # release binaries (built if needed)
-#   TESSERA_DOCKER_PROFILE=debug scripts/docker-farm-test.sh   # CI: the test build's binaries
+#   scripts/docker-farm-test.sh                 # the test and the host's `tessera` in release
+#   TESSERA_DOCKER_PROFILE=debug scripts/docker-farm-test.sh   # CI: the test build's profile
 #   TESSERA_DOCKER_SKIP_BUILD=1 ...             # reuse the images already built
+#
+# The images always hold release binaries (scripts/docker-images.sh); TESSERA_DOCKER_PROFILE
+# picks only the profile of the host side (the Rust test and the `tessera` it submits with).
+# The farm runs the minimal images (static binaries) when target/static-dist/ has them
+# (scripts/build-static.sh), else the Debian ones (TESSERA_VARIANT=-full); it says which.
 #
 # Exit 0 when every check passed; 2 when there is no Docker engine (it says so).
 #
@@ -33,11 +38,18 @@ if ! docker info >/dev/null 2>&1; then
   exit 2
 fi
 profile=${TESSERA_DOCKER_PROFILE:-release}
+if [[ -z ${TESSERA_VARIANT+set} ]]; then
+  if [[ -x target/static-dist/tessera-dispatcher ]]; then TESSERA_VARIANT=""; else TESSERA_VARIANT=-full; fi
+fi
+export TESSERA_VARIANT
+registry=${TESSERA_REGISTRY:-tessera}
 
 if [[ ${TESSERA_DOCKER_SKIP_BUILD:-0} != 1 ]]; then
-  say "images (scripts/docker-images.sh, $profile binaries)"
-  TESSERA_DOCKER_PROFILE=$profile bash scripts/docker-images.sh
+  say "images (scripts/docker-images.sh: release binaries)"
+  bash scripts/docker-images.sh
 fi
+say "the farm runs $registry/{dispatcher,worker}:latest$TESSERA_VARIANT ($(docker image inspect \
+  -f '{{index .Config.Labels "io.tessera.build.linking"}}' "$registry/worker:latest$TESSERA_VARIANT"))"
 cargo_profile=()
 if [[ $profile == release ]]; then
   cargo build -q --locked --release -p tessera-cli

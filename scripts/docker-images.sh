@@ -1,115 +1,183 @@
 #!/usr/bin/env bash
-# Builds the four images of docker/Dockerfile (tessera/dispatcher, tessera/worker,
-# tessera/worker-gpu, tessera/cli) on this machine and prints each one's size.
+# Builds the images of docker/Dockerfile on this machine from release binaries built here,
+# and prints each one's size:
 #
-# Where no image registry can be reached (the development machines), it first makes the
-# base image `debian:bookworm-slim` from Debian's archive (mmdebstrap, then docker import),
-# and builds the binaries on the host (the same Debian 12 and FFmpeg 5.1 as the runtime
-# image) instead of in the `rust:1-bookworm` builder stage: the stage between the
-# `# >>> builder` and `# <<< builder` markers is replaced by one that holds those binaries.
-# Users build docker/Dockerfile as it is.
+#   REGISTRY/worker:VERSION, :latest                 minimal: static binaries, glibc, tini
+#   REGISTRY/dispatcher:VERSION, :latest             (needs target/static-dist/, made by
+#                                                     scripts/build-static.sh)
+#   REGISTRY/worker:VERSION-full, :latest-full       Debian 12 and FFmpeg 5.1's shared
+#   REGISTRY/dispatcher:VERSION-full, :latest-full   libraries (target/release binaries)
+#   REGISTRY/worker-gpu:VERSION, :latest             Debian, NVENC/NVDEC
+#   REGISTRY/cli:VERSION, :latest                    Debian; also the compose farm's garage-init
+#
+#   scripts/docker-images.sh [--registry PREFIX] [--full-only]
+#     --registry PREFIX   image names' prefix (default $TESSERA_REGISTRY, else `tessera`),
+#                         e.g. registry.example.com/media/tessera; the same variable names the
+#                         images in docker/compose.yaml
+#     --full-only         only the Debian images (also what happens without static binaries)
+#
+# Why not the Dockerfile's own builder stages: this machine reaches no image registry, and a
+# release build in a container would compile everything again. The release binaries come
+# from the host (`cargo build --release`, Debian 12 like the images; target/static-dist/ as
+# scripts/build-static.sh left it) and are handed to the Dockerfile in a local image,
+# tessera-local/binaries (BUILDER_IMAGE: its /out and /out/static are taken as they are). The
+# base images are made from Debian's archive when they cannot be pulled, under names of their
+# own: tessera-local/debian:bookworm-slim (mmdebstrap minbase) for BASE_IMAGE and
+# tessera-local/minimal (libc, CA certificates, tini: docker/minimal-root.sh on an mmdebstrap
+# tree) for MINIMAL_IMAGE. Users build docker/Dockerfile as it is.
 #
 # The compose farm (docker/compose.yaml) also needs `rabbitmq:3.10` and `dxflrs/garage`; where
-# they cannot be pulled, stand-ins with the same names are built from docker/local/ (Debian's
+# they cannot be pulled, stand-ins with those names are built from docker/local/ (Debian's
 # rabbitmq-server 3.10, and the host's `garage` binary).
 #
-#   scripts/docker-images.sh            # prebuilt binaries when rust:1-bookworm is absent
-#   TESSERA_DOCKER_BUILDER=1 scripts/docker-images.sh   # always the Dockerfile's builder
-#   TESSERA_DOCKER_PROFILE=debug scripts/docker-images.sh   # host binaries from target/debug
-#                                       # (CI: the test build already made them; no release build)
+# Images hold release builds only. TESSERA_DOCKER_PROFILE is not read here (the compose test's
+# host-side profile: scripts/docker-farm-test.sh).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${CARGO_HOME:-${HOME:-/root}/.cargo}/bin:$PATH"
 say() { printf '==> %s\n' "$*"; }
+die() { printf 'docker-images: %s\n' "$*" >&2; exit 1; }
 # Whether IMAGE is here or can be pulled (30 s at most: offline, a pull may hang on DNS).
 have() { docker image inspect "$1" >/dev/null 2>&1 || timeout 30 docker pull -q "$1" >/dev/null 2>&1; }
+# docker_build ARGS...: the classic builder, quiet; its output only when it fails.
+docker_build() {
+  local out
+  out=$(DOCKER_BUILDKIT=0 docker build -q "$@" 2>&1) || { printf '%s\n' "$out" >&2; return 1; }
+}
+
+registry=${TESSERA_REGISTRY:-tessera}
+full_only=0
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --registry) registry=${2:?--registry needs a prefix}; shift 2 ;;
+    --full-only) full_only=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+    *) die "unknown argument '$1' (--registry PREFIX, --full-only)" ;;
+  esac
+done
+registry=${registry%/}
 command -v docker >/dev/null || { echo "docker-images: no docker CLI" >&2; exit 2; }
 docker info >/dev/null 2>&1 || { echo "docker-images: no Docker engine answers" >&2; exit 2; }
 
 version=$(git describe --always --dirty 2>/dev/null || echo dev)
-targets=(dispatcher worker worker-gpu cli)
-
-# --- base image -----------------------------------------------------------------------------
-if ! docker image inspect debian:bookworm-slim >/dev/null 2>&1; then
-  if ! have debian:bookworm-slim; then
-    say "debian:bookworm-slim: no registry; making it from Debian's archive (mmdebstrap)"
-    command -v mmdebstrap >/dev/null || apt-get install -y -q mmdebstrap >/dev/null
-    tar=$(mktemp --suffix=.tar)
-    # A slim root: minbase, no documentation or locales, apt lists removed.
-    mmdebstrap --variant=minbase --quiet \
-      --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
-      --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias' \
-      --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
-      bookworm "$tar" \
-      "deb http://deb.debian.org/debian bookworm main" \
-      "deb http://deb.debian.org/debian bookworm-updates main" \
-      "deb http://deb.debian.org/debian-security bookworm-security main"
-    docker import --change 'CMD ["bash"]' "$tar" debian:bookworm-slim >/dev/null
-    rm -f "$tar"
-  fi
+revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+[[ $version == *-dirty ]] && revision+="-dirty"
+static_dir=target/static-dist
+if [[ $full_only == 0 && ! -x $static_dir/tessera-dispatcher ]]; then
+  say "no static binaries in $static_dir (scripts/build-static.sh): Debian (-full) images only"
+  full_only=1
 fi
 
-# --- binaries -------------------------------------------------------------------------------
-dockerfile=docker/Dockerfile
-if [[ ${TESSERA_DOCKER_BUILDER:-0} != 1 ]] && ! have rust:1-bookworm; then
-  profile=${TESSERA_DOCKER_PROFILE:-release}
-  say "rust:1-bookworm: not available; building the binaries on the host ($profile)"
-  case $profile in
-    release) cargo build --release --locked -p tessera-cli -p tessera-worker -p tessera-dispatcher ;;
-    # The workspace's feature set, as scripts/test.sh builds it: nothing is compiled again.
-    debug) cargo build --locked --workspace --bins ;;
-    *) echo "docker-images: TESSERA_DOCKER_PROFILE is release or debug, not '$profile'" >&2; exit 2 ;;
-  esac
-  ctx=$(mktemp -d)
-  trap 'rm -rf "$ctx"' EXIT
-  install -d "$ctx/prebuilt"
-  install -s -m 0755 "target/$profile/tessera" "target/$profile/tessera-media" \
-    "target/$profile/tessera-worker" "target/$profile/tessera-dispatcher" "$ctx/prebuilt/"
-  # The same Dockerfile with its builder stage replaced by one holding these binaries.
-  awk '/^# >>> builder/ { print "FROM debian:bookworm-slim AS builder"; print "COPY prebuilt/ /out/"; skip = 1; next }
-       /^# <<< builder/ { skip = 0; next }
-       !skip' docker/Dockerfile >"$ctx/Dockerfile"
-  grep -q '^COPY prebuilt/ /out/' "$ctx/Dockerfile" || { echo "docker-images: no builder markers in docker/Dockerfile" >&2; exit 1; }
-  dockerfile=$ctx/Dockerfile
-  context=$ctx
+# --- base images ----------------------------------------------------------------------------
+# mmdebstrap_tree DIR [PACKAGES]: a Debian 12 minbase root in DIR, documentation left out
+# (the copyright files kept).
+mmdebstrap_tree() {
+  command -v mmdebstrap >/dev/null || apt-get install -y -q mmdebstrap >/dev/null
+  mmdebstrap --variant=minbase --quiet ${2:+--include="$2"} \
+    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+    --dpkgopt='path-exclude=/usr/share/man/*' \
+    --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias' \
+    --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
+    bookworm "$1" \
+    "deb http://deb.debian.org/debian bookworm main" \
+    "deb http://deb.debian.org/debian bookworm-updates main" \
+    "deb http://deb.debian.org/debian-security bookworm-security main"
+}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+base_args=()
+if have debian:bookworm-slim; then
+  base=debian:bookworm-slim
 else
-  context=.
+  base=tessera-local/debian:bookworm-slim
+  if ! docker image inspect "$base" >/dev/null 2>&1; then
+    say "$base: debian:bookworm-slim cannot be pulled; making it from Debian's archive"
+    mmdebstrap_tree "$tmp/slim"
+    tar -C "$tmp/slim" -c . | docker import --change 'CMD ["bash"]' - "$base" >/dev/null
+    rm -rf "$tmp/slim"
+  fi
+  # The Dockerfile's minimal-base stage is built from BASE_IMAGE with apt; this is the same
+  # root made here, so the build needs no network.
+  minimal=tessera-local/minimal
+  if ! docker image inspect "$minimal" >/dev/null 2>&1; then
+    say "$minimal: libc, CA certificates and tini from Debian's archive (docker/minimal-root.sh)"
+    mmdebstrap_tree "$tmp/full" ca-certificates,tini
+    sh docker/minimal-root.sh "$tmp/full" "$tmp/min"
+    tar --numeric-owner -C "$tmp/min" -c . | docker import - "$minimal" >/dev/null
+    rm -rf "$tmp/full" "$tmp/min"
+  fi
+  base_args+=(--build-arg "MINIMAL_IMAGE=$minimal")
 fi
+base_args+=(--build-arg "BASE_IMAGE=$base")
+
+# --- binaries: release, from the host -------------------------------------------------------
+say "release binaries (cargo build --release)"
+nice -n 5 cargo build -q --release --locked -p tessera-cli -p tessera-worker -p tessera-dispatcher
+install -d "$tmp/ctx/out"
+install -s -m 0755 target/release/tessera target/release/tessera-media \
+  target/release/tessera-worker target/release/tessera-dispatcher "$tmp/ctx/out/"
+static_revision=$revision
+if [[ $full_only == 0 ]]; then
+  install -d "$tmp/ctx/out/static"
+  install -m 0755 "$static_dir/tessera-media" "$static_dir/tessera-worker" \
+    "$static_dir/tessera-dispatcher" "$tmp/ctx/out/static/"
+  # The static binaries may come from another commit than HEAD: label what they are.
+  static_revision=$(sed -n 's/^commit: //p' "$static_dir/BUILDINFO.txt" 2>/dev/null || true)
+  grep -q '^git: .*-dirty' "$static_dir/BUILDINFO.txt" 2>/dev/null && static_revision+="-dirty"
+  [[ -n $static_revision ]] || static_revision=unknown
+fi
+printf 'FROM %s\nCOPY out/ /out/\n' "$base" >"$tmp/ctx/Dockerfile"
+binaries=tessera-local/binaries:latest
+docker_build -t "$binaries" "$tmp/ctx"
+rm -rf "$tmp/ctx"
 
 # --- images ---------------------------------------------------------------------------------
-for t in "${targets[@]}"; do
-  say "tessera/$t ($version)"
-  DOCKER_BUILDKIT=0 docker build -q -f "$dockerfile" --target "$t" \
-    --build-arg VERSION="$version" -t "tessera/$t:$version" -t "tessera/$t:latest" "$context" >/dev/null
+# build TARGET REVISION NAME:TAG...: a target of docker/Dockerfile, REVISION its label.
+build() {
+  local target=$1 rev=$2 tags=() tag
+  shift 2
+  for tag in "$@"; do tags+=(-t "$tag"); done
+  say "$target -> $*"
+  docker_build -f docker/Dockerfile --target "$target" \
+    --build-arg BUILDER_IMAGE="$binaries" "${base_args[@]}" \
+    --build-arg VERSION="$version" --build-arg REVISION="$rev" "${tags[@]}" .
+}
+images=()
+for t in dispatcher worker; do
+  build "$t-full" "$revision" "$registry/$t:$version-full" "$registry/$t:latest-full"
+  images+=("$registry/$t:latest-full")
 done
+for t in worker-gpu cli; do
+  build "$t" "$revision" "$registry/$t:$version" "$registry/$t:latest"
+  images+=("$registry/$t:latest")
+done
+if [[ $full_only == 0 ]]; then
+  for t in dispatcher worker; do
+    build "$t" "$static_revision" "$registry/$t:$version" "$registry/$t:latest"
+    images+=("$registry/$t:latest")
+  done
+fi
 
 # --- the services of docker/compose.yaml ------------------------------------------------------
 garage_image=dxflrs/garage:v${GARAGE_VERSION:-2.5.0}
 if ! have rabbitmq:3.10; then
   say "rabbitmq:3.10: no registry; building the stand-in from docker/local (Debian's rabbitmq-server)"
-  DOCKER_BUILDKIT=0 docker build -q -f docker/local/rabbitmq.Dockerfile -t rabbitmq:3.10 docker/local >/dev/null
+  docker_build --build-arg BASE_IMAGE="$base" -f docker/local/rabbitmq.Dockerfile \
+    -t rabbitmq:3.10 docker/local
 fi
 if ! have "$garage_image"; then
   garage_bin=$(command -v garage || true)
-  if [[ -z $garage_bin ]]; then
-    echo "docker-images: $garage_image cannot be pulled and there is no garage binary to build it from" >&2
-    exit 1
-  fi
+  [[ -n $garage_bin ]] || die "$garage_image cannot be pulled and there is no garage binary to build it from"
   say "$garage_image: no registry; building the stand-in from $garage_bin"
-  gctx=$(mktemp -d)
-  cp docker/local/garage.Dockerfile "$gctx/Dockerfile"
-  install -s -m 0755 "$garage_bin" "$gctx/garage"
-  DOCKER_BUILDKIT=0 docker build -q -t "$garage_image" "$gctx" >/dev/null
-  rm -rf "$gctx"
+  install -d "$tmp/garage"
+  cp docker/local/garage.Dockerfile "$tmp/garage/Dockerfile"
+  install -s -m 0755 "$garage_bin" "$tmp/garage/garage"
+  docker_build --build-arg BASE_IMAGE="$base" -t "$garage_image" "$tmp/garage"
 fi
 
 echo
-printf '%-22s %s\n' image size
-for t in "${targets[@]}"; do
-  bytes=$(docker image inspect -f '{{.Size}}' "tessera/$t:latest")
-  printf '%-22s %s MiB\n' "tessera/$t" "$((bytes / 1048576))"
-done
-for image in rabbitmq:3.10 "$garage_image"; do
+printf '%-36s %10s %8s\n' image bytes MiB
+for image in "${images[@]}" rabbitmq:3.10 "$garage_image"; do
   bytes=$(docker image inspect -f '{{.Size}}' "$image")
-  printf '%-22s %s MiB\n' "$image" "$((bytes / 1048576))"
+  printf '%-36s %10s %8s\n' "$image" "$bytes" "$(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1048576 }')"
 done
