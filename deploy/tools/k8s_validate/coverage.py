@@ -29,6 +29,18 @@ WIRE = ROOT / "model" / "src" / "wire.rs"
 # whose first task) is still to come.
 SCALING_POOLS = {"cpu": {"queue", "stitch_queue"}, "gpu": {"gpu_queue"}}
 
+# Queues whose deliveries a worker acks when the task starts (worker/src/stitch.rs: a stitch
+# heartbeats instead of holding its delivery past the broker's consumer timeout, review M1).
+# A queue trigger stops counting such a task once it runs, so a scaled Deployment can be
+# scaled to zero under it: only the dispatcher's /scaling (a worker per job waiting for its
+# stitch) keeps its worker. ScaledJob pods run to completion and are not taken this way.
+ACKED_AT_START = {"stitch_queue"}
+
+
+def running(queue: str) -> str:
+    """The pseudo-queue of the tasks of `queue` that are running, acked at their start."""
+    return f"{queue} (tasks running, acked when they start)"
+
 
 def queue_roles() -> Optional[Dict[str, str]]:
     """{config field: queue name} of the worker's queues, from the worker's and the model's
@@ -99,7 +111,8 @@ def watched(trigger: Obj, roles: Dict[str, str]) -> Set[str]:
     if trigger.get("type") == "metrics-api" and "/scaling" in str(meta.get("url", "")):
         m = re.match(r"pools\.([a-z]+)\.desired_workers$", str(meta.get("valueLocation", "")))
         if m and m.group(1) in SCALING_POOLS:
-            return {roles[r] for r in SCALING_POOLS[m.group(1)]}
+            pool = SCALING_POOLS[m.group(1)]
+            return {roles[r] for r in pool} | {running(roles[r]) for r in pool & ACKED_AT_START}
     return set()
 
 
@@ -116,7 +129,10 @@ def uncovered_queues(objs: List[Obj], pods: List[tuple], cms: Dict[str, Obj]) ->
         for c in (tmpl.get("spec") or {}).get("containers", []):
             if is_worker(c):
                 key = (owner.get("kind"), (owner.get("metadata") or {}).get("name"))
-                consumes.setdefault(key, set()).update(roles[r] for r in consumed(c, cms))
+                mine = consumed(c, cms)
+                consumes.setdefault(key, set()).update(roles[r] for r in mine)
+                if key[0] == "Deployment":
+                    consumes[key].update(running(roles[r]) for r in mine & ACKED_AT_START)
     # Queues that wake a pool whose workers consume them.
     covered: Set[str] = set()
     for o in objs:

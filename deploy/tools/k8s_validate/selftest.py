@@ -167,13 +167,21 @@ def self_test(args: argparse.Namespace) -> int:
             expect(label + " is rejected", objs, which, True)
 
         # A queue the workers consume that no trigger watches: the worker Deployment that
-        # consumes it fails (review gap 1: the stitch queue had no trigger).
-        objs = copy.deepcopy(good)
-        so = next(o for o in objs if describe(o) == "ScaledObject tessera/tessera-worker-cpu")
-        so["spec"]["triggers"] = [t for t in so["spec"]["triggers"]
-                                  if (t.get("metadata") or {}).get("queueName") != "tessera.stitch"]
-        expect("a ScaledObject without the stitch queue's trigger is rejected", objs,
-               "Deployment tessera/tessera-worker-cpu", True)
+        # consumes it fails (review gap 1: the stitch queue had no trigger). Then a stitch
+        # running (acked at its start, so no queue counts it) with only queue triggers: the
+        # pool could be scaled to zero under it (the autoscaling replay saw it drained).
+        so_name = "ScaledObject tessera/tessera-worker-cpu"
+        for label, drop in (
+            ("a ScaledObject without the stitch queue's triggers is rejected",
+             lambda t: (t.get("metadata") or {}).get("queueName") == "tessera.stitch"
+             or t.get("type") == "metrics-api"),
+            ("a ScaledObject whose triggers miss running stitches is rejected",
+             lambda t: t.get("type") == "metrics-api"),
+        ):
+            objs = copy.deepcopy(good)
+            so = next(o for o in objs if describe(o) == so_name)
+            so["spec"]["triggers"] = [t for t in so["spec"]["triggers"] if not drop(t)]
+            expect(label, objs, "Deployment tessera/tessera-worker-cpu", True)
 
         # A GPU node pool without the ScaledJob's label: the GPU Jobs fit no pool.
         pools = karpenter_pools(tree / "nodepools" / "karpenter.yaml")

@@ -160,11 +160,13 @@ class Failures(unittest.TestCase):
 
 
 class Manifests(unittest.TestCase):
-    def test_the_cpu_overlay_scales_on_both_queues_as_rendered(self):
+    def test_the_cpu_overlay_scales_on_both_queues_and_running_stitches_as_rendered(self):
         spec = load("cpu")
         self.assertEqual(spec.target, "tessera-worker-cpu")
+        # The queues, and /scaling for the stitches a worker acked when it began them.
         self.assertEqual([(t.kind, t.source) for t in spec.triggers],
-                         [("rabbitmq", "tessera.encode.cpu"), ("rabbitmq", "tessera.stitch")])
+                         [("rabbitmq", "tessera.encode.cpu"), ("rabbitmq", "tessera.stitch"),
+                          ("metrics-api", "pools.cpu.desired_workers")])
         self.assertEqual((spec.polling, spec.cooldown, spec.min_replicas), (15, 300, 0))
         self.assertEqual(spec.down.window, 300)
         fast = spec.scaled(10)
