@@ -4,7 +4,9 @@
 # a submitted job encoded, and on to the job done. Prints the figures docs/deploy.md
 # ("Images") quotes.
 #
-#   scripts/compose-first-segment.sh [--workers N] [--variant -full] [--keep-images]
+#   scripts/compose-first-segment.sh [--workers N] [--variant -full] [--keep-images] [--prebuilt]
+#     --prebuilt   use the images that exist ($TESSERA_REGISTRY, default tessera: what
+#                  scripts/docker-images.sh built) instead of building: the start alone
 #
 # What it does, in a temporary directory:
 #   1. `git clone` of this repository's HEAD (committed files only: what a user clones);
@@ -29,11 +31,13 @@ die() { say "FAIL: $*"; exit 1; }
 workers=2
 variant=""
 keep_images=0
+prebuilt=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --workers) workers=${2:?}; shift 2 ;;
     --variant) variant=${2?}; shift 2 ;;
     --keep-images) keep_images=1; shift ;;
+    --prebuilt) prebuilt=1; keep_images=1; shift ;;
     *) die "unknown argument '$1' (--workers N, --variant -full, --keep-images)" ;;
   esac
 done
@@ -55,7 +59,14 @@ done
 
 work=$(mktemp -d /tmp/tessera-first-segment.XXXXXX)
 project=tessera-first$$
-export TESSERA_REGISTRY=tessera-fresh$$ TESSERA_VARIANT=$variant TESSERA_SEGMENT_SECONDS=2
+if [[ $prebuilt == 1 ]]; then
+  export TESSERA_REGISTRY=${TESSERA_REGISTRY:-tessera}
+  docker image inspect "$TESSERA_REGISTRY/worker:latest$variant" >/dev/null 2>&1 \
+    || die "no image $TESSERA_REGISTRY/worker:latest$variant: scripts/docker-images.sh"
+else
+  export TESSERA_REGISTRY=tessera-fresh$$
+fi
+export TESSERA_VARIANT=$variant TESSERA_SEGMENT_SECONDS=2
 read -r TESSERA_API_PORT TESSERA_S3_PORT < <(python3 -c '
 import socket
 s = [socket.socket() for _ in range(2)]
@@ -65,7 +76,7 @@ export TESSERA_API_PORT TESSERA_S3_PORT
 cleanup() {
   (cd "$work/clone" 2>/dev/null && "${compose[@]}" -f docker/compose.yaml -p "$project" down -v \
     --remove-orphans >/dev/null 2>&1) || true
-  if [[ $keep_images == 0 ]]; then
+  if [[ $keep_images == 0 && $TESSERA_REGISTRY == tessera-fresh$$ ]]; then
     docker image ls --format '{{.Repository}}:{{.Tag}}' | grep "^$TESSERA_REGISTRY/" \
       | xargs -r docker rmi >/dev/null 2>&1 || true
   fi
@@ -111,7 +122,7 @@ while [[ -z $t_done ]]; do
 done
 
 say "done"
-printf 'compose up -> containers started (images built): %6s s\n' "$t_up"
+printf 'compose up -> containers started%s: %6s s\n' "$([[ $prebuilt == 1 ]] && echo ' (images present)' || echo ' (images built)')" "$t_up"
 printf 'compose up -> API healthy:                       %6s s\n' "$t_api"
 printf 'compose up -> first segment encoded:             %6s s\n' "$t_first"
 printf 'compose up -> job done (20 s 720p clip, 2 s segments, %s workers): %s s\n' "$workers" "$t_done"
