@@ -17,8 +17,10 @@
 #   TESSERA_DOCKER_PROFILE=debug scripts/docker-farm-test.sh   # CI: the test build's profile
 #   TESSERA_DOCKER_SKIP_BUILD=1 ...             # reuse the images already built
 #
-# The images always hold release binaries (scripts/docker-images.sh); TESSERA_DOCKER_PROFILE
-# picks only the profile of the host side (the Rust test and the `tessera` it submits with).
+# TESSERA_DOCKER_PROFILE picks the profile of the host side (the Rust test and the `tessera`
+# it submits with) and of the Debian images' binaries (scripts/docker-images.sh --profile:
+# debug ones are test images, labelled so); the minimal images always hold the static
+# release binaries.
 # The farm runs the minimal images (static binaries) when target/static-dist/ has them
 # (scripts/build-static.sh), else the Debian ones (TESSERA_VARIANT=-full); it says which.
 #
@@ -45,8 +47,8 @@ export TESSERA_VARIANT
 registry=${TESSERA_REGISTRY:-tessera}
 
 if [[ ${TESSERA_DOCKER_SKIP_BUILD:-0} != 1 ]]; then
-  say "images (scripts/docker-images.sh: release binaries)"
-  bash scripts/docker-images.sh
+  say "images (scripts/docker-images.sh --profile $profile)"
+  bash scripts/docker-images.sh --profile "$profile"
 fi
 say "the farm runs $registry/{dispatcher,worker}:latest$TESSERA_VARIANT ($(docker image inspect \
   -f '{{index .Config.Labels "io.tessera.build.linking"}}' "$registry/worker:latest$TESSERA_VARIANT"))"

@@ -10,11 +10,17 @@
 #   REGISTRY/worker-gpu:VERSION, :latest             Debian, NVENC/NVDEC
 #   REGISTRY/cli:VERSION, :latest                    Debian; also the compose farm's garage-init
 #
-#   scripts/docker-images.sh [--registry PREFIX] [--full-only]
+#   scripts/docker-images.sh [--registry PREFIX] [--full-only] [--profile release|debug]
 #     --registry PREFIX   image names' prefix (default $TESSERA_REGISTRY, else `tessera`),
 #                         e.g. registry.example.com/media/tessera; the same variable names the
 #                         images in docker/compose.yaml
 #     --full-only         only the Debian images (also what happens without static binaries)
+#     --profile debug     test images: the Debian images hold the test build's binaries
+#                         (target/debug, `cargo build --workspace --bins`: nothing compiled
+#                         again) and say so in their io.tessera.build.profile label; CI uses
+#                         it to spare a cold release build (about 35 min on 2 cores). Never
+#                         publish them. The minimal images hold the static (release) binaries
+#                         either way. Default release ($TESSERA_IMAGE_PROFILE).
 #
 # Why not the Dockerfile's own builder stages: this machine reaches no image registry, and a
 # release build in a container would compile everything again. The release binaries come
@@ -30,8 +36,7 @@
 # they cannot be pulled, stand-ins with those names are built from docker/local/ (Debian's
 # rabbitmq-server 3.10, and the host's `garage` binary).
 #
-# Images hold release builds only. TESSERA_DOCKER_PROFILE is not read here (the compose test's
-# host-side profile: scripts/docker-farm-test.sh).
+# Images to publish hold release builds only (the default); `--profile debug` is for tests.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${CARGO_HOME:-${HOME:-/root}/.cargo}/bin:$PATH"
@@ -47,14 +52,17 @@ docker_build() {
 
 registry=${TESSERA_REGISTRY:-tessera}
 full_only=0
+profile=${TESSERA_IMAGE_PROFILE:-release}
 while [[ $# -gt 0 ]]; do
   case $1 in
     --registry) registry=${2:?--registry needs a prefix}; shift 2 ;;
     --full-only) full_only=1; shift ;;
+    --profile) profile=${2:?--profile needs release or debug}; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
-    *) die "unknown argument '$1' (--registry PREFIX, --full-only)" ;;
+    *) die "unknown argument '$1' (--registry PREFIX, --full-only, --profile release|debug)" ;;
   esac
 done
+case $profile in release|debug) ;; *) die "--profile $profile: release or debug" ;; esac
 registry=${registry%/}
 command -v docker >/dev/null || { echo "docker-images: no docker CLI" >&2; exit 2; }
 docker info >/dev/null 2>&1 || { echo "docker-images: no Docker engine answers" >&2; exit 2; }
@@ -111,11 +119,16 @@ fi
 base_args+=(--build-arg "BASE_IMAGE=$base")
 
 # --- binaries: release, from the host -------------------------------------------------------
-say "release binaries (cargo build --release)"
-nice -n 5 cargo build -q --release --locked -p tessera-cli -p tessera-worker -p tessera-dispatcher
+if [[ $profile == release ]]; then
+  say "release binaries (cargo build --release)"
+  nice -n 5 cargo build -q --release --locked -p tessera-cli -p tessera-worker -p tessera-dispatcher
+else
+  say "TEST IMAGES: the Debian images get the test build's debug binaries (never publish them)"
+  nice -n 5 cargo build -q --locked --workspace --bins
+fi
 install -d "$tmp/ctx/out"
-install -s -m 0755 target/release/tessera target/release/tessera-media \
-  target/release/tessera-worker target/release/tessera-dispatcher "$tmp/ctx/out/"
+install -s -m 0755 "target/$profile/tessera" "target/$profile/tessera-media" \
+  "target/$profile/tessera-worker" "target/$profile/tessera-dispatcher" "$tmp/ctx/out/"
 static_revision=$revision
 if [[ $full_only == 0 ]]; then
   install -d "$tmp/ctx/out/static"
@@ -140,7 +153,8 @@ build() {
   say "$target -> $*"
   docker_build -f docker/Dockerfile --target "$target" \
     --build-arg BUILDER_IMAGE="$binaries" "${base_args[@]}" \
-    --build-arg VERSION="$version" --build-arg REVISION="$rev" "${tags[@]}" .
+    --build-arg VERSION="$version" --build-arg REVISION="$rev" --build-arg PROFILE="$profile" \
+    "${tags[@]}" .
 }
 images=()
 for t in dispatcher worker; do

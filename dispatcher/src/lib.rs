@@ -75,7 +75,7 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
     let events = instance::claim_events(&*queue).await?;
     let s3 = S3Client::new(settings.service.s3.clone()).await?;
     let router = EventRouter::durable(db.clone());
-    let runner = new_runner(&settings, &db, &queue, s3, &router)?;
+    let runner = new_runner(&settings, &db, &queue, s3, &router, &shutdown)?;
     // What the media child's FFmpeg offers; a dispatcher whose child cannot answer does not
     // start.
     let caps = runner.sandbox.capabilities().await?;
@@ -165,6 +165,7 @@ fn new_runner(
     queue: &Arc<dyn Queue>,
     s3: S3Client,
     router: &EventRouter,
+    shutdown: &CancellationToken,
 ) -> Result<Arc<Runner>, FarmError> {
     let limits = Limits {
         timeout: Duration::from_secs(6 * 3600),
@@ -194,6 +195,7 @@ fn new_runner(
         max_decode_error_share: settings.max_decode_error_share,
         max_input_frames: settings.max_input_frames,
         task_deadline: settings.task_deadline,
+        shutdown: shutdown.clone(),
     }))
 }
 

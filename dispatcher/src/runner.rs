@@ -13,6 +13,7 @@ use tessera_model::error_code::{ErrorClass, ErrorCode};
 use tokio_util::sync::CancellationToken;
 
 mod admission;
+mod outcome;
 mod sink;
 
 use crate::db::{Db, JobState};
@@ -67,6 +68,12 @@ pub struct Runner {
     pub task_deadline: std::time::Duration,
     /// Places for running jobs: a job waits `queued` for one (admission control).
     pub admission: Arc<tokio::sync::Semaphore>,
+    /// The dispatcher's own stop (SIGTERM): a job still running then is left as it stands,
+    /// to resume at the next start, as after a kill. Why: stopping tears down the job's
+    /// child tasks, and a job that took their cancellation for its outcome failed
+    /// (`child_crashed`, `io_error`) where a killed dispatcher's job resumed (found by the
+    /// rolling upgrade, scripts/rolling-upgrade.sh).
+    pub shutdown: CancellationToken,
     /// Largest input accepted.
     pub max_input_bytes: u64,
 }
@@ -90,39 +97,18 @@ impl Runner {
             &id,
         ));
         let ctx = self.context(&id, &staging, sink.clone());
-        // Admission: at most `max_running_jobs` jobs stage, probe, split and encode at once.
-        let admitted = tokio::select! {
-            p = self.admission.clone().acquire_owned() => p.ok(),
-            _ = cancel.cancelled() => None,
+        let run = self.admitted_run(&ctx, &id, &plan, &staging, &mut events, &cancel);
+        let result = tokio::select! {
+            result = run => Some(result),
+            () = self.shutdown.cancelled() => None,
         };
-        let result = match admitted {
-            Some(_place) => {
-                // Until its tasks are published (or its stitch, for a job resumed after its
-                // segments), the job keeps a worker asked for (scaling.rs).
-                self.scaling.started(&id);
-                // A bug that panics the job's task fails the job with the reason; without
-                // this the job would stay "running" for good and its place never free.
-                let job = self.execute(&ctx, &id, &plan, &staging, &mut events, cancel.clone());
-                match std::panic::AssertUnwindSafe(job).catch_unwind().await {
-                    Ok(result) => result,
-                    Err(panic) => {
-                        let why = panic
-                            .downcast_ref::<String>()
-                            .map(String::as_str)
-                            .or_else(|| panic.downcast_ref::<&str>().copied())
-                            .unwrap_or("no message");
-                        tracing::error!(job = %id, panic = why, "job task panicked");
-                        Err(FarmError::Media {
-                            code: ErrorCode::Internal,
-                            class: ErrorClass::Abort,
-                            message: format!(
-                                "job {id}: internal error (a bug; please report): {why}"
-                            ),
-                        })
-                    }
-                }
-            }
-            None => Err(FarmError::Cancelled { job: id.clone() }),
+        // A run that ended in an error while the dispatcher stops may have met the stop
+        // itself (its child tasks torn down): it is left to resume too.
+        let stopping = self.shutdown.is_cancelled() && !cancel.is_cancelled();
+        let Some(result) = result.filter(|r| r.is_ok() || !stopping) else {
+            tracing::info!(job = %id, "dispatcher stopping: the job resumes at the next start");
+            self.router.unregister(&id).await;
+            return;
         };
         // A run resumed inside delivery that failed: what the run before it copied goes too.
         let result = sink.take_back_earlier(result).await;
@@ -158,56 +144,52 @@ impl Runner {
         // sent by the webhook sender (webhook.rs), across restarts.
     }
 
-    /// Writes the job's final state, retrying (1 s doubling to 30 s) until it is stored.
-    async fn record_outcome(
+    /// The job's run once admitted (at most `max_running_jobs` stage, probe, split and
+    /// encode at once); a cancel while it waits for admission cancels it.
+    async fn admitted_run(
         &self,
+        ctx: &DispatchContext,
         id: &str,
-        result: Result<JobReport, FarmError>,
-        cancelled: bool,
-    ) {
-        self.scaling.ended(id);
-        let mut counted = false;
-        let mut backoff = tessera_farm::backoff::Backoff::new(
-            std::time::Duration::from_secs(1),
-            std::time::Duration::from_secs(30),
-        );
-        loop {
-            let written = match &result {
-                Ok(report) => {
-                    if !counted {
-                        self.metrics.job_done(report);
+        plan: &JobPlan,
+        staging: &std::path::Path,
+        events: &mut crate::events::JobEvents,
+        cancel: &CancellationToken,
+    ) -> Result<JobReport, FarmError> {
+        // Admission: at most `max_running_jobs` jobs stage, probe, split and encode at once.
+        let admitted = tokio::select! {
+            p = self.admission.clone().acquire_owned() => p.ok(),
+            _ = cancel.cancelled() => None,
+        };
+        match admitted {
+            Some(_place) => {
+                // Until its tasks are published (or its stitch, for a job resumed after its
+                // segments), the job keeps a worker asked for (scaling.rs).
+                self.scaling.started(id);
+                // A bug that panics the job's task fails the job with the reason; without
+                // this the job would stay "running" for good and its place never free.
+                let job = self.execute(ctx, id, plan, staging, events, cancel.clone());
+                match std::panic::AssertUnwindSafe(job).catch_unwind().await {
+                    Ok(result) => result,
+                    Err(panic) => {
+                        let why = panic
+                            .downcast_ref::<String>()
+                            .map(String::as_str)
+                            .or_else(|| panic.downcast_ref::<&str>().copied())
+                            .unwrap_or("no message");
+                        tracing::error!(job = %id, panic = why, "job task panicked");
+                        Err(FarmError::Media {
+                            code: ErrorCode::Internal,
+                            class: ErrorClass::Abort,
+                            message: format!(
+                                "job {id}: internal error (a bug; please report): {why}"
+                            ),
+                        })
                     }
-                    serde_json::to_value(report)
-                        .map_err(|e| FarmError::BadMessage(e.to_string()))
-                        .and_then(|report| self.db.finish(id, &report))
-                }
-                Err(e) if cancelled => {
-                    if !counted {
-                        self.metrics.job_cancelled();
-                    }
-                    let code = ErrorCode::Cancelled;
-                    self.db
-                        .fail(id, JobState::Cancelled, code.as_str(), &e.to_string())
-                }
-                Err(e) => {
-                    let code = e.code();
-                    if !counted {
-                        tracing::warn!(job = %id, %code, error = %e, "job failed");
-                        self.metrics.job_failed(code.as_str());
-                    }
-                    self.db
-                        .fail(id, JobState::Failed, code.as_str(), &e.to_string())
-                }
-            };
-            counted = true;
-            match written {
-                Ok(()) => return,
-                Err(e) => {
-                    let retry_in = backoff.next_delay();
-                    tracing::error!(job = %id, error = %e, ?retry_in, "job outcome not recorded; retrying");
-                    tokio::time::sleep(retry_in).await;
                 }
             }
+            None => Err(FarmError::Cancelled {
+                job: id.to_string(),
+            }),
         }
     }
 

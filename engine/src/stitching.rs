@@ -61,6 +61,7 @@ pub(crate) fn stitch_tasks(
                 plans,
                 audio.map_or(0, <[_]>::len),
             )),
+            heartbeats: true,
         })
         .collect()
 }

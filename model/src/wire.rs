@@ -239,6 +239,14 @@ pub struct StitchTask {
     /// stored); `None` from an older dispatcher: only the frame count is checked.
     #[serde(default)]
     pub expect: Option<crate::stitch::OutputExpectation>,
+    /// The dispatcher hears a stitch by [`SegmentOutcome::Running`] heartbeats, so the worker
+    /// acks the delivery when the stitch begins. `false` from a dispatcher that predates them
+    /// (before issue 29's M1): it cannot read a `running` event, dead-letters it and fails the
+    /// job `task_lost`, so the worker holds the delivery to the end and sends no heartbeat,
+    /// as workers did then. Why a field and not the wire version: the task's other fields are
+    /// unchanged, and an older worker reads the task as before (it ignores the field).
+    #[serde(default)]
+    pub heartbeats: bool,
 }
 
 mod codec;

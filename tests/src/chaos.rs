@@ -221,6 +221,10 @@ pub fn run(plan: Plan) -> Report {
         report.table()
     );
     let failed_without_reason = views.len() - report.done - report.failed_with_reason - report.hung;
+    let broken = report.hung + report.lost + report.duplicated + report.corrupt + report.partial;
+    if broken + failed_without_reason > 0 || report.queued_left > 0 || report.work_left > 0 {
+        keep(farm, plan.seed);
+    }
     assert!(
         report.hung == 0
             && report.lost == 0
@@ -235,6 +239,24 @@ pub fn run(plan: Plan) -> Report {
         crate::run::tail(&farm.log("dispatcher.log"), 6000)
     );
     report
+}
+
+/// Keeps the farm's folder (every process's log, the outputs and references the checks
+/// downloaded) in `/tmp/tessera-chaos-kept/seed-N` when a run breaks an invariant: a corrupt
+/// output is a race to hunt, and the farm's temporary folder goes with the farm.
+fn keep(farm: &Farm, seed: u64) {
+    let kept = std::path::PathBuf::from(format!("/tmp/tessera-chaos-kept/seed-{seed}"));
+    let _ = std::fs::remove_dir_all(&kept);
+    let _ = std::fs::create_dir_all(&kept);
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", farm.dir.path().display()))
+        .arg(&kept)
+        .status();
+    eprintln!(
+        "chaos: the farm's folder is kept in {} ({copied:?})",
+        kept.display()
+    );
 }
 
 /// Recovery from a fault just injected: seconds from its end to the farm's next progress

@@ -151,3 +151,22 @@ impl Farm {
         self.dispatcher.id()
     }
 }
+
+/// The dispatcher's stop.
+impl Farm {
+    /// Stops the dispatcher with SIGTERM, as a supervisor does (compose's `stop`, a rolling
+    /// upgrade), and waits for it to exit (60 s at most, then SIGKILL); its exit code.
+    pub fn stop_dispatcher(&mut self) -> Option<i32> {
+        let pid = self.dispatcher.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(60) {
+            if let Ok(Some(status)) = self.dispatcher.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.kill_dispatcher();
+        None
+    }
+}

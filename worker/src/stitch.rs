@@ -51,6 +51,13 @@ impl SegmentRunner {
             plan: task.plan,
             task: TaskRef::Stitch(task.output),
         };
+        if !task.heartbeats {
+            // A dispatcher that cannot read `running` events: held to the end, as before.
+            let work = self.stitch(&task, &staging);
+            self.run_task(ticket, &origin, delivery, &staging, work)
+                .await;
+            return;
+        }
         let Some(delivery) = self.take(delivery, &origin).await else {
             return;
         };

@@ -89,6 +89,7 @@ fn stitch_task() -> StitchTask {
         title: None,
         subtitles: Vec::new(),
         expect: None,
+        heartbeats: true,
     }
 }
 
@@ -175,4 +176,17 @@ fn forged_stitch_keys_are_refused() {
         task.audio_key = Some(key.clone());
         refused::<StitchTask>(&encode_message(&task), key);
     }
+}
+
+/// A stitch task of a dispatcher from before stitch heartbeats has no `heartbeats` field: it
+/// reads as `false`, so a newer worker holds its delivery and sends no `running` event, which
+/// that dispatcher would dead-letter and fail the job `task_lost` for (found by
+/// scripts/rolling-upgrade.sh: an old dispatcher with new workers).
+#[test]
+fn a_stitch_task_without_heartbeats_asks_for_none() {
+    let mut task = serde_json::to_value(stitch_task()).unwrap();
+    assert_eq!(task["heartbeats"], true);
+    task.as_object_mut().unwrap().remove("heartbeats");
+    let old: StitchTask = decode_message(task.to_string().as_bytes()).unwrap();
+    assert!(!old.heartbeats);
 }
