@@ -20,6 +20,8 @@ readonly APT_PACKAGES=(
   pkg-config clang libclang-dev
   time
   iproute2 python3-venv
+  # The autoscaling replay's scaler reads the rendered manifests (scripts/autoscale-replay.sh).
+  python3-yaml
   # The second independent client of the streaming-package tests: hlsdemux/dashdemux (bad),
   # the H.264/HEVC/AAC decoders (libav), and gst-launch (tools).
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good

@@ -6,8 +6,9 @@
 #      import each other, at most 4 functions over 100 lines)    3. cargo clippy -D warnings    4. cargo build of every binary
 #   5. the tests: doctests then cargo nextest when nextest is installed (it skips doctests),
 #      otherwise cargo test
-#   6. with a Docker engine: the images and the compose farm under faults
-#      (scripts/docker-farm-test.sh)   7. the static binaries, when their FFmpeg is cached
+#   6. the static binaries, when their FFmpeg is cached   7. with a Docker engine: the images
+#      (minimal ones from the static binaries of 6 when it ran), the compose farm under faults
+#      (scripts/docker-farm-test.sh) and the autoscaling replay's sample
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -62,16 +63,6 @@ else
   cargo test --workspace --no-fail-fast
 fi
 
-stage "docker: scripts/docker-farm-test.sh (images, the compose farm under faults)"
-if docker info >/dev/null 2>&1; then
-  # The test build's binaries go into the images (no release build here); the script builds
-  # the local base and service images on a machine that cannot pull them.
-  TESSERA_DOCKER_PROFILE=debug bash scripts/docker-farm-test.sh
-else
-  echo "docker: NO Docker engine answers on this machine: the compose fault test did NOT run" \
-    "(scripts/docker-farm-test.sh; docs/deploy.md)"
-fi
-
 stage "static: the self-contained binaries (scripts/build-static.sh, scripts/check-static.sh)"
 static_prefix=$(bash scripts/build-static.sh --print-prefix 2>/dev/null || true)
 if [[ -n $static_prefix && -f $static_prefix/lib/libavcodec.a && -f $static_prefix/lib/libx264.a ]]; then
@@ -85,6 +76,24 @@ else
   echo "static build skipped: no static FFmpeg cached on this machine (a fresh one);" \
     "scripts/build-static.sh builds it once (about 30 min on 2 cores), and from then on CI" \
     "builds and checks each commit's static binaries (docs/static-build.md)"
+fi
+
+stage "docker: scripts/docker-farm-test.sh (images, the compose farm under faults), then the autoscaling replay's sample"
+if docker info >/dev/null 2>&1; then
+  # The minimal images where the static stage above made this commit's static binaries,
+  # else the Debian (-full) ones; both scripts run the same variant.
+  if [[ -x target/static-dist/tessera-dispatcher ]]; then export TESSERA_VARIANT=""; else export TESSERA_VARIANT=-full; fi
+  # The Debian images get the test build's binaries (--profile debug: test images, labelled
+  # so; no release build here); the script builds the local base and service images on a
+  # machine that cannot pull them.
+  TESSERA_DOCKER_PROFILE=debug bash scripts/docker-farm-test.sh
+  # The compose workers scaled by KEDA's and the HPA's rules over the rendered ScaledObject,
+  # spot notices on busy workers: one job of each kind, all done and frame-exact, no task
+  # cut off (docs/deploy.md, "Autoscaling replay"; the full batch: scripts/autoscale-replay.sh).
+  TESSERA_REPLAY_JOBS=sample bash scripts/autoscale-replay.sh
+else
+  echo "docker: NO Docker engine answers on this machine: the compose fault test and the" \
+    "autoscaling replay did NOT run (scripts/docker-farm-test.sh, scripts/autoscale-replay.sh)"
 fi
 
 stage "all stages passed in ${SECONDS} s"

@@ -23,6 +23,10 @@ pub struct Content {
     pub frames: Result<Vec<FrameHash>, String>,
     /// The package's files, relative to its folder, sorted (empty for a file).
     pub names: Vec<String>,
+    /// Each package file's size in bytes, by name: when frames differ, the files of
+    /// another size than the reference's point at the culprit (a truncated copy, a file of
+    /// another run).
+    pub sizes: HashMap<String, u64>,
 }
 
 /// Reads output `key` (relative to the `output` bucket) back: a file is downloaded and
@@ -38,20 +42,24 @@ pub fn content(farm: &Farm, key: &str) -> Content {
         return Content {
             frames: try_frame_hashes(&local),
             names: Vec::new(),
+            sizes: HashMap::new(),
         };
     }
-    let mut names = Vec::new();
+    let (mut names, mut sizes) = (Vec::new(), HashMap::new());
     for full in farm.list("output", key) {
         let name = full.strip_prefix(key).unwrap_or(&full).to_string();
         let path = local.join(&name);
         std::fs::create_dir_all(path.parent().expect("a folder")).expect("package folder");
         farm.download("output", &full, &path);
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        sizes.insert(name.clone(), size);
         names.push(name);
     }
     names.sort();
     Content {
         frames: try_frame_hashes(&local.join("master.m3u8")),
         names,
+        sizes,
     }
 }
 
@@ -143,6 +151,22 @@ pub fn check_jobs(
     }
 }
 
+/// Frames differing per stream (`stream N: differing of frames`), for a report.
+fn per_stream(reference: &[FrameHash], found: &[FrameHash]) -> String {
+    let ids: std::collections::BTreeSet<u32> =
+        reference.iter().chain(found).map(|f| f.stream).collect();
+    let only = |h: &[FrameHash], id: u32| -> Vec<FrameHash> {
+        h.iter().filter(|f| f.stream == id).cloned().collect()
+    };
+    ids.iter()
+        .map(|&id| {
+            let (r, f) = (only(reference, id), only(found, id));
+            format!("stream {id}: {} of {}", differing_frames(&r, &f), f.len())
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// What is wrong with `found` against its `reference` (None when nothing): frames that
 /// differ (counted into `report`), a first video stream without the source's `frames`, or
 /// a package's files missing or extra.
@@ -167,9 +191,16 @@ pub fn judge(
         .collect();
     let video = hashes.1.iter().filter(|f| f.stream == 0).count() as u64;
     if differing > 0 || video != frames || !missing.is_empty() || !extra.is_empty() {
+        let resized: Vec<String> = (reference.sizes.iter())
+            .filter_map(|(n, size)| {
+                let got = found.sizes.get(n)?;
+                (got != size).then(|| format!("{n}: {got} bytes, reference {size}"))
+            })
+            .collect();
         return Some(format!(
-            "{differing} frames differ, {video} video frames of {frames}, files missing \
-             {missing:?}, files extra {extra:?}"
+            "{differing} frames differ ({}), {video} video frames of {frames}, files missing \
+             {missing:?}, files extra {extra:?}, files of another size {resized:?}",
+            per_stream(hashes.0, hashes.1)
         ));
     }
     None
@@ -229,6 +260,7 @@ mod tests {
         Content {
             frames: Ok(parse_framemd5(listing)),
             names: names.iter().map(|n| n.to_string()).collect(),
+            sizes: names.iter().map(|n| (n.to_string(), 10)).collect(),
         }
     }
 
@@ -245,7 +277,17 @@ mod tests {
             &["master.m3u8", "v0/seg-00000.ts"],
             "0, 0, 0, 1, 9, aa\n0, 1, 1, 1, 9, zz\n1, 0, 0, 1, 9, cc\n",
         );
-        assert!(judge(&reference, &foreign, 2, &mut report).is_some());
+        let mut truncated = foreign;
+        truncated.sizes.insert("v0/seg-00000.ts".into(), 3);
+        let wrong = judge(&reference, &truncated, 2, &mut report).expect("a frame differs");
+        assert!(
+            wrong.contains("stream 0: 1 of 2, stream 1: 0 of 1"),
+            "{wrong}"
+        );
+        assert!(
+            wrong.contains("v0/seg-00000.ts: 3 bytes, reference 10"),
+            "{wrong}"
+        );
         assert_eq!(report.frames_differing, 1);
         assert!(
             judge(&reference, &reference, 3, &mut report).is_some(),
@@ -254,6 +296,7 @@ mod tests {
         let broken = Content {
             frames: Err("framemd5 of x: Invalid data".into()),
             names: reference.names.clone(),
+            sizes: reference.sizes.clone(),
         };
         assert!(judge(&reference, &broken, 2, &mut report).is_some());
     }
