@@ -90,7 +90,9 @@ if docker info >/dev/null 2>&1; then
   # The compose workers scaled by KEDA's and the HPA's rules over the rendered ScaledObject,
   # spot notices on busy workers: one job of each kind, all done and frame-exact, no task
   # cut off (docs/deploy.md, "Autoscaling replay"; the full batch: scripts/autoscale-replay.sh).
-  TESSERA_REPLAY_JOBS=sample bash scripts/autoscale-replay.sh
+  # 60x faster than the manifests' durations (cooldown 5 s): the long job's stitch + QC
+  # must outlast it.
+  TESSERA_REPLAY_JOBS=sample TESSERA_REPLAY_TIME_SCALE=60 bash scripts/autoscale-replay.sh
 else
   echo "docker: NO Docker engine answers on this machine: the compose fault test and the" \
     "autoscaling replay did NOT run (scripts/docker-farm-test.sh, scripts/autoscale-replay.sh)"

@@ -31,9 +31,12 @@ from .imds import Imds
 from .store import S3
 
 MODES = {
-    # shorts (20 s each), the long job (seconds, size), spot notices
-    "full": (4, (360, "1280x720"), 2),
-    "sample": (1, (240, "1280x720"), 1),
+    # shorts (20 s each), the long job (seconds, size), spot notices. The long job's stitch
+    # and QC must outlast the replayed cooldown (a check): with the release images a 240 s
+    # 720p output stitched and checked in 6.5 s, under the 10 s of the default time scale,
+    # so the long job is longer, and CI's sample replays 60x faster (cooldown 5 s).
+    "full": (4, (720, "1280x720"), 2),
+    "sample": (1, (480, "1280x720"), 1),
 }
 
 

@@ -6,7 +6,9 @@ Why by address: compose workers are copies of one service with one environment, 
 cannot differ per worker; a spot machine's metadata service speaks only to that machine.
 Protocol as tests/src/imds.rs speaks it: `PUT /latest/api/token` (TTL header required) gives
 a token every GET must carry (401 without); `spot/instance-action` answers 404 until a notice,
-then `{"action": "terminate", "time": RFC 3339}`; the rebalance recommendation stays 404.
+then `{"action": "terminate", "time": RFC 3339}` once (AWS keeps answering it; a tessera
+worker drains at the first answer, and docker gives a freed address to the next container);
+the rebalance recommendation stays 404.
 """
 
 from __future__ import annotations
@@ -51,9 +53,13 @@ class Imds:
                     return self._send(401)
                 ip = self.client_address[0]
                 if self.path == "/latest/meta-data/spot/instance-action":
+                    # A notice is answered once: the worker drains at its first read, and a
+                    # container started later on the freed address (docker reuses them)
+                    # must not find it (the replay saw a fresh worker drain on a notice
+                    # meant for the one before it).
                     with owner.lock:
                         owner.polled.add(ip)
-                        at = owner.notices.get(ip)
+                        at = owner.notices.pop(ip, None)
                     if at is None:
                         return self._send(404)
                     return self._send(200, json.dumps(
