@@ -14,7 +14,7 @@
 #      the 3 workers that go must exit 0 and the job must still finish frame-exact.
 #
 #   scripts/docker-farm-test.sh                 # the test and the host's `tessera` in release
-#   TESSERA_DOCKER_PROFILE=debug scripts/docker-farm-test.sh   # CI: the test build's profile
+#   TESSERA_REGISTRY=tessera-test TESSERA_DOCKER_PROFILE=debug scripts/docker-farm-test.sh  # CI: test images
 #   TESSERA_DOCKER_SKIP_BUILD=1 ...             # reuse the images already built
 #
 # TESSERA_DOCKER_PROFILE picks the profile of the host side (the Rust test and the `tessera`

@@ -18,9 +18,10 @@
 #     --profile debug     test images: the Debian images hold the test build's binaries
 #                         (target/debug, `cargo build --workspace --bins`: nothing compiled
 #                         again) and say so in their io.tessera.build.profile label; CI uses
-#                         it to spare a cold release build (about 35 min on 2 cores). Never
-#                         publish them. The minimal images hold the static (release) binaries
-#                         either way. Default release ($TESSERA_IMAGE_PROFILE).
+#                         it to spare a cold release build (about 35 min on 2 cores). They
+#                         must take a prefix other than `tessera` (--registry tessera-test);
+#                         never publish them. The minimal images hold the static (release)
+#                         binaries either way. Default release ($TESSERA_IMAGE_PROFILE).
 #
 # Why not the Dockerfile's own builder stages: this machine reaches no image registry, and a
 # release build in a container would compile everything again. The release binaries come
@@ -63,6 +64,11 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 case $profile in release|debug) ;; *) die "--profile $profile: release or debug" ;; esac
+# Test images never take the names of release ones (a debug binary under tessera/worker:latest
+# is what the review found): they need a registry prefix of their own.
+if [[ $profile == debug && ${registry%/} == tessera ]]; then
+  die "--profile debug makes test images: give them a prefix of their own (--registry tessera-test, or TESSERA_REGISTRY)"
+fi
 registry=${registry%/}
 command -v docker >/dev/null || { echo "docker-images: no docker CLI" >&2; exit 2; }
 docker info >/dev/null 2>&1 || { echo "docker-images: no Docker engine answers" >&2; exit 2; }

@@ -83,6 +83,8 @@ if docker info >/dev/null 2>&1; then
   # The minimal images where the static stage above made this commit's static binaries,
   # else the Debian (-full) ones; both scripts run the same variant.
   if [[ -x target/static-dist/tessera-dispatcher ]]; then export TESSERA_VARIANT=""; else export TESSERA_VARIANT=-full; fi
+  # Test images under a prefix of their own: no debug binary ever carries a release name.
+  export TESSERA_REGISTRY=tessera-test
   # The Debian images get the test build's binaries (--profile debug: test images, labelled
   # so; no release build here); the script builds the local base and service images on a
   # machine that cannot pull them.
