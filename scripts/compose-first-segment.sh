@@ -56,6 +56,8 @@ for pair in "TESSERA_BUILDER_IMAGE rust:1-bookworm tessera-local/binaries:latest
     export "$var=$local"
   fi
 done
+# The broker's and the store's stand-ins likewise (RABBITMQ_IMAGE, GARAGE_IMAGE).
+. "$repo/scripts/compose-images.sh" && tessera_service_images
 
 work=$(mktemp -d /tmp/tessera-first-segment.XXXXXX)
 project=tessera-first$$

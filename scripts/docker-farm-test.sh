@@ -50,6 +50,7 @@ if [[ ${TESSERA_DOCKER_SKIP_BUILD:-0} != 1 ]]; then
   say "images (scripts/docker-images.sh --profile $profile)"
   bash scripts/docker-images.sh --profile "$profile"
 fi
+. scripts/compose-images.sh && tessera_service_images
 say "the farm runs $registry/{dispatcher,worker}:latest$TESSERA_VARIANT ($(docker image inspect \
   -f '{{index .Config.Labels "io.tessera.build.linking"}}' "$registry/worker:latest$TESSERA_VARIANT"))"
 cargo_profile=()

@@ -34,8 +34,9 @@
 # tree) for MINIMAL_IMAGE. Users build docker/Dockerfile as it is.
 #
 # The compose farm (docker/compose.yaml) also needs `rabbitmq:3.10` and `dxflrs/garage`; where
-# they cannot be pulled, stand-ins with those names are built from docker/local/ (Debian's
-# rabbitmq-server 3.10, and the host's `garage` binary).
+# they cannot be pulled, stand-ins are built from docker/local/ (Debian's rabbitmq-server 3.10,
+# and the host's `garage` binary) under tessera-local/ names, never the public ones
+# (scripts/compose-images.sh points compose at them).
 #
 # Images to publish hold release builds only (the default); `--profile debug` is for tests.
 set -euo pipefail
@@ -179,25 +180,34 @@ if [[ $full_only == 0 ]]; then
 fi
 
 # --- the services of docker/compose.yaml ------------------------------------------------------
+# Where the official images cannot be pulled, stand-ins under tessera-local/ names (never the
+# public ones); scripts/compose-images.sh points compose at them.
 garage_image=dxflrs/garage:v${GARAGE_VERSION:-2.5.0}
-if ! have rabbitmq:3.10; then
-  say "rabbitmq:3.10: no registry; building the stand-in from docker/local (Debian's rabbitmq-server)"
-  docker_build --build-arg BASE_IMAGE="$base" -f docker/local/rabbitmq.Dockerfile \
-    -t rabbitmq:3.10 docker/local
+rabbitmq_image=rabbitmq:3.10
+if ! have "$rabbitmq_image"; then
+  rabbitmq_image=tessera-local/rabbitmq:3.10
+  if ! docker image inspect "$rabbitmq_image" >/dev/null 2>&1; then
+    say "rabbitmq:3.10: no registry; building the stand-in $rabbitmq_image from docker/local (Debian's rabbitmq-server)"
+    docker_build --build-arg BASE_IMAGE="$base" -f docker/local/rabbitmq.Dockerfile \
+      -t "$rabbitmq_image" docker/local
+  fi
 fi
 if ! have "$garage_image"; then
-  garage_bin=$(command -v garage || true)
-  [[ -n $garage_bin ]] || die "$garage_image cannot be pulled and there is no garage binary to build it from"
-  say "$garage_image: no registry; building the stand-in from $garage_bin"
-  install -d "$tmp/garage"
-  cp docker/local/garage.Dockerfile "$tmp/garage/Dockerfile"
-  install -s -m 0755 "$garage_bin" "$tmp/garage/garage"
-  docker_build --build-arg BASE_IMAGE="$base" -t "$garage_image" "$tmp/garage"
+  garage_image=tessera-local/${garage_image##*/}
+  if ! docker image inspect "$garage_image" >/dev/null 2>&1; then
+    garage_bin=$(command -v garage || true)
+    [[ -n $garage_bin ]] || die "dxflrs/garage cannot be pulled and there is no garage binary to build $garage_image from"
+    say "dxflrs/garage: no registry; building the stand-in $garage_image from $garage_bin"
+    install -d "$tmp/garage"
+    cp docker/local/garage.Dockerfile "$tmp/garage/Dockerfile"
+    install -s -m 0755 "$garage_bin" "$tmp/garage/garage"
+    docker_build --build-arg BASE_IMAGE="$base" -t "$garage_image" "$tmp/garage"
+  fi
 fi
 
 echo
 printf '%-36s %10s %8s\n' image bytes MiB
-for image in "${images[@]}" rabbitmq:3.10 "$garage_image"; do
+for image in "${images[@]}" "$rabbitmq_image" "$garage_image"; do
   bytes=$(docker image inspect -f '{{.Size}}' "$image")
   printf '%-36s %10s %8s\n' "$image" "$bytes" "$(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1048576 }')"
 done

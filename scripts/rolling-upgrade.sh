@@ -88,22 +88,26 @@ ensure_base() {
 # The broker and store images docker/compose.yaml names, built from docker/local/ on $base
 # when absent (no registry answers here; users pull the official ones).
 ensure_services() {
-  if ! docker image inspect rabbitmq:3.10 >/dev/null 2>&1; then
-    say "rabbitmq:3.10: building the stand-in from docker/local"
+  if ! docker image inspect rabbitmq:3.10 >/dev/null 2>&1 \
+     && ! docker image inspect tessera-local/rabbitmq:3.10 >/dev/null 2>&1; then
+    say "rabbitmq:3.10: building the stand-in tessera-local/rabbitmq:3.10 from docker/local"
     sed "s|^FROM debian:bookworm-slim|FROM $base|" docker/local/rabbitmq.Dockerfile \
-      | dbuild --build-arg BASE_IMAGE="$base" -t rabbitmq:3.10 -f - docker/local
+      | dbuild --build-arg BASE_IMAGE="$base" -t tessera-local/rabbitmq:3.10 -f - docker/local
   fi
-  if ! docker image inspect dxflrs/garage:v2.5.0 >/dev/null 2>&1; then
-    say "dxflrs/garage:v2.5.0: building the stand-in from the host's garage"
+  if ! docker image inspect dxflrs/garage:v2.5.0 >/dev/null 2>&1 \
+     && ! docker image inspect tessera-local/garage:v2.5.0 >/dev/null 2>&1; then
+    say "dxflrs/garage:v2.5.0: building the stand-in tessera-local/garage:v2.5.0 from the host's garage"
     command -v garage >/dev/null \
       || { echo "rolling-upgrade: no garage binary to build the stand-in from (scripts/setup-deps.sh --services)" >&2; exit 1; }
     ctx=$(mktemp -d)
     sed "s|^FROM debian:bookworm-slim|FROM $base|" docker/local/garage.Dockerfile >"$ctx/Dockerfile"
     install -s -m 0755 "$(command -v garage)" "$ctx/garage"
-    dbuild --build-arg BASE_IMAGE="$base" -t dxflrs/garage:v2.5.0 "$ctx"
+    dbuild --build-arg BASE_IMAGE="$base" -t tessera-local/garage:v2.5.0 "$ctx"
     rm -rf "$ctx"
     ctx=""
   fi
+  # Stand-ins under tessera-local/ names, never the public ones: compose is pointed at them.
+  . scripts/compose-images.sh && tessera_service_images
 }
 
 # Images tessera/{dispatcher,worker,cli}:TAG from DOCKERFILE with the
