@@ -17,6 +17,7 @@ import base64
 import json
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
@@ -132,6 +133,17 @@ class Driver:
             pass
         return 0
 
+    def draining(self, w: Worker) -> bool:
+        """Whether a worker's /readyz answers 503 (it drains: it has seen its notice)."""
+        try:
+            with urllib.request.urlopen(f"http://{w.ip}:{WORKER_METRICS_PORT}/readyz",
+                                        timeout=HTTP_TIMEOUT):
+                return False
+        except urllib.error.HTTPError as e:
+            return e.code == 503
+        except OSError:
+            return False
+
     # --- one poll ----------------------------------------------------------------------------
 
     def now(self) -> float:
@@ -159,6 +171,11 @@ class Driver:
             if not w.running and w.finished is not None:
                 self._reap(w)
         running = [w for w in workers if w.running]
+        # A noticed worker that drains has seen its notice: it is withdrawn, so that no later
+        # container on the same address finds it.
+        for w in running:
+            if w.id in self.noticed_ip and self.draining(w):
+                self.imds.forget(self.noticed_ip.pop(w.id))
         live = [w for w in running if w.id not in self.leaving]
         self.state.peak = max(self.state.peak, len(running))
         if self.spots_wanted:

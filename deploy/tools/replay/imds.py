@@ -6,9 +6,12 @@ Why by address: compose workers are copies of one service with one environment, 
 cannot differ per worker; a spot machine's metadata service speaks only to that machine.
 Protocol as tests/src/imds.rs speaks it: `PUT /latest/api/token` (TTL header required) gives
 a token every GET must carry (401 without); `spot/instance-action` answers 404 until a notice,
-then `{"action": "terminate", "time": RFC 3339}` once (AWS keeps answering it; a tessera
-worker drains at the first answer, and docker gives a freed address to the next container);
-the rebalance recommendation stays 404.
+then `{"action": "terminate", "time": RFC 3339}` until the driver forgets it: once the noticed
+worker is seen draining (its /readyz answers 503), or gone. Why not until the machine goes, as
+AWS does: docker gives a freed address to the next container, which would drain on a notice
+not meant for it; why not once: a poll whose answer is lost (a timeout on a busy host) would
+lose the notice (both seen in the replay).
+The rebalance recommendation stays 404.
 """
 
 from __future__ import annotations
@@ -53,13 +56,9 @@ class Imds:
                     return self._send(401)
                 ip = self.client_address[0]
                 if self.path == "/latest/meta-data/spot/instance-action":
-                    # A notice is answered once: the worker drains at its first read, and a
-                    # container started later on the freed address (docker reuses them)
-                    # must not find it (the replay saw a fresh worker drain on a notice
-                    # meant for the one before it).
                     with owner.lock:
                         owner.polled.add(ip)
-                        at = owner.notices.pop(ip, None)
+                        at = owner.notices.get(ip)
                     if at is None:
                         return self._send(404)
                     return self._send(200, json.dumps(
