@@ -108,6 +108,17 @@ impl Compose {
     /// Runs `compose -f compose.yaml -p PROJECT ARGS` with the farm's ports, 2 s segments and
     /// parallelism 4.
     pub fn compose(&self, args: &[&str]) -> Run {
+        let settings = [
+            ("TESSERA_SEGMENT_SECONDS", "2"),
+            ("TESSERA_PARALLELISM", "4"),
+        ];
+        self.compose_with(args, &settings, DOCKER_TIMEOUT)
+    }
+
+    /// Runs `compose -f compose.yaml -p PROJECT ARGS` with the farm's ports and `env` besides
+    /// (the farm's settings, the release to run), within `timeout`. Why: the rolling upgrade
+    /// drives the same farm with other settings and releases.
+    pub fn compose_with(&self, args: &[&str], env: &[(&str, &str)], timeout: Duration) -> Run {
         let file = self.work.join("compose.yaml");
         let mut all: Vec<&std::ffi::OsStr> =
             self.command[1..].iter().map(std::ffi::OsStr::new).collect();
@@ -119,13 +130,12 @@ impl Compose {
         ]);
         all.extend(args.iter().map(std::ffi::OsStr::new));
         let (api, s3) = (self.api_port.to_string(), self.s3_port.to_string());
-        let env = [
+        let mut all_env = vec![
             ("TESSERA_API_PORT", api.as_str()),
             ("TESSERA_S3_PORT", s3.as_str()),
-            ("TESSERA_SEGMENT_SECONDS", "2"),
-            ("TESSERA_PARALLELISM", "4"),
         ];
-        run_command_env(Path::new(&self.command[0]), all, &env, DOCKER_TIMEOUT)
+        all_env.extend_from_slice(env);
+        run_command_env(Path::new(&self.command[0]), all, &all_env, timeout)
     }
 
     /// `compose up ARGS` (e.g. `-d --scale worker=4`); panics with its output if it fails.

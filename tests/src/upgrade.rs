@@ -18,11 +18,10 @@
 pub mod load;
 pub mod report;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::docker_farm::{docker, docker_ok, Compose};
-use crate::run::{run_command_env, Run};
+use crate::run::Run;
 
 /// Limit of one `compose` command (a worker's drain may take its whole grace period).
 const COMPOSE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -38,8 +37,6 @@ pub struct Upgrade {
     pub old: String,
     /// The tag of this tree's images.
     pub new: String,
-    /// `docker compose` or `docker-compose`.
-    command: Vec<String>,
     /// The dispatcher's `TESSERA_SEGMENT_SECONDS`.
     segment_seconds: u32,
 }
@@ -71,17 +68,10 @@ impl Upgrade {
                 );
             }
         }
-        let v2 = docker(&["compose", "version"]).status.success();
-        let command = if v2 {
-            "docker compose"
-        } else {
-            "docker-compose"
-        };
         Upgrade {
             farm,
             old: old.to_string(),
             new: new.to_string(),
-            command: command.split(' ').map(String::from).collect(),
             segment_seconds,
         }
     }
@@ -90,27 +80,13 @@ impl Upgrade {
     /// release the containers it creates run), the farm's ports, its segment length and
     /// parallelism 2 (two workers of one slot).
     pub fn compose(&self, version: &str, args: &[&str]) -> Run {
-        let farm = &self.farm;
-        let file = farm.work.join("compose.yaml");
-        let mut all: Vec<&std::ffi::OsStr> =
-            self.command[1..].iter().map(std::ffi::OsStr::new).collect();
-        all.extend([
-            "-f".as_ref(),
-            file.as_os_str(),
-            "-p".as_ref(),
-            farm.project.as_ref(),
-        ]);
-        all.extend(args.iter().map(std::ffi::OsStr::new));
-        let (api, s3) = (farm.api_port.to_string(), farm.s3_port.to_string());
         let seconds = self.segment_seconds.to_string();
         let env = [
             ("TESSERA_VERSION", version),
-            ("TESSERA_API_PORT", api.as_str()),
-            ("TESSERA_S3_PORT", s3.as_str()),
             ("TESSERA_SEGMENT_SECONDS", seconds.as_str()),
             ("TESSERA_PARALLELISM", "2"),
         ];
-        let run = run_command_env(Path::new(&self.command[0]), all, &env, COMPOSE_TIMEOUT);
+        let run = self.farm.compose_with(args, &env, COMPOSE_TIMEOUT);
         assert!(
             run.status.success() && !run.timed_out,
             "compose {args:?} (TESSERA_VERSION={version}) failed\n{}",
