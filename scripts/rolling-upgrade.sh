@@ -174,6 +174,9 @@ if [[ ${TESSERA_UPGRADE_SKIP_BUILD:-0} != 1 ]]; then
   build_images upgrade-new "$new_dockerfile" "target/$profile" "$(git describe --always --dirty)"
 fi
 
+# The broker's and the store's stand-ins (tessera-local/...) where the official images are
+# absent, also when the images were built by an earlier run.
+. scripts/compose-images.sh && tessera_service_images
 say "the rolling upgrade (cargo test -p tessera-tests --test rolling_upgrade)"
 status=0
 nice cargo test -q --locked -p tessera-tests --test rolling_upgrade -- --ignored --nocapture \
