@@ -6,12 +6,13 @@
 #      default 120; installs schemathesis from PyPI once);
 #   3. poison on every queue with each seed, the network partition, the full disks;
 #   4. per seed: 30 jobs of two outputs, and 3 more before each fault, through three
-#      workers while a seeded schedule of 22 faults hits the farm, each of the 22 kinds
+#      workers while a seeded schedule of 23 faults hits the farm, each of the 23 kinds
 #      of tests/src/chaos/faults.rs at least once: workers SIGKILLed, drained and
 #      SIGSTOPped; RabbitMQ restarted, also while the dispatcher restarts; Garage stopped
 #      for 20 s; S3 503 SlowDown, 429 and +500 ms latency; a rollback whose deletes answer
 #      503; the dispatcher SIGKILLed, also with a delivery copy in flight and in the
-#      middle of an HLS package's copies (that job's package checked file by file);
+#      middle of an HLS package's copies (that job's package checked file by file), and
+#      that again with the resumed dispatcher killed 0-15 s later while the broker is down;
 #      dispatcher-store and dispatcher-broker partitions one way and both; a worker cut
 #      off from the store; every message published twice for a while; the dispatcher's
 #      clock jumping 2 h (libfaketime: apt-get install faketime). Each run ends with the
@@ -64,7 +65,7 @@ if [[ $parts == *4* ]]; then
   for seed in "${seeds[@]}"; do
     echo "=== chaos seed $seed"
     if TESSERA_CHAOS_JOBS=${TESSERA_CHAOS_JOBS:-30} TESSERA_CHAOS_WORKERS=${TESSERA_CHAOS_WORKERS:-3} \
-       TESSERA_CHAOS_FAULTS=${TESSERA_CHAOS_FAULTS:-22} TESSERA_CHAOS_STORE_OUTAGE=${TESSERA_CHAOS_STORE_OUTAGE:-20} TESSERA_CHAOS_GAP=${TESSERA_CHAOS_GAP:-5} \
+       TESSERA_CHAOS_FAULTS=${TESSERA_CHAOS_FAULTS:-23} TESSERA_CHAOS_STORE_OUTAGE=${TESSERA_CHAOS_STORE_OUTAGE:-20} TESSERA_CHAOS_GAP=${TESSERA_CHAOS_GAP:-5} \
        TESSERA_CHAOS_BROKER_RESTART=${TESSERA_CHAOS_BROKER_RESTART:-1} TESSERA_CHAOS_JOBS_PER_FAULT=${TESSERA_CHAOS_JOBS_PER_FAULT:-3} \
        TESSERA_CHAOS_SEED="$seed" \
        cargo test --workspace --test chaos -- --nocapture 2>&1 | tee "/tmp/tessera-chaos-$seed.log" \

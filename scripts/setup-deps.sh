@@ -26,6 +26,11 @@ readonly APT_PACKAGES=(
   # the H.264/HEVC/AAC decoders (libav), and gst-launch (tools).
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   gstreamer1.0-plugins-bad gstreamer1.0-libav
+  # promtool, for the alerting rules' checks and unit tests (tests/tests/prometheus_rules.rs);
+  # the Prometheus server that comes with it is not left running (quiet_prometheus).
+  prometheus
+  # Headless Chromium and its WebDriver, for the dashboard's browser test (tests/tests/ui_browser.rs).
+  chromium chromium-driver fonts-liberation
 )
 
 export DEBIAN_FRONTEND=noninteractive
@@ -67,6 +72,15 @@ ensure_packages() {
   log "apt: installing ${missing[*]}"
   as_root apt-get update -qq
   as_root apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# Debian's prometheus package starts its server where systemd runs; tessera needs only its
+# promtool, so a server this run installed is stopped and disabled.
+quiet_prometheus() {
+  if command -v systemctl >/dev/null 2>&1 && [[ -d /run/systemd/system ]]; then
+    as_root systemctl disable --now prometheus >/dev/null 2>&1 || true
+    log "prometheus: server stopped and disabled (only promtool is used)"
+  fi
 }
 
 # True when something accepts TCP connections on 127.0.0.1:$1.
@@ -158,7 +172,10 @@ main() {
   done
 
   command -v dpkg-query >/dev/null 2>&1 || die "this script supports Debian 12 (apt/dpkg) only"
+  local had_prometheus=0
+  [[ -z $(missing_packages prometheus) ]] && had_prometheus=1
   ensure_packages "${APT_PACKAGES[@]}"
+  ((had_prometheus)) || quiet_prometheus
   check_rust
   if ((services)); then
     ensure_rabbitmq

@@ -22,6 +22,16 @@ pub struct Cli {
     /// Log filter (e.g. `info`, `tessera=debug`).
     #[arg(long, global = true, env = "TESSERA_LOG", default_value = "warn")]
     pub log: String,
+    /// Log lines as `text`, or `json`: one object a line with the job, plan, segment and
+    /// worker ids of the work it is about (docs/operations.md, "JSON logs").
+    #[arg(
+        long,
+        global = true,
+        env = "TESSERA_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: tessera_farm::signals::LogFormat,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

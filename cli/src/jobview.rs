@@ -25,20 +25,9 @@ fn uri(v: &Value) -> String {
     }
 }
 
-/// Unix seconds as `YYYY-MM-DD HH:MM:SS UTC` (proleptic Gregorian calendar).
+/// Unix seconds as `YYYY-MM-DD HH:MM:SS UTC`.
 pub fn utc(ts: i64) -> String {
-    let (days, secs) = (ts.div_euclid(86_400), ts.rem_euclid(86_400));
-    // Days to civil date (H. Hinnant's algorithm), with eras of 400 years.
-    let z = days + 719_468;
-    let (era, doe) = (z.div_euclid(146_097), z.rem_euclid(146_097));
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
-    format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02} UTC")
+    format!("{} UTC", tessera_model::civil::utc_datetime(ts))
 }
 
 /// `done/total segments (percent%)`.

@@ -24,8 +24,8 @@ use tokio_util::sync::CancellationToken;
 
 /// Sets up logging and a runtime, runs the command, prints errors; the process exit code.
 pub fn main_with(cli: Cli) -> ExitCode {
-    if tessera_farm::signals::init_logging(&cli.log).is_err() {
-        let _ = tessera_farm::signals::init_logging("warn");
+    if tessera_farm::signals::init_logging(&cli.log, cli.log_format).is_err() {
+        let _ = tessera_farm::signals::init_logging("warn", cli.log_format);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -129,6 +129,9 @@ impl WorkerSettings<'_> {
             staging_dir: self.work.join(format!("worker-{i}")),
             queue: QUEUE_ENCODE_CPU.to_string(),
             stitch_queue: Some(QUEUE_STITCH.to_string()),
+            // One job at a time: the fleet is never busy with others, so inputs split.
+            whole_queue: None,
+            cut_queue: None,
             gpu_queue: QUEUE_ENCODE_GPU.to_string(),
             gpus: None,
             metrics: Default::default(),

@@ -116,6 +116,10 @@ fn dispatch_context(
         encode_queue: QUEUE_ENCODE_CPU.to_string(),
         gpu_queue: tessera_model::wire::QUEUE_ENCODE_GPU.to_string(),
         stitch_queue: QUEUE_STITCH.to_string(),
+        // One job at a time: no other work keeps the workers busy, so every input splits.
+        whole_queue: None,
+        whole_max_seconds: 0.0,
+        cut_queue: None,
         sink: None,
         gate: None,
         limits: Limits {

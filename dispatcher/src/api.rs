@@ -1,4 +1,5 @@
-//! The HTTP API: jobs under a bearer token; health, readiness and metrics without.
+//! The HTTP API: jobs under a bearer token; health, readiness and metrics without; the
+//! operator's dashboard (ui/, its own sign-in) merged in at `/ui`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,6 +23,8 @@ use crate::error::error;
 use crate::jobspec::validate;
 use crate::jobview::{view, visible};
 use crate::runner::Runner;
+
+pub(crate) mod actions;
 
 /// State shared by the handlers.
 pub struct AppState {
@@ -77,7 +80,10 @@ impl AppState {
             .unwrap_or_else(|p| p.into_inner())
             .insert(id.clone(), cancel.clone());
         let state = self.clone();
-        tokio::spawn(async move {
+        // Every line of the job's run names it, and its plan once planned (runner.rs), so
+        // its story can be filtered out of JSON logs (docs/operations.md).
+        let span = tracing::info_span!("job", job = %id, plan = tracing::field::Empty);
+        let run = async move {
             state
                 .runner
                 .clone()
@@ -88,7 +94,8 @@ impl AppState {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&id);
-        });
+        };
+        (self.runner.jobs).spawn(tracing::Instrument::instrument(run, span));
     }
 }
 
@@ -106,6 +113,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         ));
     Router::new()
         .merge(v1)
+        .merge(crate::ui::router(state.tokens.clone()))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
         .route("/metrics", get(metrics))
@@ -297,47 +305,14 @@ async fn cancel_job(
     Extension(who): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Response {
-    let row = match state.db.get(&id).map(|r| visible(r, &who)) {
-        Ok(Some(r)) => r,
-        Ok(None) => return error(ErrorCode::NotFound, format!("no job {id}")),
-        Err(e) => return error(ErrorCode::DbUnavailable, e.to_string()),
-    };
-    if row.state.is_final() {
-        return error(
-            ErrorCode::JobFinished,
-            format!("job {id} is already {}", row.state.as_str()),
-        );
+    match actions::cancel(&state, &who, &id) {
+        Ok(()) => (
+            StatusCode::ACCEPTED,
+            Json(json!({"id": id, "state": "cancelled"})),
+        )
+            .into_response(),
+        Err((code, why)) => error(code, why),
     }
-    // The state moves first: a job that reached delivery keeps going (its outputs arrive
-    // whole) and the cancel is refused; otherwise the running task is stopped.
-    match state.db.cancel(&id, "cancelled by request") {
-        Ok(true) => {}
-        Ok(false) => {
-            let now = state.db.get(&id).ok().flatten().map(|r| r.state);
-            let why = match now {
-                Some(JobState::Delivering) => {
-                    format!("job {id} is delivering its outputs and can no longer be cancelled")
-                }
-                Some(s) => format!("job {id} is already {}", s.as_str()),
-                None => format!("job {id} has ended"),
-            };
-            return error(ErrorCode::JobFinished, why);
-        }
-        Err(e) => return error(ErrorCode::DbUnavailable, e.to_string()),
-    }
-    if let Some(token) = state
-        .running
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(&id)
-    {
-        token.cancel();
-    }
-    (
-        StatusCode::ACCEPTED,
-        Json(json!({"id": id, "state": "cancelled"})),
-    )
-        .into_response()
 }
 
 async fn ready(State(state): State<Arc<AppState>>) -> Response {
@@ -367,6 +342,9 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let jobs_by_state = crate::metrics::jobs_by_state(&state.db)
         .inspect_err(|e| tracing::warn!(error = %e, "job counts unavailable for /metrics"))
         .ok();
+    let jobs_idle = crate::metrics::jobs_idle(&state.db, crate::metrics::unix_now())
+        .inspect_err(|e| tracing::warn!(error = %e, "job ages unavailable for /metrics"))
+        .ok();
     let running = state
         .running
         .lock()
@@ -374,6 +352,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         .len();
     let live = crate::metrics::Live {
         jobs_by_state,
+        jobs_idle,
         running,
         gate: Some(state.runner.gate.counts()),
     };

@@ -100,8 +100,10 @@ pub struct JobRow {
 mod deliveries;
 mod held;
 mod inputs;
+mod listing;
 mod outbox;
 mod quota;
+pub use listing::{HourCount, JobFilter};
 pub use outbox::{now_ms, OutboxRow};
 pub use quota::Admitted;
 
@@ -219,6 +221,8 @@ impl Db {
             )
             .map_err(db_err)?;
         }
+        conn.execute_batch(quota::UNFINISHED_INDEX)
+            .map_err(db_err)?;
         Ok(Db {
             conn: Arc::new(Mutex::new(conn)),
             webhooks: Arc::default(),
@@ -318,13 +322,8 @@ impl Db {
     /// Unfinished jobs of tenant `owner` (its quota).
     pub fn unfinished_of(&self, owner: &str) -> Result<u64, FarmError> {
         self.with(|c| {
-            c.query_row(
-                "SELECT COUNT(*) FROM jobs WHERE owner = ?1
-                 AND state NOT IN ('done', 'failed', 'cancelled')",
-                [owner],
-                |r| r.get::<_, i64>(0),
-            )
-            .map(|n| n.max(0) as u64)
+            c.query_row(quota::UNFINISHED_OF, [owner], |r| r.get::<_, i64>(0))
+                .map(|n| n.max(0) as u64)
         })
     }
 

@@ -10,6 +10,10 @@ use axum::Json;
 use serde_json::json;
 use tessera_model::error_code::ErrorCode;
 
+/// Why an action was refused: the catalog's code and a sentence for the caller (the API
+/// answers it as JSON, the dashboard as a page).
+pub type Refusal = (ErrorCode, String);
+
 /// The HTTP status of an error code (the catalog's, as axum's type).
 pub fn status(code: &ErrorCode) -> StatusCode {
     StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)

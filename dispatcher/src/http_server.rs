@@ -75,7 +75,8 @@ pub async fn json_errors(req: Request, next: Next) -> Response {
         .headers()
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/html"));
+    // The dashboard's (ui/) error pages are HTML meant for a person: they stay as they are.
     if !(status.is_client_error() || status.is_server_error()) || is_json {
         return resp;
     }

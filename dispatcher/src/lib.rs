@@ -17,6 +17,8 @@
 //! - watch.rs + watch/: the bucket watcher (polling and S3 event notifications).
 //! - webhook.rs, webhook_guard.rs: signed callbacks, and where they may go.
 //! - scaling.rs, metrics.rs, http_server.rs: the autoscaler's signal, Prometheus, limits.
+//! - ui/: the operator's dashboard at `/ui` (server-rendered pages, sign-in, CSRF), merged
+//!   into the API's router.
 
 mod api;
 mod auth;
@@ -38,6 +40,7 @@ pub mod scaling;
 mod scopes;
 mod seen;
 mod settings;
+mod ui;
 mod uploads;
 mod watch;
 mod webhook;
@@ -115,6 +118,7 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
         &shutdown,
     );
     let listener = bind_api(settings.listen).await?;
+    let jobs = state.runner.jobs.clone();
     let limits = settings.http;
     let deadline = limits.request_timeout;
     let app = api::router(state)
@@ -125,6 +129,17 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
         ))
         .layer(axum::middleware::from_fn(http_server::json_errors));
     http_server::serve(listener, app, limits, shutdown).await;
+    // Each running job leaves its job to resume at the next start (runner.rs).
+    jobs.close();
+    if tokio::time::timeout(runner::JOBS_STOP_WAIT, jobs.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            left = jobs.len(),
+            "jobs still finishing at the stop: left as they stand"
+        );
+    }
     Ok(())
 }
 
@@ -195,7 +210,10 @@ fn new_runner(
         max_decode_error_share: settings.max_decode_error_share,
         max_input_frames: settings.max_input_frames,
         task_deadline: settings.task_deadline,
+        whole_max_seconds: settings.whole_max_seconds,
+        cut_on_workers: settings.cut_on_workers,
         shutdown: shutdown.clone(),
+        jobs: tokio_util::task::TaskTracker::new(),
     }))
 }
 

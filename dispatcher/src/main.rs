@@ -14,7 +14,7 @@ fn main() -> anyhow::Result<()> {
         println!("healthy: {url}");
         return Ok(());
     }
-    tessera_farm::signals::init_logging(&args.log).map_err(anyhow::Error::msg)?;
+    tessera_farm::signals::init_logging(&args.log, args.log_format).map_err(anyhow::Error::msg)?;
     let settings = Settings::resolve(&args).map_err(anyhow::Error::msg)?;
     tessera_farm::signals::run_service(|shutdown| serve(settings, shutdown))?;
     Ok(())

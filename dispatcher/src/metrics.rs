@@ -15,6 +15,9 @@ use crate::db::{Db, JobState};
 use tessera_engine::dead_letters::{DROPPED, NAMED_JOB};
 use tessera_engine::{GateCounts, JobReport};
 
+mod idle;
+pub use idle::{jobs_idle, unix_now};
+
 /// Distinct label values a labelled counter keeps; later new values count under `other`.
 /// Why: error codes come from workers over the wire, and a scrape must stay small.
 const MAX_SERIES: usize = 64;
@@ -165,6 +168,8 @@ impl Histogram {
 pub struct Live {
     /// Jobs per state from the database (`None`: the database did not answer).
     pub jobs_by_state: Option<Vec<(JobState, u64)>>,
+    /// Seconds without a change of each unfinished state's oldest job (idle.rs).
+    pub jobs_idle: Option<Vec<(JobState, u64)>>,
     /// Jobs this dispatcher is running.
     pub running: usize,
     /// The priority gate's window and occupancy.
@@ -266,6 +271,9 @@ impl Metrics {
         }
         let help = "Jobs running in this dispatcher.";
         gauge(o, "tessera_jobs_running", help, live.running as f64);
+        if let Some(idle) = &live.jobs_idle {
+            idle::render(o, idle);
+        }
 
         let help = "Jobs ended in this process by outcome (done, failed, cancelled).";
         header(o, "tessera_jobs_finished_total", "counter", help);
@@ -347,7 +355,7 @@ pub fn jobs_by_state(db: &Db) -> Result<Vec<(JobState, u64)>, tessera_farm::Farm
 }
 
 /// Every job state, in lifecycle order.
-const ALL_STATES: [JobState; 8] = [
+pub(crate) const ALL_STATES: [JobState; 8] = [
     JobState::Queued,
     JobState::Splitting,
     JobState::Encoding,

@@ -27,6 +27,10 @@ use tessera_engine::{
     run_job, Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage, PackageJob,
 };
 
+/// How long a stopping dispatcher waits for its jobs' tasks to leave their jobs: they see
+/// the stop at their next await, so this only bounds one finishing its outcome's record.
+pub const JOBS_STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How long after a job's end its work area is swept again (see `Runner::run`).
 const LATE_SWEEP: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -66,6 +70,10 @@ pub struct Runner {
     pub max_input_frames: Option<u64>,
     /// See [`DispatchContext::task_deadline`].
     pub task_deadline: std::time::Duration,
+    /// See [`DispatchContext::whole_max_seconds`] (0: every input splits).
+    pub whole_max_seconds: f64,
+    /// See [`DispatchContext::cut_queue`] (false: the dispatcher splits every input).
+    pub cut_on_workers: bool,
     /// Places for running jobs: a job waits `queued` for one (admission control).
     pub admission: Arc<tokio::sync::Semaphore>,
     /// The dispatcher's own stop (SIGTERM): a job still running then is left as it stands,
@@ -74,6 +82,11 @@ pub struct Runner {
     /// (`child_crashed`, `io_error`) where a killed dispatcher's job resumed (found by the
     /// rolling upgrade, scripts/rolling-upgrade.sh).
     pub shutdown: CancellationToken,
+    /// The running jobs' tasks: at a stop the dispatcher waits (up to [`JOBS_STOP_WAIT`])
+    /// until each has seen the stop and left its job to resume, instead of the runtime
+    /// dropping them wherever they stand (a stop then looked like a kill to its jobs, and
+    /// a job the stop met between two awaits never said it was left).
+    pub jobs: tokio_util::task::TaskTracker,
     /// Largest input accepted.
     pub max_input_bytes: u64,
 }
@@ -224,6 +237,8 @@ impl Runner {
         let scaling = self.scaling.clone();
         let job = id.to_string();
         let progress = Arc::new(std::sync::Mutex::new((0u32, 0u32)));
+        // The job's span (api.rs): the stage callback may run in another task.
+        let span = tracing::Span::current();
         DispatchContext {
             queue: self.queue.clone(),
             store: self.work.clone(),
@@ -232,6 +247,12 @@ impl Runner {
             encode_queue: tessera_model::wire::QUEUE_ENCODE_CPU.to_string(),
             gpu_queue: tessera_model::wire::QUEUE_ENCODE_GPU.to_string(),
             stitch_queue: tessera_model::wire::QUEUE_STITCH.to_string(),
+            whole_queue: (self.whole_max_seconds > 0.0)
+                .then(|| tessera_model::wire::QUEUE_WHOLE_CPU.to_string()),
+            whole_max_seconds: self.whole_max_seconds,
+            cut_queue: self
+                .cut_on_workers
+                .then(|| tessera_model::wire::QUEUE_CUT_CPU.to_string()),
             gate: Some(self.gate.clone()),
             sink: Some(sink),
             limits: self.limits,
@@ -248,6 +269,8 @@ impl Runner {
                         on_gpu,
                         ..
                     } => db.record_plan(&job, *fingerprint).and_then(|()| {
+                        let plan = format_args!("{fingerprint:016x}");
+                        span.record("plan", tracing::field::display(plan));
                         // A resumed run counts the segments its earlier run finished.
                         let done: Vec<u32> = db
                             .resume_state(&job)?

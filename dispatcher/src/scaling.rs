@@ -23,6 +23,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Instant;
 
 use serde::Serialize;
 
@@ -85,6 +86,11 @@ pub struct PoolFigures {
     pub backlog_segment_seconds: f64,
     /// Those segments.
     pub backlog_segments: u64,
+    /// Seconds since the job holding the pool's oldest segment not done planned its segments
+    /// (0: none left): the age of the pool's queue, gate and in-flight included. On
+    /// `/metrics` only (`tessera_backlog_oldest_seconds`): `/scaling` keeps its shape.
+    #[serde(skip)]
+    pub oldest_backlog_seconds: f64,
     /// Media seconds one worker encodes per second (measured, or the setting).
     pub worker_throughput: f64,
     /// Workers that drain the backlog in the target time (never more than its segments),
@@ -114,6 +120,8 @@ struct JobBacklog {
     planned: HashMap<u32, f64>,
     /// Delivery started: every output is stitched, the rest is the dispatcher's own work.
     delivering: bool,
+    /// When its segments were planned (or its run started, until then).
+    since: Instant,
 }
 
 impl JobBacklog {
@@ -150,6 +158,8 @@ pub struct Scaling {
     slots: HashMap<Pool, u32>,
     jobs: Mutex<HashMap<String, JobBacklog>>,
     measured: Mutex<HashMap<Pool, Measured>>,
+    /// Seconds of video in every segment done since the start, per pool.
+    encoded: Mutex<HashMap<Pool, f64>>,
 }
 
 /// One exposed series: name, help, and its value in a pool's figures.
@@ -179,6 +189,7 @@ impl Scaling {
             .collect(),
             jobs: Mutex::default(),
             measured: Mutex::default(),
+            encoded: Mutex::default(),
         }
     }
 
@@ -200,6 +211,7 @@ impl Scaling {
             left: HashMap::new(),
             planned: HashMap::new(),
             delivering: false,
+            since: Instant::now(),
         });
     }
 
@@ -219,6 +231,7 @@ impl Scaling {
                 left,
                 planned,
                 delivering: false,
+                since: Instant::now(),
             },
         );
     }
@@ -234,6 +247,9 @@ impl Scaling {
             return;
         };
         drop(jobs);
+        let mut encoded = self.encoded.lock().unwrap_or_else(|e| e.into_inner());
+        *encoded.entry(pool).or_default() += media;
+        drop(encoded);
         if encode_seconds > 0.0 {
             let mut m = self.measured.lock().unwrap_or_else(|e| e.into_inner());
             m.entry(pool).or_default().add(media, encode_seconds);
@@ -272,18 +288,31 @@ impl Scaling {
         }
     }
 
+    /// Seconds of video in the segments of `pool` done since the start.
+    pub fn encoded_seconds(&self, pool: Pool) -> f64 {
+        let encoded = self.encoded.lock().unwrap_or_else(|e| e.into_inner());
+        encoded.get(&pool).copied().unwrap_or(0.0)
+    }
+
     /// The figures of `pool` now.
     pub fn figures(&self, pool: Pool) -> PoolFigures {
-        let (seconds, segments, stitching) = {
+        self.figures_at(pool, Instant::now())
+    }
+
+    /// The figures of `pool` at `now`.
+    fn figures_at(&self, pool: Pool, now: Instant) -> PoolFigures {
+        let (seconds, segments, stitching, oldest) = {
             let jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
             let stitching = jobs.values().filter(|b| b.awaits_worker()).count() as u64;
-            let (seconds, segments) = jobs
+            let (seconds, segments, oldest) = jobs
                 .values()
-                .filter(|b| b.pool == pool)
-                .fold((0.0, 0u64), |(s, n), b| {
-                    (s + b.left.values().sum::<f64>(), n + b.left.len() as u64)
+                .filter(|b| b.pool == pool && !b.left.is_empty())
+                .fold((0.0, 0u64, 0.0f64), |(s, n, o), b| {
+                    let age = now.saturating_duration_since(b.since).as_secs_f64();
+                    let left = b.left.values().sum::<f64>();
+                    (s + left, n + b.left.len() as u64, o.max(age))
                 });
-            (seconds, segments, stitching)
+            (seconds, segments, stitching, oldest)
         };
         let throughput = self.throughput(pool);
         let for_segments = desired_workers(
@@ -299,6 +328,7 @@ impl Scaling {
         PoolFigures {
             backlog_segment_seconds: seconds,
             backlog_segments: segments,
+            oldest_backlog_seconds: oldest,
             worker_throughput: throughput,
             desired_workers: for_segments.max(for_stitches),
         }
@@ -307,7 +337,7 @@ impl Scaling {
     /// Appends the Prometheus text of both pools' figures.
     pub fn render(&self, out: &mut String) {
         use std::fmt::Write as _;
-        let series: [Series; 3] = [
+        let series: [Series; 5] = [
             (
                 "tessera_desired_workers",
                 "Workers that drain the pool's backlog in the target time.",
@@ -317,6 +347,16 @@ impl Scaling {
                 "tessera_backlog_segment_seconds",
                 "Seconds of video in segments not done (gate, queue, encoding).",
                 |f| f.backlog_segment_seconds,
+            ),
+            (
+                "tessera_backlog_segments",
+                "Segments not done (gate, queue, encoding).",
+                |f| f.backlog_segments as f64,
+            ),
+            (
+                "tessera_backlog_oldest_seconds",
+                "Seconds since the job holding the oldest segment not done planned it.",
+                |f| f.oldest_backlog_seconds,
             ),
             (
                 "tessera_worker_throughput_ratio",
@@ -332,6 +372,13 @@ impl Scaling {
                 let v = value(f);
                 let _ = writeln!(out, "{name}{{pool=\"{}\"}} {v}", pool.as_str());
             }
+        }
+        let name = "tessera_video_seconds_encoded_total";
+        let help = "Seconds of source video in the segments done (each segment once).";
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for pool in Pool::ALL {
+            let v = self.encoded_seconds(pool);
+            let _ = writeln!(out, "{name}{{pool=\"{}\"}} {v}", pool.as_str());
         }
     }
 

@@ -39,6 +39,8 @@ struct DispatcherFile {
     max_decode_error_share: Option<f64>,
     max_input_frames: Option<u64>,
     task_deadline_seconds: Option<u64>,
+    whole_input_max_seconds: Option<f64>,
+    cut_on_workers: Option<bool>,
     scaling_target_seconds: Option<f64>,
     scaling_cpu_throughput: Option<f64>,
     scaling_gpu_throughput: Option<f64>,
@@ -103,6 +105,10 @@ pub struct Settings {
     pub max_input_frames: Option<u64>,
     /// See [`tessera_engine::DispatchContext::task_deadline`].
     pub task_deadline: Duration,
+    /// See [`tessera_engine::DispatchContext::whole_max_seconds`] (0: inputs always split).
+    pub whole_max_seconds: f64,
+    /// Whether CPU segment tasks may go to the cut queue (workers cut their own chunks).
+    pub cut_on_workers: bool,
     /// The scaling signal's target and first throughput guesses.
     pub scaling: crate::scaling::ScalingSettings,
     /// Where webhooks may go.
@@ -236,6 +242,21 @@ impl Settings {
             )
             .optional()
             .map_or(tessera_engine::DEFAULT_TASK_DEADLINE, seconds_at_least_one),
+            whole_max_seconds: Setting::layered(
+                "whole_input_max_seconds",
+                args.whole_input_max_seconds,
+                d.whole_input_max_seconds,
+            )
+            .or(tessera_engine::DEFAULT_WHOLE_MAX_SECONDS)
+            .get()
+            .max(0.0),
+            cut_on_workers: Setting::layered(
+                "cut_on_workers",
+                args.cut_on_workers,
+                d.cut_on_workers,
+            )
+            .or(true)
+            .get(),
             scaling,
         })
     }

@@ -50,6 +50,16 @@ pub(crate) struct AudioTask {
 }
 
 impl AudioTask {
+    /// No audio step in this run: a whole-input task transcodes the audio on its worker
+    /// (whole.rs). Finishes at once with nothing.
+    pub(crate) fn skipped() -> AudioTask {
+        AudioTask {
+            task: tokio::spawn(async { Ok(None) }),
+            waiting: None,
+            children: 0,
+        }
+    }
+
     /// Stops the audio step now.
     pub(crate) fn abort(&self) {
         self.task.abort();
@@ -141,6 +151,23 @@ fn audio_tracks(req: &JobRequest, info: &ProbeInfo) -> (Vec<usize>, Vec<usize>, 
         copied,
         package_rate.unwrap_or(AUDIO_BITRATE_PER_CHANNEL),
     )
+}
+
+/// The audio step of `req` as a whole-input task carries it to its worker; `None` without
+/// audio tracks.
+pub(crate) fn whole_audio(
+    req: &JobRequest,
+    info: &ProbeInfo,
+    bias_seconds: f64,
+) -> Option<tessera_model::wire::WholeAudio> {
+    let (tracks, copy_tracks, bitrate_per_channel) = audio_tracks(req, info);
+    (!tracks.is_empty()).then_some(tessera_model::wire::WholeAudio {
+        tracks,
+        bias_seconds,
+        copy_tracks,
+        bitrate_per_channel,
+        stereo_downmix: req.stereo_downmix,
+    })
 }
 
 /// Starts the audio step of `req` (nothing to do without audio tracks), planned in `segments`

@@ -6,13 +6,14 @@
 
 use tessera_farm::queue::{Consumer, Delivery};
 use tessera_farm::FarmError;
-use tessera_model::wire::{encode_message, SegmentOutcome, TaskEvent, TaskRef};
+use tessera_model::wire::{encode_message, SegmentOutcome, TaskEvent, TaskRef, WholeTask};
 
 use crate::audio_step::AudioTask;
 use crate::patience::recorded;
 use crate::prepare::Prepared;
 use crate::publish::{published, segment_task};
 use crate::request::{DispatchContext, JobPlan, JobStage};
+use crate::stitching::Stitched;
 use crate::task_events::{next_event, task_failed, Silence};
 
 /// What the segments reported, handed to the stitch step and the report.
@@ -25,6 +26,9 @@ pub(crate) struct Collected {
     pub peak_segment_rss: u64,
     /// Decoder errors the segments reported (segments an earlier run finished count 0).
     pub decode_errors: u64,
+    /// What the stitches cost, when a whole-input task (whole.rs) already stitched and
+    /// checked every output: the finish step then stitches nothing.
+    pub stitched: Option<Stitched>,
 }
 
 /// Which segments are in, and what they reported so far.
@@ -45,6 +49,7 @@ impl Tally {
                 overheads: Vec::new(),
                 peak_segment_rss: 0,
                 decode_errors: 0,
+                stitched: None,
             },
         };
         for &(seg, frames) in reused {
@@ -99,6 +104,75 @@ pub(crate) async fn collect(
         .await?;
     }
     Ok(tally.collected)
+}
+
+/// The collect stage of a whole-input run: waits for its task's event (republishing it
+/// after a silence); what it reports, with what its stitches cost.
+pub(crate) async fn collect_whole(
+    ctx: &DispatchContext,
+    plan: &JobPlan,
+    task: &WholeTask,
+    events: &mut dyn Consumer,
+) -> Result<Collected, FarmError> {
+    let queue = ctx.whole_queue.as_deref().unwrap_or_default();
+    let mut silence = Silence::new(ctx.task_deadline);
+    loop {
+        let (event, delivery) = tokio::select! {
+            e = next_event(&plan.req.id, plan.fingerprint, events) => e?,
+            () = silence.passed() => {
+                if silence.republish_due(&*ctx.queue, queue, &[TaskRef::Whole]).await? {
+                    if let Err(e) = ctx.queue.publish(queue, encode_message(task)).await {
+                        tracing::warn!(job = %plan.req.id, error = %e, "republish failed");
+                    }
+                }
+                continue;
+            }
+        };
+        silence.heard();
+        if event.task != TaskRef::Whole {
+            let _ = delivery.acker.ack().await;
+            continue;
+        }
+        let outcome = match event.outcome {
+            SegmentOutcome::Running => None,
+            SegmentOutcome::Done {
+                frames,
+                overhead_seconds,
+                peak_rss_bytes,
+                decode_errors,
+                check_seconds,
+                media_seconds,
+                ..
+            } => {
+                let stage = JobStage::SegmentDone {
+                    segment: 0,
+                    frames,
+                    media_seconds,
+                    overhead_seconds,
+                };
+                recorded(&ctx.on_stage, &stage).await;
+                Some(Ok(Collected {
+                    frames,
+                    overheads: vec![overhead_seconds],
+                    peak_segment_rss: peak_rss_bytes,
+                    decode_errors,
+                    stitched: Some(Stitched {
+                        peak_rss_bytes,
+                        check_seconds,
+                    }),
+                }))
+            }
+            SegmentOutcome::Failed {
+                code,
+                class,
+                message,
+            } => Some(Err(task_failed(TaskRef::Whole, code, class, &message))),
+        };
+        let _ = delivery.acker.ack().await;
+        if let Some(outcome) = outcome {
+            return outcome;
+        }
+    }
 }
 
 /// Counts one event of the job: a segment done (once, however often it is redelivered), a
@@ -197,7 +271,7 @@ async fn republish_silent(
     }
     for segment in outstanding.iter().filter_map(|t| match t {
         TaskRef::Segment(i) => plan.segments.get(*i as usize),
-        TaskRef::Stitch(_) => None,
+        TaskRef::Stitch(_) | TaskRef::Whole => None,
     }) {
         let task = segment_task(plan, segment);
         if let Err(e) = ctx.queue.publish(queue, encode_message(&task)).await {

@@ -18,16 +18,20 @@ use tessera_farm::queue::{dead_letter_queue, Delivery, Queue};
 use tessera_model::error_code::{ErrorClass, ErrorCode};
 use tessera_model::wire::{
     encode_message, newer_wire_version, task_identity, SegmentOutcome, TaskEvent, TaskRef,
-    QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH, WIRE_VERSION,
+    QUEUE_CUT_CPU, QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH, QUEUE_WHOLE_CPU,
+    WIRE_VERSION,
 };
 use tokio_util::sync::CancellationToken;
 
-/// The queues whose dead letters end a job: both encode queues, the stitch queue, and the
-/// events queue (an event the dispatcher could not read).
-pub const DEAD_LETTER_SOURCES: [&str; 4] = [
+/// The queues whose dead letters end a job: both encode queues and the cut queue, the
+/// stitch queue, the whole-input queue, and the events queue (an event the dispatcher could
+/// not read).
+pub const DEAD_LETTER_SOURCES: [&str; 6] = [
     QUEUE_ENCODE_CPU,
+    QUEUE_CUT_CPU,
     QUEUE_ENCODE_GPU,
     QUEUE_STITCH,
+    QUEUE_WHOLE_CPU,
     QUEUE_EVENTS,
 ];
 
@@ -206,15 +210,20 @@ mod tests {
         // A task whose one delivery ran out, and a task of a newer wire version refused.
         let seg = br#"{"v":1,"job_id":"j1","segment":3,"chunk_key":"k"}"#;
         dead_letter(&q, QUEUE_ENCODE_CPU, seg, true).await;
+        let cut = br#"{"v":1,"job_id":"j4","plan":5,"segment":1,"chunk_key":"k","cut":{}}"#;
+        dead_letter(&q, QUEUE_CUT_CPU, cut, true).await;
         let newer = br#"{"v":9,"job_id":"j2","output":0}"#;
         dead_letter(&q, QUEUE_STITCH, newer, false).await;
         dead_letter(&q, QUEUE_ENCODE_GPU, b"garbage", false).await;
+        // A whole-input task whose worker died with it.
+        let whole = br#"{"v":1,"job_id":"j3","plan":7,"source_key":"k","stitch_tasks":[]}"#;
+        dead_letter(&q, QUEUE_WHOLE_CPU, whole, true).await;
         let shared: Arc<dyn Queue> = Arc::new(q.clone());
         let stop = CancellationToken::new();
         spawn_forwarders(&shared, &stop);
         let mut events = shared.consume(QUEUE_EVENTS, 8).await.unwrap();
         let mut got = Vec::new();
-        for _ in 0..2 {
+        for _ in 0..4 {
             let d = tokio::time::timeout(Duration::from_secs(5), events.next())
                 .await
                 .unwrap()
@@ -243,8 +252,29 @@ mod tests {
             ("j2", TaskRef::Stitch(0))
         );
         assert!(failure(&got[1]).1.contains("unreadable"), "{:?}", got[1]);
+        assert_eq!(
+            (got[2].job_id.as_str(), got[2].plan, got[2].task),
+            ("j3", 7, TaskRef::Whole)
+        );
+        assert!(
+            failure(&got[2]).1.contains("whole-input task was lost"),
+            "{:?}",
+            got[2]
+        );
+        // A cut task is a segment task to its job.
+        assert_eq!(
+            (got[3].job_id.as_str(), got[3].plan, got[3].task),
+            ("j4", 5, TaskRef::Segment(1))
+        );
+        assert!(failure(&got[3]).1.contains("segment 1"), "{:?}", got[3]);
         // Every dead letter was settled, the one without a job too.
-        for source in [QUEUE_ENCODE_CPU, QUEUE_STITCH, QUEUE_ENCODE_GPU] {
+        for source in [
+            QUEUE_ENCODE_CPU,
+            QUEUE_CUT_CPU,
+            QUEUE_STITCH,
+            QUEUE_ENCODE_GPU,
+            QUEUE_WHOLE_CPU,
+        ] {
             assert_eq!(q.ready_len(&dead_letter_queue(source)), 0, "{source}");
         }
     }

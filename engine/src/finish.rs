@@ -72,7 +72,18 @@ pub(crate) async fn finish(
         None => (None, 0),
     };
     let tasks = stitching::stitch_tasks(plan, audio_tracks, frames);
-    let stitched = or_cancel(cancel, job, stitching::stitch_all(ctx, req, &tasks, events)).await?;
+    let (stitched, track_count) = match (&collected.stitched, &prepared.whole) {
+        // A whole-input task stitched, checked and stored every output already.
+        (Some(done), Some(whole)) => {
+            let tracks = whole.audio.as_ref().map_or(0, |a| a.tracks.len());
+            (done.clone(), tracks)
+        }
+        _ => {
+            let stitching = stitching::stitch_all(ctx, req, &tasks, events);
+            let tracks = audio_tracks.map_or(0, <[_]>::len);
+            (or_cancel(cancel, job, stitching).await?, tracks)
+        }
+    };
     let quality = measure_all(ctx, req, &tasks, staging, cancel).await?;
     let package = packaging::build(ctx, plan, &tasks, staging);
     let package = or_cancel(cancel, job, package).await?;
@@ -85,7 +96,7 @@ pub(crate) async fn finish(
         quality,
         package_bytes: package.map(|built| built.bytes),
         stitched,
-        audio_tracks: audio_tracks.map_or(0, <[_]>::len),
+        audio_tracks: track_count,
         audio_rss,
         warnings,
     })

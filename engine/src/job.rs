@@ -81,7 +81,15 @@ async fn prepare_and_collect(
         let preparation = prepare(ctx, source, hardware, staging);
         let mut prepared = or_cancel(cancel, job, preparation).await?;
         prepare_s += preparing.elapsed().as_secs_f64();
-        let e = match or_cancel(cancel, job, collect(ctx, &mut prepared, events)).await {
+        // A whole-input run waits for its one task (whole.rs), a split one for its segments.
+        let collected = match &prepared.whole {
+            Some(task) => {
+                let whole = crate::collect::collect_whole(ctx, &prepared.plan, task, events);
+                or_cancel(cancel, job, whole).await
+            }
+            None => or_cancel(cancel, job, collect(ctx, &mut prepared, events)).await,
+        };
+        let e = match collected {
             Ok(collected) => return Ok((prepared, collected, prepare_s)),
             Err(e) => e,
         };
@@ -181,7 +189,7 @@ mod tests {
 
     #[test]
     fn a_cpu_run_of_a_plan_has_its_own_keys() {
-        use crate::prepare::path_salt;
+        use crate::planning::path_salt;
         assert_ne!(path_salt(Hardware::Cpu), path_salt(Hardware::Any));
         assert_eq!(path_salt(Hardware::Any), path_salt(Hardware::Gpu));
     }

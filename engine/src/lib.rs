@@ -10,9 +10,11 @@
 //! - request.rs: the shared types (`JobRequest`, `DispatchContext`, `JobStage`, `JobReport`,
 //!   and `JobPlan`, the request as prepare resolved it for a run).
 //! - prepare.rs: probe, plan (planning.rs), resolve, start the audio step (audio_step.rs)
-//!   and the publish stage; gives `Prepared`.
+//!   and the publish stage; gives `Prepared`. While the fleet is busy a short input goes
+//!   whole instead (whole.rs: the rule, and one task that a worker cuts, encodes and
+//!   stitches).
 //! - publish.rs: split, chunks stored, segment tasks published (admitted by gate.rs).
-//! - collect.rs: waits for every segment; gives `Collected`.
+//! - collect.rs: waits for every segment, or for the whole-input task; gives `Collected`.
 //! - finish.rs: stitch, frame check and quality (stitching.rs), the streaming package
 //!   (packaging.rs, package_images.rs, package_assemble.rs), delivery; gives `Finished`.
 //! - report.rs: the `JobReport` from `Prepared`, `Collected` and `Finished`.
@@ -27,6 +29,7 @@
 mod audio_step;
 mod cancel;
 mod collect;
+mod cut;
 pub mod dead_letters;
 mod finish;
 mod gate;
@@ -44,6 +47,7 @@ mod request;
 mod rollback;
 mod stitching;
 mod task_events;
+mod whole;
 
 pub use audio_step::audio_step_frames;
 pub use gate::{GateCounts, PublishGate};
@@ -55,3 +59,4 @@ pub use request::{
     DEFAULT_TASK_DEADLINE,
 };
 pub use rollback::take_back;
+pub use whole::DEFAULT_WHOLE_MAX_SECONDS;

@@ -11,7 +11,7 @@ use tessera_farm::FarmError;
 use tessera_model::encode::Container;
 use tessera_model::error_code::{ErrorClass, ErrorCode};
 use tessera_model::plan::{plan_package_segments, plan_segments_busy, timestamp_bias, PackagePlan};
-use tessera_model::probe::{Probe, ProbeInfo};
+use tessera_model::probe::{Probe, ProbeInfo, SegmentPlan};
 use tessera_model::wire::Hardware;
 use tessera_package::ladder::{renditions, Source};
 
@@ -163,4 +163,25 @@ pub(crate) fn thumbnails(req: &JobRequest, probe: &Probe) -> Option<PlannedThumb
         })
         .collect();
     Some(PlannedThumbnails { stills, plan })
+}
+
+/// Sets a CPU-only run of a job apart from a run of the same plan on the GPU path: a job
+/// that falls back to the CPU gets other work-area keys and events, so segments its GPU run
+/// still has in flight can never mix into it (one encoder per rendition).
+pub(crate) fn path_salt(hardware: Hardware) -> u64 {
+    match hardware {
+        Hardware::Cpu => 0x9e37_79b9_7f4a_7c15,
+        _ => 0,
+    }
+}
+
+/// A fingerprint of a plan's segment ranges (FNV-1a), stable across runs and builds.
+pub(crate) fn plan_fingerprint(plans: &[SegmentPlan]) -> u64 {
+    plans
+        .iter()
+        .flat_map(|p| [p.start_pts, p.end_pts])
+        .flat_map(i64::to_le_bytes)
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
 }

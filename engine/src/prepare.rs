@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use tessera_farm::sandbox::{Limits, MediaOp};
 use tessera_farm::FarmError;
-use tessera_model::probe::{Probe, SegmentPlan};
+use tessera_model::probe::Probe;
 use tessera_model::wire::Hardware;
 
 use crate::audio_step::{audio_step_frames_of, spawn_audio, AudioTask};
 use crate::patience::recorded;
-use crate::planning::{plan, resolve, thumbnails};
+use crate::planning::{path_salt, plan, plan_fingerprint, resolve, thumbnails};
 use crate::publish::{split_and_publish, Publisher, SplitTimestamps};
 use crate::request::{DispatchContext, JobPlan, JobRequest, JobStage};
 
@@ -29,6 +29,9 @@ pub(crate) struct Prepared {
     pub peak_rss_bytes: u64,
     /// Segments an earlier run finished (index, frames): not waited for again.
     pub reused: Vec<(u32, u64)>,
+    /// The whole-input task, when this run goes whole (whole.rs): no split, no audio step,
+    /// no stitch tasks; the collect stage waits for this task instead.
+    pub whole: Option<tessera_model::wire::WholeTask>,
 }
 
 impl Prepared {
@@ -37,27 +40,6 @@ impl Prepared {
     pub(crate) fn into_request(self) -> JobRequest {
         self.plan.req
     }
-}
-
-/// Sets a CPU-only run of a job apart from a run of the same plan on the GPU path: a job
-/// that falls back to the CPU gets other work-area keys and events, so segments its GPU run
-/// still has in flight can never mix into it (one encoder per rendition).
-pub(crate) fn path_salt(hardware: Hardware) -> u64 {
-    match hardware {
-        Hardware::Cpu => 0x9e37_79b9_7f4a_7c15,
-        _ => 0,
-    }
-}
-
-/// A fingerprint of a plan's segment ranges (FNV-1a), stable across runs and builds.
-pub(crate) fn plan_fingerprint(plans: &[SegmentPlan]) -> u64 {
-    plans
-        .iter()
-        .flat_map(|p| [p.start_pts, p.end_pts])
-        .flat_map(i64::to_le_bytes)
-        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        })
 }
 
 /// Prepares one run of `req` on `hardware` (the request's own; the CPU on a fallback):
@@ -80,18 +62,30 @@ pub(crate) async fn prepare(
     } else {
         0.0
     };
-    let (probe, planned, bias) = plan(req, probe, busy_last).await?;
+    let planned = plan(req, probe, busy_last).await?;
+    let encode_queue = encode_queue(ctx, hardware).await;
+    let salt = path_salt(hardware);
+    let split_fingerprint = plan_fingerprint(&planned.1.segments) ^ salt;
+    let on_cpu = encode_queue == ctx.encode_queue;
+    let split_seen = crate::cut::split_seen(req, split_fingerprint);
+    let (probe, planned, bias, whole) =
+        crate::whole::choose(ctx, req, planned, (on_cpu, split_seen, salt)).await?;
     let thumbnails = thumbnails(req, &probe);
-    let Probe {
-        info,
-        dts_rule,
-        derived_pts,
-        ..
-    } = probe;
+    let timestamps = SplitTimestamps {
+        dts_rule: probe.dts_rule,
+        derived_pts: probe.derived_pts,
+    };
+    let info = probe.info;
     // A package's rungs join the outputs now that the source's size is known.
     let resolved = resolve(req, &info, hardware);
-    let fingerprint = plan_fingerprint(&planned.segments) ^ path_salt(hardware);
-    let encode_queue = encode_queue(ctx, &resolved).await;
+    let fingerprint = plan_fingerprint(&planned.segments) ^ salt;
+    let (cut, fingerprint, encode_queue) = match whole {
+        true => (false, fingerprint, encode_queue),
+        false => {
+            let able = (on_cpu, timestamps.derived_pts.is_some());
+            crate::cut::route(ctx, req, able, fingerprint, encode_queue).await
+        }
+    };
     // A restarted dispatcher keeps what the earlier run did, if it planned the same segments.
     let resume = req
         .resume
@@ -107,12 +101,16 @@ pub(crate) async fn prepare(
         bias,
         fingerprint,
         encode_queue,
+        cut: cut.then_some(timestamps.dts_rule),
         on_queue: Arc::new(Mutex::new(vec![resume.published; segments])),
         media_starts: planned.media_starts,
         thumbnails,
     };
     record_planned(ctx, &plan).await;
     let bias_seconds = plan.info.video.time_base.seconds(bias);
+    if whole {
+        return prepared_whole(ctx, plan, timestamps, (bias_seconds, probe_rss)).await;
+    }
     let audio = spawn_audio(
         ctx,
         &plan.req,
@@ -126,11 +124,9 @@ pub(crate) async fn prepare(
     let (split_rss, publisher) = if resume.published {
         tracing::info!(job = %plan.req.id, done = resume.done.len(), "resuming: segments already on the queue");
         (0, None)
+    } else if plan.cut.is_some() {
+        (0, Some(crate::cut::store_and_publish(ctx, &plan).await?))
     } else {
-        let timestamps = SplitTimestamps {
-            dts_rule,
-            derived_pts,
-        };
         let (rss, publisher) = split_and_publish(ctx, &plan, staging, timestamps).await?;
         (rss, Some(publisher))
     };
@@ -144,6 +140,28 @@ pub(crate) async fn prepare(
         } else {
             Vec::new()
         },
+        whole: None,
+    })
+}
+
+/// A whole-input run prepared (engine whole.rs): its task published, no audio step, no
+/// publisher. Published again on a resume too: the earlier run's task may be gone with its
+/// worker, and a second copy only writes the same outputs again.
+async fn prepared_whole(
+    ctx: &DispatchContext,
+    plan: JobPlan,
+    timestamps: SplitTimestamps,
+    (bias_seconds, probe_rss): (f64, u64),
+) -> Result<Prepared, FarmError> {
+    let audio = crate::audio_step::whole_audio(&plan.req, &plan.info, bias_seconds);
+    let task = crate::whole::publish(ctx, &plan, timestamps, audio).await?;
+    Ok(Prepared {
+        plan,
+        audio: AudioTask::skipped(),
+        publisher: None,
+        peak_rss_bytes: probe_rss,
+        reused: Vec::new(),
+        whole: Some(task),
     })
 }
 
@@ -194,8 +212,8 @@ async fn record_planned(ctx: &DispatchContext, plan: &JobPlan) {
 
 /// The queue of a job's segments: by its hardware, and for "any" by whether GPU workers
 /// are consuming the GPU queue now.
-async fn encode_queue(ctx: &DispatchContext, req: &JobRequest) -> String {
-    match req.hardware {
+async fn encode_queue(ctx: &DispatchContext, hardware: Hardware) -> String {
+    match hardware {
         Hardware::Cpu => ctx.encode_queue.clone(),
         Hardware::Gpu => ctx.gpu_queue.clone(),
         Hardware::Any => {

@@ -13,7 +13,9 @@ use tessera_model::encode::SegmentSource;
 use tessera_model::probe::{ChunkInfo, SegmentPlan};
 use tessera_model::timestamps::{DerivedPts, DtsRule};
 use tessera_model::wire::keys;
-use tessera_model::wire::{encode_message, SegmentEncode, SegmentTask, StillTask, WIRE_VERSION};
+use tessera_model::wire::{
+    encode_message, SegmentCut, SegmentEncode, SegmentTask, StillTask, WholeSplit, WIRE_VERSION,
+};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::JoinHandle;
 
@@ -89,7 +91,7 @@ pub(crate) async fn split_and_publish(
 
 /// Publishing runs on beside the encodes: with a gate it waits for places that only finished
 /// segments free, and the job's events are read once preparation returns.
-fn spawn_publisher(
+pub(crate) fn spawn_publisher(
     ctx: &DispatchContext,
     plan: &JobPlan,
     mut ready: UnboundedReceiver<SegmentTask>,
@@ -207,5 +209,14 @@ pub(crate) fn segment_task(plan: &JobPlan, segment: &SegmentPlan) -> SegmentTask
             })
             .collect(),
         segments: u32::try_from(plan.segments.len()).unwrap_or(u32::MAX),
+        cut: plan.cut.map(|dts_rule| SegmentCut {
+            source_key: keys::source(&req.id, fingerprint, ""),
+            split: WholeSplit {
+                segment: segment.clone(),
+                bias: plan.bias,
+                dts_rule,
+                derived_pts: None,
+            },
+        }),
     }
 }

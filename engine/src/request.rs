@@ -188,6 +188,14 @@ pub struct DispatchContext {
     pub gpu_queue: String,
     /// The stitch queue name.
     pub stitch_queue: String,
+    /// The whole-input queue (whole.rs), where short inputs go as one task while the fleet
+    /// is busy; `None`: every input is split (the one-process farm runs one job at a time).
+    pub whole_queue: Option<String>,
+    /// The cut queue (cut.rs), where CPU segment tasks go whose workers cut their own
+    /// chunks from the job's source; `None`: the dispatcher splits every input itself.
+    pub cut_queue: Option<String>,
+    /// The longest input, in seconds, that may go whole.
+    pub whole_max_seconds: f64,
     /// Admits segments to the encode queue by priority (none: publish at once).
     pub gate: Option<Arc<PublishGate>>,
     /// Delivers outputs whose destination is an object (none in the one-process farm).
@@ -305,6 +313,9 @@ pub(crate) struct JobPlan {
     pub fingerprint: u64,
     /// The queue the segment tasks go to.
     pub encode_queue: String,
+    /// Set when this run's workers cut their chunks from the source (cut.rs): the split's
+    /// dts rule, which every segment task carries.
+    pub cut: Option<tessera_model::timestamps::DtsRule>,
     /// Which segments are on the queue (the publisher marks them; all of them on a resume of
     /// a run that published everything): the ones a silence may republish.
     pub on_queue: OnQueue,

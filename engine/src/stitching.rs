@@ -96,7 +96,7 @@ fn expectation(
 }
 
 /// What the stitches of a job's outputs cost, for its report.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Stitched {
     /// The largest peak RSS of the stitch children.
     pub(crate) peak_rss_bytes: u64,

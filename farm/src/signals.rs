@@ -1,5 +1,8 @@
 //! Process setup shared by the binaries: logging, the runtime, shutdown on SIGTERM or SIGINT.
 
+mod json_log;
+pub use json_log::{json_subscriber, FlatJson, LogFormat};
+
 use tokio_util::sync::CancellationToken;
 
 /// A token cancelled at the first SIGTERM (Kubernetes, Docker, spot notices relayed by the node)
@@ -25,18 +28,27 @@ pub fn shutdown_on_signals() -> CancellationToken {
     token
 }
 
-/// Logs to stderr through `tracing` with `filter` (e.g. `info`, `tessera=debug`); colour
-/// codes only on a terminal, so log files and collectors get plain text.
+/// Logs to stderr through `tracing` with `filter` (e.g. `info`, `tessera=debug`) in `format`:
+/// text with colour codes only on a terminal, so log files and collectors get plain text, or
+/// one JSON object a line carrying the ids of the enclosing spans (json_log.rs).
 ///
 /// Why shared: every tessera binary logs the same way.
-pub fn init_logging(filter: &str) -> Result<(), String> {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .map_err(|e| format!("log filter '{filter}': {e}"))?;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+pub fn init_logging(filter: &str, format: LogFormat) -> Result<(), String> {
+    match format {
+        LogFormat::Text => {
+            let filter = tracing_subscriber::EnvFilter::try_new(filter)
+                .map_err(|e| format!("log filter '{filter}': {e}"))?;
+            tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .init();
+        }
+        LogFormat::Json => {
+            let subscriber = json_subscriber(filter, std::io::stderr)?;
+            tracing::subscriber::set_global_default(subscriber).map_err(|e| e.to_string())?;
+        }
+    }
     Ok(())
 }
 

@@ -107,6 +107,11 @@ fn split_chunks(
                 k += 1;
             }
         }
+        // Every chunk asked for is written: the rest of the input is not read (a worker
+        // cutting one early segment stops there; the bytes written are the same).
+        if next_segment == segments.len() && open.is_empty() {
+            break;
+        }
     }
     for (seg, octx, _) in open.drain(..) {
         finish_chunk(octx, &mut chunks[seg], on_chunk)?;

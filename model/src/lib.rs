@@ -22,6 +22,7 @@
 pub mod api;
 pub mod audio;
 pub mod capabilities;
+pub mod civil;
 pub mod encode;
 pub mod error_code;
 pub mod hdr;

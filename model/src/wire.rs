@@ -91,6 +91,10 @@ pub struct SegmentTask {
     /// farm lends its idle cores to a job of fewer segments than it has workers.
     #[serde(default)]
     pub segments: u32,
+    /// Set when the worker cuts the chunk from the job's source itself (cut.rs; only on
+    /// [`QUEUE_CUT_CPU`]): `chunk_key` then names no stored object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut: Option<SegmentCut>,
 }
 
 /// The images of one frame a segment task makes, with the store key of each.
@@ -160,6 +164,8 @@ pub enum TaskRef {
     Segment(u32),
     /// The stitch of one output.
     Stitch(u32),
+    /// A whole-input task (every output of a short input, `whole.rs`).
+    Whole,
 }
 
 impl std::fmt::Display for TaskRef {
@@ -167,6 +173,7 @@ impl std::fmt::Display for TaskRef {
         match self {
             TaskRef::Segment(i) => write!(f, "segment {i}"),
             TaskRef::Stitch(i) => write!(f, "stitch of output {i}"),
+            TaskRef::Whole => write!(f, "whole-input task"),
         }
     }
 }
@@ -250,14 +257,18 @@ pub struct StitchTask {
 }
 
 mod codec;
+mod cut;
 #[cfg(test)]
 mod key_tests;
 /// Store keys of a job's work area, in one place so every component agrees.
 pub mod keys;
+mod whole;
 pub use codec::{
     decode_message, encode_message, newer_wire_version, task_identity, valid_job_id, BadMessage,
     Versioned, MAX_MESSAGE_BYTES,
 };
+pub use cut::{SegmentCut, QUEUE_CUT_CPU};
+pub use whole::{WholeAudio, WholeSplit, WholeTask, QUEUE_WHOLE_CPU};
 
 #[cfg(test)]
 mod tests {

@@ -24,6 +24,9 @@ use serde_json::json;
 use crate::farm::{Farm, TOKEN};
 use crate::run::run_ffmpeg_tool;
 
+pub mod batch;
+pub mod capacity;
+
 /// How long one job may take before the benchmark gives up on it.
 const JOB_TIMEOUT: Duration = Duration::from_secs(3600);
 /// How often the job is polled (the resolution of the farm's wall time).

@@ -381,6 +381,12 @@ pub fn test_dispatcher_args() -> Vec<String> {
         "1",
         "--s3-events-queue",
         WATCH_EVENTS_QUEUE,
+        // Every input split, as the tests that compare runs (chaos against its fault-free
+        // reference, resumes against first runs) need: the whole-input path (on by default)
+        // cuts a busy farm's short inputs in one piece, an idle one's in several.
+        // tests/tests/farm_whole.rs turns it on.
+        "--whole-input-max-seconds",
+        "0",
     ]
     .map(String::from)
     .to_vec()

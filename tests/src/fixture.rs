@@ -223,8 +223,14 @@ fn build(kind: Fixture) -> PathBuf {
 /// Builds `recipe` into the fixture dir as `<stem>-<hash of the steps>.<ext>`
 /// unless that file exists already; returns its path.
 pub(crate) fn build_recipe(stem: &str, recipe: &Recipe) -> PathBuf {
+    build_recipe_in(&fixture_dir(), stem, recipe)
+}
+
+/// [`build_recipe`] into `dir` (created if missing): the batch benchmark keeps its long
+/// uploads in `bench/.cache/batch/`, beside the other benchmark inputs, not among the fixtures.
+pub(crate) fn build_recipe_in(dir: &Path, stem: &str, recipe: &Recipe) -> PathBuf {
+    fs::create_dir_all(dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
     let key = format!("{:?}", recipe.steps);
-    let dir = fixture_dir();
     let path = dir.join(format!(
         "{stem}-{:016x}.{}",
         fnv1a(key.as_bytes()),
@@ -235,7 +241,7 @@ pub(crate) fn build_recipe(stem: &str, recipe: &Recipe) -> PathBuf {
     }
     let work = tempfile::Builder::new()
         .prefix(".build-")
-        .tempdir_in(&dir)
+        .tempdir_in(dir)
         .expect("fixture build dir");
     let mut prev: Option<PathBuf> = None;
     let mut made: Vec<PathBuf> = Vec::new();

@@ -26,6 +26,8 @@
 //!   real Docker engine. The scripts `bench/distributed.sh` and
 //!   `scripts/docker-farm-test.sh` run their ignored tests; `scripts/gpu-smoke.sh` runs the
 //!   `tessera-gpu-smoke` binary (`src/bin/`), which needs no cargo on the card's host.
+//! - [`webdriver`]: headless Chromium through chromedriver, for the dashboard's browser
+//!   test (`tests/ui_browser.rs`).
 //! - [`upgrade`]: a rolling upgrade of the compose farm under load, old release to this
 //!   one (`scripts/rolling-upgrade.sh` runs its ignored test).
 //!
@@ -57,6 +59,7 @@ pub mod soak;
 pub mod stills;
 pub mod streaming;
 pub mod upgrade;
+pub mod webdriver;
 
 pub use check::{check_transcode, transcode_and_check, Comparison};
 pub use fixture::{fixture, Fixture};

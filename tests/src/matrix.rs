@@ -163,23 +163,41 @@ impl Case {
     }
 
     fn fixture_recipe(&self) -> Recipe {
-        let (c, v, t) = (self.container, self.video, self.timing);
-        let odd = t == Timing::OddSize;
-        let secs = match (v, t) {
+        let secs = match (self.video, self.timing) {
             (Video::Dnxhd, Timing::EditList) => 3,
             (Video::Dnxhd, _) => 2,
             (_, Timing::EditList) => 4,
             _ => 3,
         };
+        self.sized_recipe(secs, (320, 240))
+    }
+
+    /// The clip at another length and size, built unless cached, into `dir` (see
+    /// [`crate::fixture::build_recipe_in`]): the same container, codecs and timing variant,
+    /// `secs` seconds of `width`x`height` (even; the odd-size variant is one more each way,
+    /// DNxHD stays 1920x1080). Why: the batch benchmark (issue 31) needs uploads of real
+    /// lengths with the matrix's variety, made by the same recipe as the 3 s clips.
+    pub fn build_sized(&self, secs: u32, size: (u32, u32), dir: &std::path::Path) -> PathBuf {
+        let name = format!("{}-{secs}s-{}x{}", self.name(), size.0, size.1);
+        crate::fixture::build_recipe_in(dir, &name, &self.sized_recipe(secs, size))
+    }
+
+    fn sized_recipe(&self, secs: u32, (width, height): (u32, u32)) -> Recipe {
+        let (c, v, t) = (self.container, self.video, self.timing);
+        let odd = t == Timing::OddSize;
         let size = match v {
-            Video::Dnxhd => "1920x1080",
-            _ if odd => "322x242",
-            _ => "320x240",
+            Video::Dnxhd => "1920x1080".to_string(),
+            _ if odd => format!("{}x{}", width + 2, height + 2),
+            _ => format!("{width}x{height}"),
         };
         let mut src = format!("testsrc2=size={size}:rate=25:duration={secs}");
         if odd {
             // Crop in 4:4:4: in 4:2:0 crop rounds the size down to even.
-            src.push_str(",format=yuv444p,crop=321:241:0:0");
+            src.push_str(&format!(
+                ",format=yuv444p,crop={}:{}:0:0",
+                width + 1,
+                height + 1
+            ));
         }
         if t == Timing::Vfr {
             // All frames of the first and last second; in between only even

@@ -207,14 +207,39 @@ impl TestVhost {
 
     /// Ready messages in `queue` (`rabbitmqctl list_queues`; 0 for a queue not declared).
     pub fn ready(&self, queue: &str) -> u64 {
-        let run = rabbitmqctl(&[
-            "list_queues",
-            "-p",
-            &self.name,
-            "--silent",
-            "name",
-            "messages_ready",
-        ]);
+        self.queue_column(queue, "messages_ready")
+    }
+
+    /// Consumers attached to `queue` now (0 for a queue not declared): whether every
+    /// worker's consumer is back after an outage, before work is given to them.
+    pub fn consumers(&self, queue: &str) -> u64 {
+        self.queue_column(queue, "consumers")
+    }
+
+    /// Waits up to `timeout` until `queue` has at least `want` consumers (workers connected
+    /// and consuming); on timeout, the count it had.
+    pub fn wait_for_consumers(
+        &self,
+        queue: &str,
+        want: u64,
+        timeout: std::time::Duration,
+    ) -> Result<(), u64> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let have = self.consumers(queue);
+            if have >= want {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(have);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
+    /// One numeric column of `rabbitmqctl list_queues` for `queue`; 0 when it is not declared.
+    fn queue_column(&self, queue: &str, column: &str) -> u64 {
+        let run = rabbitmqctl(&["list_queues", "-p", &self.name, "--silent", "name", column]);
         run.assert_success();
         run.stdout
             .lines()

@@ -44,7 +44,12 @@ fn a_job_outlives_dispatcher_stops_in_each_of_its_stages() {
         .log("dispatcher.log")
         .matches("dispatcher stopping: the job resumes at the next start")
         .count();
-    assert_eq!(left, stops, "stopped at {stages:?}");
+    assert_eq!(
+        left,
+        stops,
+        "stopped at {stages:?}\n--- dispatcher\n{}",
+        tessera_tests::run::tail(&farm.log("dispatcher.log"), 8000)
+    );
     let job = farm.wait_job(&id, Duration::from_secs(600));
     assert_eq!(
         job["state"],

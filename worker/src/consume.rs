@@ -41,6 +41,9 @@ pub async fn run(
         sandbox,
         progress,
     ));
+    if config.cut_queue.is_some() {
+        tokio::spawn(runner.clone().sweep_sources(shutdown.clone()));
+    }
     let slots = u16::try_from(config.slots.max(1)).unwrap_or(u16::MAX);
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (sources, primary) = sources(&config, &queue, slots);
@@ -61,6 +64,7 @@ pub async fn run(
         running: JoinSet::new(),
         last_busy: Instant::now(),
         held: GiveBack::new(queue.clone()),
+        cpu_slots: Arc::new(tokio::sync::Semaphore::new(usize::from(slots))),
     };
     let outcome = tasks.dispatch(&mut rx, &shutdown).await;
     // Stop consuming; deliveries not started go back to their queues.
@@ -93,6 +97,10 @@ struct Tasks<'a> {
     last_busy: Instant,
     /// The running tasks' deliveries, given back if the drain cuts them off.
     held: GiveBack,
+    /// The segment slots the CPU and cut queues share: each queue's prefetch is the slot
+    /// count, so a delivery of one waits here while the other's tasks fill the slots (both
+    /// queues carry work only while a dispatcher sends split and cut runs at once).
+    cpu_slots: Arc<tokio::sync::Semaphore>,
 }
 
 /// The queue a delivery of `kind` came from.
@@ -101,6 +109,8 @@ fn queue_of(config: &WorkerConfig, kind: Kind) -> &str {
         Kind::Cpu => &config.queue,
         Kind::Gpu => &config.gpu_queue,
         Kind::Stitch => config.stitch_queue.as_deref().unwrap_or(&config.queue),
+        Kind::Whole => config.whole_queue.as_deref().unwrap_or(&config.queue),
+        Kind::Cut => config.cut_queue.as_deref().unwrap_or(&config.queue),
     }
 }
 
@@ -154,14 +164,23 @@ impl Tasks<'_> {
     fn start(&mut self, kind: Kind, delivery: Delivery) {
         let runner = self.runner.clone();
         let gpus = self.config.gpus.clone();
-        let delivery = self.held.track(delivery, queue_of(self.config, kind));
-        self.running.spawn(async move {
+        let span = task_span(&self.config.id, &delivery.body);
+        let origin = queue_of(self.config, kind).to_string();
+        let delivery = self.held.track(delivery, &origin);
+        let slots = self.cpu_slots.clone();
+        let task = async move {
             match (kind, gpus) {
                 (Kind::Gpu, Some(gpus)) => runner.handle_gpu(delivery, gpus).await,
                 (Kind::Stitch, _) => runner.handle_stitch(delivery).await,
-                _ => runner.handle(delivery).await,
+                (Kind::Whole, _) => runner.handle_whole(delivery).await,
+                _ => {
+                    let _slot = slots.acquire_owned().await;
+                    runner.handle(delivery, &origin).await
+                }
             }
-        });
+        };
+        self.running
+            .spawn(tracing::Instrument::instrument(task, span));
     }
 
     /// Lets the running tasks finish within `grace`, then aborts the rest and gives their
@@ -189,6 +208,32 @@ impl Tasks<'_> {
         }
         self.held.give_back_all().await;
     }
+}
+
+/// The span a delivery's task runs in: the worker and, when the message can be read, its job,
+/// plan (16 hex digits, as in its store keys) and task (`segment` for a segment), so every
+/// line the task logs names them (JSON logs, docs/operations.md). An unreadable message's
+/// task still names the worker.
+fn task_span(worker: &str, body: &[u8]) -> tracing::Span {
+    use tracing::field::Empty;
+    let span = tracing::info_span!(
+        "task",
+        worker,
+        job = Empty,
+        plan = Empty,
+        task = Empty,
+        segment = Empty
+    );
+    if let Some((job, plan, task)) = tessera_model::wire::task_identity(body) {
+        span.record("job", job.as_str());
+        // As in store keys (jobs/{job}/{plan:016x}/): 64 bits lose digits as a JSON number.
+        span.record("plan", tracing::field::display(format_args!("{plan:016x}")));
+        span.record("task", tracing::field::display(task));
+        if let tessera_model::wire::TaskRef::Segment(segment) = task {
+            span.record("segment", segment);
+        }
+    }
+    span
 }
 
 /// What the consume loop does next.
@@ -297,5 +342,50 @@ mod tests {
         drained.cancel();
         let step = next_step(&mut JoinSet::new(), &mut rx, None, &shutdown, &drained).await;
         assert!(matches!(step, Step::Stop));
+    }
+
+    /// A writer into a shared buffer (the JSON log lines a test reads back).
+    #[derive(Clone, Default)]
+    struct Capture(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Capture {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_task_logs_its_worker_job_plan_and_segment() {
+        let capture = Capture::default();
+        let sink = capture.clone();
+        let subscriber = tessera_farm::signals::json_subscriber("info", move || sink.clone());
+        let subscriber = subscriber.unwrap();
+        tracing::subscriber::with_default(subscriber, || {
+            let body = br#"{"v":1,"job_id":"job-7","plan":99,"segment":4,"chunk":"k"}"#;
+            task_span("w-1", body).in_scope(|| tracing::info!("segment encoded"));
+            task_span("w-1", br#"{"v":1,"job_id":"job-7","plan":99,"output":1}"#)
+                .in_scope(|| tracing::info!("stitched"));
+            task_span("w-1", b"not json").in_scope(|| tracing::warn!("unreadable"));
+        });
+        let text = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        let segment = &lines[0];
+        assert_eq!(segment["worker"], "w-1", "{segment}");
+        assert_eq!(segment["job"], "job-7");
+        assert_eq!(segment["plan"], "0000000000000063", "{segment}");
+        assert_eq!(segment["segment"], 4);
+        assert_eq!(segment["task"], "segment 4");
+        assert_eq!(lines[1]["task"], "stitch of output 1");
+        assert!(lines[1].get("segment").is_none(), "{}", lines[1]);
+        assert_eq!(lines[2]["worker"], "w-1");
+        assert!(lines[2].get("job").is_none(), "{}", lines[2]);
     }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tessera_farm::sandbox::{ChildStats, MediaOp};
 use tessera_farm::FarmError;
 use tessera_model::encode::{EncodeRequest, EncodeResult, HardwareEncode, RenditionOutput};
-use tessera_model::wire::SegmentTask;
+use tessera_model::wire::{SegmentCut, SegmentTask};
 
 use crate::segment::Done;
 use crate::SegmentRunner;
@@ -31,8 +31,14 @@ impl SegmentRunner {
         tokio::fs::create_dir_all(staging)
             .await
             .map_err(|e| FarmError::io(staging, e))?;
-        let chunk = staging.join("chunk.nut");
-        self.store.get_file(&task.chunk_key, &chunk).await?;
+        let chunk = match &task.cut {
+            Some(cut) => self.cut_from_source(&task.job_id, cut, staging).await?,
+            None => {
+                let chunk = staging.join("chunk.nut");
+                self.store.get_file(&task.chunk_key, &chunk).await?;
+                chunk
+            }
+        };
         let t_fetched = Instant::now();
         let card = hardware.as_ref().map(|h| h.device);
         let request = self.encode_request(task, staging, chunk, hardware);
@@ -56,9 +62,34 @@ impl SegmentRunner {
         })
     }
 
+    /// Cuts the segment's chunk from the job's source, fetched once per job into the
+    /// source cache (wire/cut.rs); its path in `staging`.
+    async fn cut_from_source(
+        &self,
+        job: &str,
+        cut: &SegmentCut,
+        staging: &Path,
+    ) -> Result<PathBuf, FarmError> {
+        let key = &cut.source_key;
+        let source = (self.sources)
+            .get(job, key, |path| async move {
+                let bytes = self.store.get_file(key, &path).await?;
+                tracing::info!(job, key, bytes, "source fetched for cutting");
+                Ok(bytes)
+            })
+            .await?;
+        let cut_chunk = self.cut(&cut.split, source.path(), staging).await?;
+        // Where a fetched chunk would be: a worker's staging reads the same either way.
+        let chunk = staging.join("chunk.nut");
+        tokio::fs::rename(&cut_chunk, &chunk)
+            .await
+            .map_err(|e| FarmError::io(&chunk, e))?;
+        Ok(chunk)
+    }
+
     /// The child's request: the fetched `chunk`'s range, one output per rendition in
     /// `staging`, this worker's threads, and the card when `hardware` is given.
-    fn encode_request(
+    pub(crate) fn encode_request(
         &self,
         task: &SegmentTask,
         staging: &Path,
@@ -89,7 +120,7 @@ impl SegmentRunner {
 
     /// Runs the encode `op` in a child (on `card`, or in software), reporting its frames as
     /// live progress.
-    async fn encode(
+    pub(crate) async fn encode(
         &self,
         task: &SegmentTask,
         card: Option<u32>,

@@ -13,12 +13,15 @@ use tokio::sync::mpsc;
 
 use crate::{Fitness, Gpus, WorkerConfig};
 
-/// Which work a delivery is: a CPU segment, a GPU segment or a stitch.
+/// Which work a delivery is: a CPU segment, a GPU segment, a stitch, a whole input or a
+/// CPU segment this worker cuts from the source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     Cpu,
+    Cut,
     Gpu,
     Stitch,
+    Whole,
 }
 
 /// What a forwarder tells the consume loop.
@@ -46,7 +49,9 @@ impl Source {
 
 /// The queues `config` names, and the primary kind (the worker stops when its queue ends).
 /// With GPUs it consumes the GPU queue (and the CPU queue too when told to drain it), else
-/// the CPU queue; the stitch queue, when set, one at a time beside either.
+/// the CPU queue; the stitch queue, when set, one at a time beside either; the whole-input
+/// queue, when set and without cards, one at a time too; the cut queue, when set and
+/// without cards, with the CPU queue's slots (the two share them).
 pub(crate) fn sources(
     config: &WorkerConfig,
     queue: &Arc<dyn Queue>,
@@ -80,6 +85,14 @@ pub(crate) fn sources(
     };
     if let Some(q) = &config.stitch_queue {
         sources.push(source(Kind::Stitch, q, 1, None));
+    }
+    // Whole inputs are software encodes: a worker with cards leaves them to CPU workers.
+    if let (Some(q), None) = (&config.whole_queue, &config.gpus) {
+        sources.push(source(Kind::Whole, q, 1, None));
+    }
+    // Cut segments are software encodes too; they share the CPU slots (consume.rs).
+    if let (Some(q), None) = (&config.cut_queue, &config.gpus) {
+        sources.push(source(Kind::Cut, q, slots, None));
     }
     (sources, primary)
 }

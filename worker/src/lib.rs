@@ -25,10 +25,12 @@ mod retry;
 mod segment;
 #[cfg(feature = "service")]
 pub mod service;
+mod source_cache;
 pub mod spot;
 mod staging;
 mod stills;
 mod stitch;
+mod whole;
 
 pub use consume::run;
 pub use drain::{Drain, DrainReason};
@@ -66,6 +68,13 @@ pub struct WorkerConfig {
     pub metrics: Arc<metrics::WorkerMetrics>,
     /// The stitch queue to consume too (one stitch at a time, beside the segment slots).
     pub stitch_queue: Option<String>,
+    /// The whole-input queue to consume too (one task at a time, beside the segment slots;
+    /// CPU workers only): short inputs transcoded whole while the fleet is busy.
+    pub whole_queue: Option<String>,
+    /// The cut queue to consume too (CPU workers only): segment tasks whose chunk this
+    /// worker cuts from the job's source (source_cache.rs). They share the segment slots
+    /// with the CPU queue.
+    pub cut_queue: Option<String>,
     /// The queue's delivery limit: the last attempt reports failure instead of requeueing.
     pub delivery_limit: u32,
     /// Limits for each media child.

@@ -3,6 +3,7 @@
 
 use clap::Parser;
 use tessera_worker::service::{serve, ServiceSettings, WorkerArgs, WorkerCommand};
+use tracing::Instrument;
 
 fn main() -> anyhow::Result<()> {
     let args = WorkerArgs::parse();
@@ -13,8 +14,10 @@ fn main() -> anyhow::Result<()> {
         println!("healthy: {url}");
         return Ok(());
     }
-    tessera_farm::signals::init_logging(&args.log).map_err(anyhow::Error::msg)?;
+    tessera_farm::signals::init_logging(&args.log, args.log_format).map_err(anyhow::Error::msg)?;
     let settings = ServiceSettings::resolve(&args).map_err(anyhow::Error::msg)?;
-    tessera_farm::signals::run_service(|shutdown| serve(settings, shutdown))?;
+    // Every line names the worker (JSON logs); its tasks add their ids (consume.rs).
+    let span = tracing::info_span!("worker", worker = %settings.worker.id);
+    tessera_farm::signals::run_service(|shutdown| serve(settings, shutdown).instrument(span))?;
     Ok(())
 }

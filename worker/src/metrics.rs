@@ -21,6 +21,20 @@ pub struct WorkerMetrics {
     media_micros: AtomicU64,
     overhead_micros: AtomicU64,
     running: AtomicU64,
+    started: StartTime,
+}
+
+/// When the worker started, Unix seconds (`tessera_worker_start_time_seconds`). Why: a
+/// restarted container keeps its pod's labels and its counters start again at zero, so a
+/// restart loop shows only as this value changing (`changes()` in the alert rules).
+#[derive(Debug)]
+struct StartTime(f64);
+
+impl Default for StartTime {
+    fn default() -> Self {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        StartTime(now.map_or(0.0, |d| d.as_secs_f64()))
+    }
 }
 
 fn micros(seconds: f64) -> u64 {
@@ -41,7 +55,8 @@ impl WorkerMetrics {
     /// A task finished and was reported.
     pub fn done(&self, task: TaskRef, frames: u64, media_s: f64, overhead_s: f64) {
         match task {
-            TaskRef::Segment(_) => {
+            // A whole input is counted with the segments: its frames were encoded here.
+            TaskRef::Segment(_) | TaskRef::Whole => {
                 self.segments_done.fetch_add(1, Ordering::Relaxed);
                 self.frames.fetch_add(frames, Ordering::Relaxed);
                 self.media_micros
@@ -65,7 +80,7 @@ impl WorkerMetrics {
         let mut out = String::new();
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let secs = |a: &AtomicU64| get(a) as f64 / 1e6;
-        let lines: [(&str, &str, &str, String); 7] = [
+        let lines: [(&str, &str, &str, String); 8] = [
             (
                 "tessera_worker_segments_done_total",
                 "counter",
@@ -108,6 +123,12 @@ impl WorkerMetrics {
                 "Tasks running now.",
                 get(&self.running).to_string(),
             ),
+            (
+                "tessera_worker_start_time_seconds",
+                "gauge",
+                "When this worker process started, Unix seconds.",
+                self.started.0.to_string(),
+            ),
         ];
         for (name, kind, help, value) in lines {
             out.push_str(&format!(
@@ -148,5 +169,14 @@ mod tests {
         assert!(text.contains("tessera_worker_tasks_running 1\n"));
         assert!(text.contains("tessera_worker_gpus 0\n"));
         assert!(text.contains("# TYPE tessera_worker_stitches_done_total counter\n"));
+        let start: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("tessera_worker_start_time_seconds "))
+            .expect("start time exported")
+            .parse()
+            .unwrap();
+        // Set when the metrics were made, in this century.
+        assert!((1.6e9..4.1e9).contains(&start), "{start}");
+        assert!(text.contains("# TYPE tessera_worker_start_time_seconds gauge\n"));
     }
 }

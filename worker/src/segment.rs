@@ -74,6 +74,8 @@ pub struct SegmentRunner {
     pub(crate) fitness: Arc<crate::Fitness>,
     /// Live progress of segment encodes (encode.rs).
     pub(crate) progress: Option<ProgressFn>,
+    /// The sources of cut jobs, fetched once each (source_cache.rs).
+    pub(crate) sources: crate::source_cache::SourceCache,
 }
 
 /// What a finished task reports.
@@ -98,7 +100,12 @@ impl SegmentRunner {
         progress: Option<ProgressFn>,
     ) -> Self {
         let fitness = crate::Fitness::new(config.staging_dir.clone(), config.min_free_bytes);
+        let sources = crate::source_cache::SourceCache::new(
+            config.staging_dir.join("sources"),
+            crate::source_cache::BUDGET_BYTES,
+        );
         SegmentRunner {
+            sources,
             config,
             queue,
             store,
@@ -109,20 +116,20 @@ impl SegmentRunner {
         }
     }
 
-    /// Handles one delivery to the end: it is acked, requeued or dead-lettered, never lost.
-    pub async fn handle(&self, delivery: Delivery) {
+    /// Handles one delivery to the end: it is acked, requeued or dead-lettered, never lost;
+    /// `origin` is the queue it came from (the CPU or the cut queue), where a retry goes.
+    pub async fn handle(&self, delivery: Delivery, origin: &str) {
         let Some(task) = decode_task(&delivery).await else {
             return;
         };
         let staging = self.segment_staging(&task);
         let work = self.execute(&task, &staging, None);
-        let origin = self.config.queue.clone();
         let ticket = Ticket {
             job: &task.job_id,
             plan: task.plan,
             task: TaskRef::Segment(task.segment),
         };
-        self.run_task(ticket, &origin, delivery, &staging, work)
+        self.run_task(ticket, origin, delivery, &staging, work)
             .await;
     }
 
@@ -194,6 +201,13 @@ impl SegmentRunner {
                         attempt,
                         "output stitched"
                     ),
+                    TaskRef::Whole => tracing::info!(
+                        job,
+                        frames = done.frames,
+                        seconds = total,
+                        attempt,
+                        "input transcoded whole"
+                    ),
                 }
                 let event = self.event(
                     ticket,
@@ -254,6 +268,23 @@ impl SegmentRunner {
             .exists(&tessera_model::wire::keys::ended(job))
             .await
             .unwrap_or(false)
+    }
+
+    /// Removes the cached sources of ended jobs (source_cache.rs) every
+    /// [`crate::source_cache::SWEEP_EVERY`] until `stop`: a cancelled or finished job's
+    /// source leaves the staging disk within seconds, not when it has idled out.
+    pub(crate) async fn sweep_sources(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(crate::source_cache::SWEEP_EVERY) => {}
+            }
+            for job in self.sources.free_jobs() {
+                if self.job_ended(&job).await {
+                    self.sources.remove_job(&job);
+                }
+            }
+        }
     }
 
     /// Returns once the job is marked ended (checked every two seconds).

@@ -12,7 +12,9 @@ use tessera_farm::queue::{Queue, RabbitQueue};
 use tessera_farm::sandbox::{Confinement, Limits, Sandbox};
 use tessera_farm::store::S3Client;
 use tessera_farm::FarmError;
-use tessera_model::wire::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_STITCH};
+use tessera_model::wire::{
+    QUEUE_CUT_CPU, QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_STITCH, QUEUE_WHOLE_CPU,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::drain::DrainReason;
@@ -32,6 +34,10 @@ pub struct WorkerArgs {
     /// Log filter.
     #[arg(long, env = "TESSERA_LOG", default_value = "info")]
     pub log: String,
+    /// Log lines as `text`, or `json`: one object a line with the job, plan, segment and
+    /// worker ids of the work it is about (docs/operations.md, "JSON logs").
+    #[arg(long, env = "TESSERA_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: tessera_farm::signals::LogFormat,
     /// Broker and store.
     #[command(flatten)]
     pub service: ServiceArgs,
@@ -249,6 +255,8 @@ fn worker_config(args: &WorkerArgs, w: &WorkerFile, delivery_limit: u32) -> Work
         gpus: None,
         metrics: Default::default(),
         stitch_queue: Some(QUEUE_STITCH.to_string()),
+        whole_queue: Some(QUEUE_WHOLE_CPU.to_string()),
+        cut_queue: Some(QUEUE_CUT_CPU.to_string()),
         delivery_limit,
         limits: Limits {
             timeout: Duration::from_secs(segment_timeout.or(1200).get()),

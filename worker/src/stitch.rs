@@ -12,7 +12,7 @@ mod taken;
 use std::path::Path;
 
 use tessera_farm::queue::Delivery;
-use tessera_farm::sandbox::MediaOp;
+use tessera_farm::sandbox::{ChildStats, MediaOp};
 use tessera_farm::FarmError;
 use tessera_model::stitch::{StitchRequest, StitchResult};
 use tessera_model::wire::{decode_message, StitchTask, TaskRef};
@@ -103,8 +103,41 @@ impl SegmentRunner {
             .and_then(|e| e.to_str())
             .unwrap_or("out");
         let output = staging.join(format!("output.{ext}"));
+        let paths = segments.into_iter().map(|(_, p)| p).collect();
+        let (stitched, stats, media_seconds) =
+            self.stitch_files(task, paths, audio, &output).await?;
+        let bytes = self.store.put_file(&task.result_key, &output).await?;
+        // As for segments: an end marker seen after the upload means this object may have
+        // missed the work area's emptying, so it is removed here.
+        if self.job_ended(&task.job_id).await {
+            let _ = self.store.delete(&task.result_key).await;
+            return Err(FarmError::Cancelled {
+                job: task.job_id.clone(),
+            });
+        }
+        Ok(Done {
+            frames: stitched.frames,
+            bytes,
+            media_seconds,
+            peak_rss_bytes: stats.peak_rss_bytes,
+            decode_errors: 0,
+            check_seconds: stitched.check.as_ref().map_or(0.0, |c| c.seconds),
+        })
+    }
+
+    /// Stitches the local `segments` (and `audio`) of `task` into `output` in a child, runs
+    /// the QC gate and checks the frame count; returns the result, the child's figures and
+    /// the seconds it took. Why apart: a whole-input task (whole.rs) stitches the files it
+    /// encoded itself, with no download.
+    pub(crate) async fn stitch_files(
+        &self,
+        task: &StitchTask,
+        segments: Vec<std::path::PathBuf>,
+        audio: Option<std::path::PathBuf>,
+        output: &Path,
+    ) -> Result<(StitchResult, ChildStats, f64), FarmError> {
         let request = StitchRequest {
-            segments: segments.into_iter().map(|(_, p)| p).collect(),
+            segments,
             video_bias: task.video_bias,
             video_time_base: task.video_time_base,
             audio,
@@ -113,7 +146,7 @@ impl SegmentRunner {
             display_matrix: task.display_matrix.clone(),
             frame_rate: task.frame_rate,
             container: task.container,
-            output: output.clone(),
+            output: output.to_path_buf(),
             chapters: task.chapters.clone(),
             title: task.title.clone(),
             subtitles: task.subtitles.clone(),
@@ -143,23 +176,7 @@ impl SegmentRunner {
                 task.expected_frames,
             ));
         }
-        let bytes = self.store.put_file(&task.result_key, &output).await?;
-        // As for segments: an end marker seen after the upload means this object may have
-        // missed the work area's emptying, so it is removed here.
-        if self.job_ended(&task.job_id).await {
-            let _ = self.store.delete(&task.result_key).await;
-            return Err(FarmError::Cancelled {
-                job: task.job_id.clone(),
-            });
-        }
-        Ok(Done {
-            frames: stitched.frames,
-            bytes,
-            media_seconds,
-            peak_rss_bytes: stats.peak_rss_bytes,
-            decode_errors: 0,
-            check_seconds: stitched.check.as_ref().map_or(0.0, |c| c.seconds),
-        })
+        Ok((stitched, stats, media_seconds))
     }
 }
 

@@ -89,8 +89,9 @@ def queue_names() -> Optional[set]:
             raise SystemExit(f"k8s_validate: {model} not found: the queue-name check cannot "
                              "run (update checks.py to where the queue names live)")
         return None
-    names = set(re.findall(r'pub const QUEUE_[A-Z_]+: &str = "([^"]+)"',
-                          model.read_text(encoding="utf-8")))
+    # The wire module and its submodules (wire/whole.rs declares the whole-input queue).
+    texts = [p.read_text(encoding="utf-8") for p in [model, *sorted((model.parent / "wire").glob("*.rs"))]]
+    names = set(re.findall(r'pub const QUEUE_[A-Z_]+: &str = "([^"]+)"', "\n".join(texts)))
     if not names:
         raise SystemExit(f"k8s_validate: no QUEUE_* names in {model}")
     return names

@@ -8,8 +8,10 @@ whenever the pools reach zero: the job waits for unrelated work to bring a worke
 Which queues a worker consumes is read from the code, not listed here: worker/src/service.rs
 builds the worker's config with `queue:` (the CPU segment queue, consumed without a GPU, or
 with one when TESSERA_DRAIN_CPU_QUEUE is true, or when TESSERA_GPU=auto finds no usable
-card), `gpu_queue:` (with a GPU) and `stitch_queue:` (always), each a QUEUE_* constant of
-model/src/wire.rs. A rabbitmq trigger watches its queueName; a metrics-api trigger on the
+card), `gpu_queue:` (with a GPU), `stitch_queue:` (always), `whole_queue:` (CPU workers:
+short inputs sent whole while the fleet is busy) and `cut_queue:` (CPU workers: segments cut
+from the job's source by the worker), each a QUEUE_* constant of
+model/src/wire.rs (or its wire/ modules). A rabbitmq trigger watches its queueName; a metrics-api trigger on the
 dispatcher's GET /scaling watches what that pool's desired_workers counts (SCALING_POOLS).
 """
 
@@ -26,8 +28,12 @@ WIRE = ROOT / "model" / "src" / "wire.rs"
 
 # The roles (config fields above) whose tasks each pool of GET /scaling counts:
 # dispatcher/src/scaling.rs, whose CPU pool also asks for a worker per job whose stitch (or
-# whose first task) is still to come.
-SCALING_POOLS = {"cpu": {"queue", "stitch_queue"}, "gpu": {"gpu_queue"}}
+# whose first task) is still to come. A whole-input task is a job planned in one CPU segment
+# (engine/src/whole.rs records it so), counted in the CPU backlog until it is done.
+SCALING_POOLS = {
+    "cpu": {"queue", "stitch_queue", "whole_queue", "cut_queue"},
+    "gpu": {"gpu_queue"},
+}
 
 # Queues whose deliveries a worker acks when the task starts (worker/src/stitch.rs: a stitch
 # heartbeats instead of holding its delivery past the broker's consumer timeout, review M1).
@@ -51,8 +57,9 @@ def queue_roles() -> Optional[Dict[str, str]]:
             raise SystemExit(f"k8s_validate: {WORKER_CONFIG} or {WIRE} not found: the queue "
                              "coverage check cannot run (update coverage.py)")
         return None
+    wire = [WIRE, *sorted((WIRE.parent / "wire").glob("*.rs"))]
     consts = dict(re.findall(r'pub const (QUEUE_[A-Z_]+): &str = "([^"]+)"',
-                             WIRE.read_text(encoding="utf-8")))
+                             "\n".join(p.read_text(encoding="utf-8") for p in wire)))
     fields = re.findall(r"^\s*([a-z_]*queue): (?:Some\()?(QUEUE_[A-Z_]+)\.to_string\(\)",
                         WORKER_CONFIG.read_text(encoding="utf-8"), re.M)
     roles = {field: consts[c] for field, c in fields if c in consts}
@@ -94,11 +101,14 @@ def consumed(c: Obj, cms: Dict[str, Obj]) -> Set[str]:
             gpu = a.split("=", 1)[1]
         elif a == "--gpu" and i + 1 < len(args):
             gpu = args[i + 1]
+    # A worker without cards also takes whole inputs and cut segments (worker/src/forward.rs).
     if gpu == "off":
-        return {"queue", "stitch_queue"}
+        return {"queue", "stitch_queue", "whole_queue", "cut_queue"}
     roles = {"gpu_queue", "stitch_queue"}
     # auto without a usable card becomes a CPU worker; require exits instead.
-    if gpu == "auto" or env.get("TESSERA_DRAIN_CPU_QUEUE", "false").lower() in ("true", "1"):
+    if gpu == "auto":
+        roles |= {"queue", "whole_queue", "cut_queue"}
+    if env.get("TESSERA_DRAIN_CPU_QUEUE", "false").lower() in ("true", "1"):
         roles.add("queue")
     return roles
 

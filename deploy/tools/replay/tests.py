@@ -160,12 +160,15 @@ class Failures(unittest.TestCase):
 
 
 class Manifests(unittest.TestCase):
-    def test_the_cpu_overlay_scales_on_both_queues_and_running_stitches_as_rendered(self):
+    def test_the_cpu_overlay_scales_on_its_queues_and_running_stitches_as_rendered(self):
         spec = load("cpu")
         self.assertEqual(spec.target, "tessera-worker-cpu")
-        # The queues, and /scaling for the stitches a worker acked when it began them.
+        # The queues (segments, stitches, whole inputs), and /scaling for the stitches a
+        # worker acked when it began them.
         self.assertEqual([(t.kind, t.source) for t in spec.triggers],
                          [("rabbitmq", "tessera.encode.cpu"), ("rabbitmq", "tessera.stitch"),
+                          ("rabbitmq", "tessera.whole.cpu"),
+                          ("rabbitmq", "tessera.cut.cpu"),
                           ("metrics-api", "pools.cpu.desired_workers")])
         self.assertEqual((spec.polling, spec.cooldown, spec.min_replicas), (15, 300, 0))
         self.assertEqual(spec.down.window, 300)

@@ -67,6 +67,7 @@ fn every_family_has_help_and_type_before_its_samples() {
     m.job_failed("input_invalid");
     let live = Live {
         jobs_by_state: Some(vec![(JobState::Done, 1)]),
+        jobs_idle: Some(vec![(JobState::Encoding, 30)]),
         running: 0,
         gate: Some(GateCounts {
             admitted: 1,

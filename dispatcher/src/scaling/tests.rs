@@ -143,3 +143,30 @@ fn a_job_preparing_its_tasks_keeps_a_worker_until_they_are_published() {
     s.ended("b");
     assert_eq!(s.figures(Pool::Cpu).desired_workers, 0);
 }
+
+#[test]
+fn the_backlog_has_an_age_and_done_video_is_counted() {
+    let s = Scaling::new(ScalingSettings::default());
+    s.planned("old", Pool::Cpu, &[10.0, 10.0], &[]);
+    let later = Instant::now() + std::time::Duration::from_secs(90);
+    s.planned("new", Pool::Cpu, &[4.0], &[]);
+    let age = s.figures_at(Pool::Cpu, later).oldest_backlog_seconds;
+    assert!((90.0..91.0).contains(&age), "the older job's age: {age}");
+    assert_eq!(s.figures_at(Pool::Gpu, later).oldest_backlog_seconds, 0.0);
+    s.segment_done("old", 0, 2.0);
+    s.segment_done("old", 0, 2.0); // a duplicate report counts once
+    s.segment_done("old", 1, 2.0);
+    // Its segments done, the old job no longer ages the pool (it waits for its stitch).
+    let age = s.figures_at(Pool::Cpu, later).oldest_backlog_seconds;
+    assert!(age < 90.0, "only the new job is left: {age}");
+    assert_eq!(s.encoded_seconds(Pool::Cpu), 20.0);
+    let mut text = String::new();
+    s.render(&mut text);
+    assert!(
+        text.contains("tessera_video_seconds_encoded_total{pool=\"cpu\"} 20\n"),
+        "{text}"
+    );
+    assert!(text.contains("# TYPE tessera_video_seconds_encoded_total counter\n"));
+    assert!(text.contains("tessera_backlog_segments{pool=\"cpu\"} 1\n"));
+    assert!(text.contains("# TYPE tessera_backlog_oldest_seconds gauge\n"));
+}

@@ -22,6 +22,10 @@ pub struct DispatcherArgs {
     /// Log filter.
     #[arg(long, env = "TESSERA_LOG", default_value = "info")]
     pub log: String,
+    /// Log lines as `text`, or `json`: one object a line with the job, plan, segment and
+    /// worker ids of the work it is about (docs/operations.md, "JSON logs").
+    #[arg(long, env = "TESSERA_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: tessera_farm::signals::LogFormat,
     /// Broker and store.
     #[command(flatten)]
     pub service: ServiceArgs,
@@ -93,6 +97,16 @@ pub struct DispatcherArgs {
     /// timeout [default: 3600].
     #[arg(long, env = "TESSERA_TASK_DEADLINE_SECONDS")]
     pub task_deadline_seconds: Option<u64>,
+    /// Longest input, in seconds, that goes to one worker as one whole-input task while
+    /// segments wait on the CPU queue (no split, no stitch); 0 splits every input [default:
+    /// 60].
+    #[arg(long, env = "TESSERA_WHOLE_INPUT_MAX_SECONDS")]
+    pub whole_input_max_seconds: Option<f64>,
+    /// Whether workers cut their segments' chunks from the job's source (the dispatcher
+    /// stores the input once and splits nothing) while a worker consumes the cut queue;
+    /// `false` splits every input in the dispatcher [default: true].
+    #[arg(long, env = "TESSERA_CUT_ON_WORKERS")]
+    pub cut_on_workers: Option<bool>,
     /// Seconds the scaling signal (`tessera_desired_workers`, `/scaling`) lets a pool's
     /// backlog take to drain [default: 600].
     #[arg(long, env = "TESSERA_SCALING_TARGET_SECONDS")]

@@ -135,6 +135,12 @@ impl Queue for MemoryQueue {
     async fn consumers(&self, queue: &str) -> Result<u32, FarmError> {
         Ok(self.inner.with(queue, |q| q.consumers))
     }
+
+    async fn waiting(&self, queue: &str) -> Result<u32, FarmError> {
+        Ok(self
+            .inner
+            .with(queue, |q| u32::try_from(q.ready.len()).unwrap_or(u32::MAX)))
+    }
 }
 
 struct MemoryConsumer {

@@ -34,6 +34,13 @@ pub trait Queue: Send + Sync + 'static {
     /// Consumers attached to `queue` now (0 for a queue nobody consumes). Why: a job that
     /// may run on either hardware goes to the GPU queue only while GPU workers listen.
     async fn consumers(&self, queue: &str) -> Result<u32, FarmError>;
+    /// Messages on `queue` waiting for a consumer (not delivered yet). Why: while a queue
+    /// holds work no consumer could take yet, the fleet is busy, and a short input goes as
+    /// one whole-input task instead of being split (engine whole.rs). A queue that cannot
+    /// tell says 0: the job splits, as it always did.
+    async fn waiting(&self, _queue: &str) -> Result<u32, FarmError> {
+        Ok(0)
+    }
 }
 
 /// A stream of deliveries from one queue.
@@ -102,15 +109,21 @@ pub fn jittered(d: std::time::Duration) -> std::time::Duration {
     d.mul_f64(0.5 + bits as f64 / (1u64 << 53) as f64)
 }
 
-/// Declares every queue of the farm (encodes on CPU and GPU, stitches, events). Why one
+/// Declares every queue of the farm (encodes on CPU and GPU, cut segments, stitches, whole
+/// inputs, events). Why one
 /// place: the dispatcher, the worker and the one-process farm need the same topology before
 /// they publish or consume anything.
 pub async fn declare_farm_queues(queue: &dyn Queue) -> Result<(), FarmError> {
-    use tessera_model::wire::{QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH};
+    use tessera_model::wire::{
+        QUEUE_CUT_CPU, QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH,
+        QUEUE_WHOLE_CPU,
+    };
     for q in [
         QUEUE_ENCODE_CPU,
+        QUEUE_CUT_CPU,
         QUEUE_ENCODE_GPU,
         QUEUE_STITCH,
+        QUEUE_WHOLE_CPU,
         QUEUE_EVENTS,
     ] {
         queue.declare(q).await?;

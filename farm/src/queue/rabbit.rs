@@ -76,17 +76,19 @@ impl RabbitQueue {
     }
 
     /// Consumers of `queue`, by a passive declare (an undeclared queue has none).
-    async fn consumer_count(&self, queue: &str) -> Result<u32, FarmError> {
+    /// The queue's (ready messages, consumers), by a passive declare; (0, 0) for a queue
+    /// that does not exist.
+    async fn counts(&self, queue: &str) -> Result<(u32, u32), FarmError> {
         let op = self.inner.cfg.op_timeout;
         let ch = self.inner.channel(queue, false).await?;
         let passive = QueueDeclareOptions::default().passive();
         let declare = ch.queue_declare(queue.into(), passive, table([]));
-        let count = match timed(op, queue, "passive declare", declare).await {
-            Ok(q) => q.consumer_count(),
-            Err(_) => 0,
+        let counts = match timed(op, queue, "passive declare", declare).await {
+            Ok(q) => (q.message_count(), q.consumer_count()),
+            Err(_) => (0, 0),
         };
         let _ = timeout(op, ch.close(200, "OK".into())).await;
-        Ok(count)
+        Ok(counts)
     }
 
     /// Closes the connection for good: unacked deliveries go back to their queues, consumers
@@ -165,7 +167,11 @@ impl Queue for RabbitQueue {
     }
 
     async fn consumers(&self, queue: &str) -> Result<u32, FarmError> {
-        self.consumer_count(queue).await
+        Ok(self.counts(queue).await?.1)
+    }
+
+    async fn waiting(&self, queue: &str) -> Result<u32, FarmError> {
+        Ok(self.counts(queue).await?.0)
     }
 
     /// An exclusive, auto-deleted queue named `name` is the lock: the broker lets one

@@ -39,6 +39,8 @@ pub fn task_identity(body: &[u8]) -> Option<(String, u64, TaskRef)> {
         segment: Option<u32>,
         #[serde(default)]
         output: Option<u32>,
+        #[serde(default)]
+        stitch_tasks: Option<serde::de::IgnoredAny>,
     }
     let head: Head = serde_json::from_slice(body).ok()?;
     if !valid_job_id(&head.job_id) {
@@ -47,7 +49,8 @@ pub fn task_identity(body: &[u8]) -> Option<(String, u64, TaskRef)> {
     let task = head
         .task
         .or(head.segment.map(TaskRef::Segment))
-        .or(head.output.map(TaskRef::Stitch))?;
+        .or(head.output.map(TaskRef::Stitch))
+        .or(head.stitch_tasks.map(|_| TaskRef::Whole))?;
     Some((head.job_id, head.plan, task))
 }
 
@@ -161,7 +164,9 @@ impl Versioned for SegmentTask {
             .iter()
             .map(|(_, key)| (Area::Encoded, &key[..]));
         let stills = self.stills.iter().flat_map(|s| &s.images);
+        let source = self.cut.iter().map(|c| (Area::Source, &c.source_key[..]));
         std::iter::once((Area::Chunks, &self.chunk_key[..]))
+            .chain(source)
             .chain(renditions)
             .chain(stills.map(|(_, key)| (Area::Stills, &key[..])))
             .collect()

@@ -62,6 +62,7 @@ fn segment_task() -> SegmentTask {
             images: vec![(image, keys::still(JOB, PLAN, "thumbs/0001.jpg"))],
         }],
         segments: 4,
+        cut: None,
     }
 }
 
@@ -189,4 +190,128 @@ fn a_stitch_task_without_heartbeats_asks_for_none() {
     task.as_object_mut().unwrap().remove("heartbeats");
     let old: StitchTask = decode_message(task.to_string().as_bytes()).unwrap();
     assert!(!old.heartbeats);
+}
+
+/// A whole-input task as the dispatcher writes it: the segment of one encode, its stitch.
+fn whole_task() -> WholeTask {
+    let mut encode_task = segment_task();
+    encode_task.segment = 0;
+    encode_task.chunk_key = keys::chunk(JOB, PLAN, 0);
+    encode_task.renditions[0].1 = keys::encoded(JOB, PLAN, "720p", 0);
+    encode_task.stills.clear();
+    let mut stitch = stitch_task();
+    stitch.segment_keys.truncate(1);
+    WholeTask {
+        v: WIRE_VERSION,
+        job_id: JOB.into(),
+        plan: PLAN,
+        source_key: keys::source(JOB, PLAN, "mp4"),
+        split: one_segment_split(),
+        encode_task,
+        audio: None,
+        stitch_tasks: vec![stitch],
+    }
+}
+
+/// The split of a plan's one segment of 100 frames.
+fn one_segment_split() -> WholeSplit {
+    WholeSplit {
+        segment: crate::probe::SegmentPlan {
+            index: 0,
+            start_pts: 0,
+            end_pts: 100,
+            first_packet: 0,
+            last_packet: 99,
+            frames: 100,
+            starts_on_keyframe: true,
+            first_frame_pts: Some(0),
+            last_frame_pts: Some(99),
+        },
+        bias: 0,
+        dts_rule: Default::default(),
+        derived_pts: None,
+    }
+}
+
+#[test]
+fn a_whole_task_is_read_and_named_in_dead_letters() {
+    let task = whole_task();
+    let body = encode_message(&task);
+    assert_eq!(decode_message::<WholeTask>(&body).unwrap(), task);
+    assert_eq!(task.check(), Ok(()));
+    assert_eq!(
+        task_identity(&body),
+        Some((JOB.into(), PLAN, TaskRef::Whole))
+    );
+}
+
+#[test]
+fn forged_whole_task_keys_are_refused() {
+    let mut forged = forged_keys();
+    forged.push(keys::output(JOB, PLAN, 0, "mp4"));
+    for key in &forged {
+        let mut task = whole_task();
+        task.source_key = key.clone();
+        refused::<WholeTask>(&encode_message(&task), key);
+        let mut task = whole_task();
+        task.encode_task.renditions[0].1 = key.clone();
+        refused::<WholeTask>(&encode_message(&task), key);
+    }
+    // A nested stitch of another job writes that job's output.
+    let mut task = whole_task();
+    task.stitch_tasks[0].result_key = keys::output("victim", PLAN, 0, "mp4");
+    refused::<WholeTask>(
+        &encode_message(&task),
+        &keys::output("victim", PLAN, 0, "mp4"),
+    );
+}
+
+#[test]
+fn a_whole_task_stitches_only_its_own_one_segment() {
+    let mut task = whole_task();
+    task.stitch_tasks[0].segment_keys = vec![keys::encoded(JOB, PLAN, "1080p", 0)];
+    assert!(task.check().unwrap_err().contains("names no rendition"));
+    let mut task = whole_task();
+    task.stitch_tasks[0]
+        .segment_keys
+        .push(keys::encoded(JOB, PLAN, "720p", 1));
+    assert!(task.check().unwrap_err().contains("not of one segment"));
+    let mut task = whole_task();
+    task.stitch_tasks.clear();
+    assert!(task.check().unwrap_err().contains("no output"));
+}
+
+/// A segment task the worker cuts from the job's source.
+fn cut_task() -> SegmentTask {
+    let mut task = segment_task();
+    task.cut = Some(SegmentCut {
+        source_key: keys::source(JOB, PLAN, ""),
+        split: one_segment_split(),
+    });
+    task
+}
+
+#[test]
+fn a_cut_task_is_read_and_a_plain_one_carries_no_cut() {
+    let task = cut_task();
+    assert_eq!(
+        decode_message::<SegmentTask>(&encode_message(&task)).unwrap(),
+        task
+    );
+    let plain = String::from_utf8(encode_message(&segment_task())).unwrap();
+    assert!(!plain.contains("cut"), "{plain}");
+}
+
+#[test]
+fn a_forged_cut_source_key_is_refused() {
+    let mut forged = forged_keys();
+    forged.push(keys::output(JOB, PLAN, 0, "mp4"));
+    forged.push(keys::chunk(JOB, PLAN, 0));
+    for key in &forged {
+        let mut task = cut_task();
+        if let Some(cut) = task.cut.as_mut() {
+            cut.source_key = key.clone();
+        }
+        refused::<SegmentTask>(&encode_message(&task), key);
+    }
 }

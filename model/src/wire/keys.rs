@@ -29,6 +29,8 @@ pub enum Area {
     Output,
     /// Still images for a streaming package.
     Stills,
+    /// The input itself, for a whole-input task (`whole.rs`).
+    Source,
 }
 
 impl Area {
@@ -40,6 +42,7 @@ impl Area {
             Area::Audio => "audio",
             Area::Output => "output",
             Area::Stills => "stills",
+            Area::Source => "source",
         }
     }
 
@@ -51,6 +54,7 @@ impl Area {
             Area::Audio => "audio",
             Area::Output => "output",
             Area::Stills => "still image",
+            Area::Source => "source",
         }
     }
 
@@ -78,6 +82,12 @@ pub fn encoded(job: &str, plan: u64, rendition: &str, seg: u32) -> String {
         "{}{rendition}/{seg:06}.nut",
         Area::Encoded.prefix(job, plan)
     )
+}
+/// The input of a whole-input task, as the dispatcher fetched it (`ext`: the input's own
+/// extension, which the worker's demuxer may need; empty for none).
+pub fn source(job: &str, plan: u64, ext: &str) -> String {
+    let dot = if ext.is_empty() { "" } else { "." };
+    format!("{}input{dot}{ext}", Area::Source.prefix(job, plan))
 }
 /// The job's transcoded audio.
 pub fn audio(job: &str, plan: u64) -> String {

@@ -45,6 +45,10 @@ pub enum Fault {
     /// A package job submitted, and the dispatcher SIGKILLed in the middle of its many
     /// delivery copies (some delivered, one in flight), then restarted.
     KillDispatcherPackaging,
+    /// As [`Fault::KillDispatcherPackaging`], then, 0 to 15 s later (wherever its resume
+    /// is: stitch, cut, upload or copies), the resumed dispatcher killed again while the
+    /// broker is down, and restarted like a supervisor would.
+    KillDispatcherPackagingTwice,
     /// The broker stopped while the dispatcher is killed and restarted (overlapping).
     BrokerAndDispatcherRestart,
     /// A partition between the dispatcher and the store (requests, responses or both held).
@@ -61,7 +65,7 @@ pub enum Fault {
 }
 
 /// Every fault, the first five in the order of the CI sample (which takes the first few).
-pub const ALL: [Fault; 22] = [
+pub const ALL: [Fault; 23] = [
     Fault::KillWorker,
     Fault::DrainWorker,
     Fault::RestartBroker,
@@ -84,6 +88,7 @@ pub const ALL: [Fault; 22] = [
     Fault::WorkerCutFromStore,
     Fault::DeliveredTwice,
     Fault::ClockJump,
+    Fault::KillDispatcherPackagingTwice,
 ];
 
 /// Where libfaketime's multi-threaded library is looked for (Debian's `faketime` package),
@@ -238,6 +243,13 @@ impl Rig {
             }
             Fault::KillDispatcherDelivering => self.kill_while_delivering(),
             Fault::KillDispatcherPackaging => self.kill_while_packaging(submit),
+            Fault::KillDispatcherPackagingTwice => {
+                let first = self.kill_while_packaging(submit);
+                let later = Duration::from_millis(rng(31) * 500);
+                std::thread::sleep(later);
+                let second = self.broker_and_dispatcher();
+                format!("{first}; {} ms later: {second}", later.as_millis())
+            }
             Fault::BrokerAndDispatcherRestart => self.broker_and_dispatcher(),
             Fault::StorePartition(way) => {
                 self.store_door.cut(way);

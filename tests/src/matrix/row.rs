@@ -272,21 +272,14 @@ fn first_line(program: &str, args: &[&str]) -> String {
         .to_owned()
 }
 
-/// Today's UTC date as `YYYY-MM-DD` (civil-from-days, no date crate).
+/// Today's UTC date as `YYYY-MM-DD`.
 fn utc_date() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let z = (secs / 86_400) as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
+    let mut date = tessera_model::civil::utc_datetime(secs as i64);
+    date.truncate(10);
+    date
 }
 
 /// The whole report as markdown: a header saying how it was made (date,

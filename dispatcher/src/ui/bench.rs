@@ -1,0 +1,98 @@
+//! How long the dashboard's pages take with 10,000 jobs in the database (docs/operations.md,
+//! Dashboard): each page through the router in-process, the median of 15 requests.
+//!
+//! Ignored (it fills a database for a few seconds); run it with
+//! `cargo test -p tessera-dispatcher ui::bench -- --ignored --nocapture`.
+
+use std::time::{Duration, Instant};
+
+use super::tests::{dashboard, send, sign_in};
+use crate::db::{Db, JobState};
+
+/// Jobs in the database.
+const JOBS: usize = 10_000;
+/// The slowest median a page may take.
+const LIMIT: Duration = Duration::from_millis(100);
+
+/// A database of `JOBS` jobs of three tenants, most done, some failed or cancelled, a few
+/// running; the job `running` with 120 segments, 60 recorded done.
+fn filled(path: &std::path::Path) -> Db {
+    let db = Db::open(path).unwrap();
+    for i in 0..JOBS {
+        let owner = ["acme", "beta", "gamma"][i % 3];
+        let id = if i == JOBS - 1 {
+            "running".to_string()
+        } else {
+            format!("job{i:05}")
+        };
+        let request = serde_json::json!({
+            "input": {"bucket": "input", "key": format!("{owner}/uploads/clip-{i}.mov")},
+            "outputs": [{"destination": {"bucket": "output", "key": format!("{owner}/out/clip-{i}.mp4")},
+                         "codec": "h264", "crf": 23}],
+            "hardware": "cpu", "priority": 5, "segment_seconds": 4.0,
+        });
+        db.insert(&id, owner, None, &request).unwrap();
+        match i % 10 {
+            0 => db
+                .fail(
+                    &id,
+                    JobState::Failed,
+                    ["qc_failed", "source_corrupt", "input_unreadable"][i % 3],
+                    "why",
+                )
+                .unwrap(),
+            1 => drop(db.cancel(&id, "cancelled by request").unwrap()),
+            2..=8 => db
+                .finish(
+                    &id,
+                    &serde_json::json!({"frames": 1500, "wall_s": 12.5, "encode_fps": 120.0}),
+                )
+                .unwrap(),
+            _ => db.set_state(&id, JobState::Encoding).unwrap(),
+        }
+    }
+    db.set_segments("running", 120, 60).unwrap();
+    db.record_plan("running", 42).unwrap();
+    for s in 0..60 {
+        db.record_segment("running", s, 100).unwrap();
+    }
+    db
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "fills a 10,000-job database; run by hand for docs/operations.md"]
+async fn pages_answer_in_under_100_ms_with_10000_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let db = filled(&dir.path().join("jobs.db"));
+    eprintln!("{JOBS} jobs written in {:?}", started.elapsed());
+    let (app, _) = dashboard(db);
+    let (cookie, _) = sign_in(&app, super::tests::OPS).await;
+    let mut worst = Duration::ZERO;
+    for path in [
+        "/ui/jobs",
+        "/ui/jobs?state=failed&code=source_corrupt",
+        "/ui/jobs?tenant=beta&page=20",
+        "/ui/jobs?page=150",
+        "/ui/jobs/running",
+        "/ui/jobs/job05002",
+        "/ui/queues",
+        "/ui/throughput",
+    ] {
+        let mut times = Vec::new();
+        for _ in 0..15 {
+            let t = Instant::now();
+            let page = send(&app, path, &cookie, None).await;
+            times.push(t.elapsed());
+            assert_eq!(page.status, axum::http::StatusCode::OK, "{path}");
+        }
+        times.sort();
+        let median = times[times.len() / 2];
+        eprintln!(
+            "{path}: median {median:.2?}, slowest {:.2?}",
+            times[times.len() - 1]
+        );
+        worst = worst.max(median);
+    }
+    assert!(worst < LIMIT, "slowest page median {worst:?}");
+}
