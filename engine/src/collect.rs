@@ -142,6 +142,7 @@ pub(crate) async fn collect_whole(
                 decode_errors,
                 check_seconds,
                 media_seconds,
+                etags,
                 ..
             } => {
                 let stage = JobStage::SegmentDone {
@@ -159,6 +160,7 @@ pub(crate) async fn collect_whole(
                     stitched: Some(Stitched {
                         peak_rss_bytes,
                         check_seconds,
+                        etags,
                     }),
                 }))
             }

@@ -90,7 +90,14 @@ pub(crate) async fn finish(
     if let Some(built) = &package {
         warnings.extend(built.warnings.iter().cloned());
     }
-    let sizes = deliver(ctx, plan, &tasks, package.as_ref(), cancel).await?;
+    let sizes = deliver(
+        ctx,
+        plan,
+        (&tasks, &stitched.etags),
+        package.as_ref(),
+        cancel,
+    )
+    .await?;
     Ok(Finished {
         sizes,
         quality,
@@ -130,13 +137,14 @@ async fn measure_all(
     Ok(quality)
 }
 
-/// Delivers every output, then the package; returns the outputs' sizes. If the package
-/// fails to deliver, it and the outputs are taken back, retried through store outages; what
-/// could not be is named in the job's error.
+/// Delivers every output (each the object its stitch stored, by the `etags` they reported),
+/// then the package; returns the outputs' sizes. If the package fails to deliver, it and
+/// the outputs are taken back, retried through store outages; what could not be is named in
+/// the job's error.
 async fn deliver(
     ctx: &DispatchContext,
     plan: &JobPlan,
-    tasks: &[StitchTask],
+    (tasks, etags): (&[StitchTask], &[Option<String>]),
     package: Option<&Built>,
     cancel: &CancellationToken,
 ) -> Result<Vec<u64>, FarmError> {
@@ -149,7 +157,7 @@ async fn deliver(
         });
     }
     recorded_unless_cancelled(&ctx.on_stage, &JobStage::Delivering).await?;
-    let sizes = stitching::deliver_all(ctx, req, tasks).await?;
+    let sizes = stitching::deliver_all(ctx, req, tasks, etags).await?;
     if let Some(built) = package {
         let mut rollback = Rollback::default();
         if let Err(e) = packaging::deliver(ctx, req, plan.fingerprint, built, &mut rollback).await {

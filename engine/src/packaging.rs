@@ -239,7 +239,7 @@ pub(crate) async fn deliver(
                 let (sink, bucket) = (sink.clone(), bucket.clone());
                 async move {
                     patiently("deliver package file", || {
-                        sink.deliver(&work, &bucket, &dest)
+                        sink.deliver(&work, None, &bucket, &dest)
                     })
                     .await?;
                     Ok(())

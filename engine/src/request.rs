@@ -110,8 +110,16 @@ impl std::fmt::Display for Destination {
 /// logic stays free of S3 specifics and testable over a local store.
 #[async_trait::async_trait]
 pub trait OutputSink: Send + Sync {
-    /// Copies the work-area object `work_key` to `bucket`/`key`; returns the size.
-    async fn deliver(&self, work_key: &str, bucket: &str, key: &str) -> Result<u64, FarmError>;
+    /// Copies the work-area object `work_key` to `bucket`/`key`; returns the size. With an
+    /// `etag` (the object a stitch stored after its QC gate), only the object of that ETag is
+    /// copied: another one under the key (a later duplicate's) fails the copy (review N6).
+    async fn deliver(
+        &self,
+        work_key: &str,
+        etag: Option<&str>,
+        bucket: &str,
+        key: &str,
+    ) -> Result<u64, FarmError>;
     /// Removes a delivered object again (a later output of the job failed). Why a result:
     /// the engine retries a delete the store could not do and names what it left behind.
     async fn remove(&self, bucket: &str, key: &str) -> Result<(), FarmError>;

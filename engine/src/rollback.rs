@@ -164,7 +164,13 @@ mod tests {
 
     #[async_trait::async_trait]
     impl OutputSink for FakeSink {
-        async fn deliver(&self, _: &str, _: &str, key: &str) -> Result<u64, FarmError> {
+        async fn deliver(
+            &self,
+            _: &str,
+            _: Option<&str>,
+            _: &str,
+            key: &str,
+        ) -> Result<u64, FarmError> {
             self.objects.lock().unwrap().insert(key.into());
             Ok(1)
         }

@@ -102,6 +102,10 @@ pub(crate) struct Stitched {
     pub(crate) peak_rss_bytes: u64,
     /// Seconds the QC gate took, summed over outputs.
     pub(crate) check_seconds: f64,
+    /// The ETag of the object each output's stitch stored after its QC gate passed, by
+    /// output index (`None`: unknown, an older worker's or a store without tags): the
+    /// delivery copies exactly that object (review N6).
+    pub(crate) etags: Vec<Option<String>>,
 }
 
 /// Publishes the stitch tasks and waits until every output is stitched; returns what they
@@ -164,6 +168,7 @@ pub(crate) async fn stitch_all(
                 frames,
                 peak_rss_bytes,
                 check_seconds,
+                etags,
                 ..
             } => {
                 let expected = tasks[index].expected_frames;
@@ -176,6 +181,8 @@ pub(crate) async fn stitch_all(
                 }
                 done[index] = true;
                 taken.forget(index);
+                stitched.etags.resize(tasks.len(), None);
+                stitched.etags[index] = etags.into_iter().next().flatten();
                 stitched.peak_rss_bytes = stitched.peak_rss_bytes.max(peak_rss_bytes);
                 stitched.check_seconds += check_seconds;
             }
@@ -223,10 +230,12 @@ pub(crate) async fn deliver_all(
     ctx: &DispatchContext,
     req: &JobRequest,
     tasks: &[StitchTask],
+    etags: &[Option<String>],
 ) -> Result<Vec<u64>, FarmError> {
     let mut sizes = Vec::with_capacity(tasks.len());
-    for (out, task) in req.outputs.iter().zip(tasks) {
-        match deliver(ctx, &task.result_key, &out.destination).await {
+    for (i, (out, task)) in req.outputs.iter().zip(tasks).enumerate() {
+        let etag = etags.get(i).and_then(|e| e.as_deref());
+        match deliver(ctx, &task.result_key, etag, &out.destination).await {
             Ok(size) => {
                 // A rung goes on to its package (delivered, and logged, with it).
                 if !matches!(out.destination, Destination::Rung) {
@@ -259,11 +268,18 @@ pub(crate) async fn undeliver_all(
     }
 }
 
-async fn deliver(ctx: &DispatchContext, key: &str, dest: &Destination) -> Result<u64, FarmError> {
+/// Delivers the work object `key` to `dest`; `etag`, when known, is the object the stitch
+/// stored after its QC gate, and only that one is copied.
+async fn deliver(
+    ctx: &DispatchContext,
+    key: &str,
+    etag: Option<&str>,
+    dest: &Destination,
+) -> Result<u64, FarmError> {
     match dest {
         Destination::File(path) => patiently("deliver", || ctx.store.get_file(key, path)).await,
         Destination::Object { bucket, key: dest } => match &ctx.sink {
-            Some(sink) => patiently("deliver", || sink.deliver(key, bucket, dest)).await,
+            Some(sink) => patiently("deliver", || sink.deliver(key, etag, bucket, dest)).await,
             None => Err(FarmError::Store {
                 key: dest.clone(),
                 reason: "this farm cannot deliver to object destinations".into(),

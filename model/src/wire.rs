@@ -130,6 +130,12 @@ pub enum SegmentOutcome {
         /// segments): the dispatcher reports them as the job's `qc_s`.
         #[serde(default)]
         check_seconds: f64,
+        /// The ETag of each output stored, in output order (a stitch: its one output; a
+        /// whole-input task: every output), `None` where the store has none; empty for
+        /// segments and from older workers. The dispatcher delivers exactly these objects:
+        /// a later writer of the same key (a duplicate stitch) is refused (review N6).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        etags: Vec<Option<String>>,
     },
     /// A stitch a worker has taken and is running. Why: a stitch may outlast the broker's
     /// consumer timeout (30 min by default; a 2-hour 60 fps output may take longer), so the

@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 pub use crate::amqp_door::Direction;
 pub use rules::Trouble;
-use rules::{cut_read, held, refuse, stalled, troubled, unavailable, Outage, Rule, Stall, State};
+use rules::{
+    cut_read, head_held, held, refuse, stalled, troubled, unavailable, Outage, Rule, Stall, State,
+};
 
 mod rules;
 
@@ -119,6 +121,25 @@ impl S3Faults {
         self.state.lock().expect("door state").cut_read = Some((part.to_string(), bytes));
     }
 
+    /// Holds every HEAD whose path holds `part` until [`S3Faults::release_heads`], then
+    /// passes it on. Why: the dispatcher's delivery HEADs the work object before it copies
+    /// it; a test changes the object in between (review N6).
+    pub fn hold_heads(&self, part: &str) {
+        let mut state = self.state.lock().expect("door state");
+        state.hold_heads = Some(part.to_string());
+        state.heads_held.clear();
+    }
+
+    /// Lets the held HEADs (and every later one) pass on.
+    pub fn release_heads(&self) {
+        self.state.lock().expect("door state").hold_heads = None;
+    }
+
+    /// The paths of the HEADs held since [`S3Faults::hold_heads`].
+    pub fn heads_held(&self) -> Vec<String> {
+        self.state.lock().expect("door state").heads_held.clone()
+    }
+
     /// Answers `trouble` from now for `lasting` (on every other request for 503 and 429).
     pub fn trouble(&self, trouble: Trouble, lasting: Duration) {
         let mut state = self.state.lock().expect("door state");
@@ -188,6 +209,9 @@ fn serve(mut client: TcpStream, upstream: &str, state: &Mutex<State>) {
     if is_copy && refuse(state, path) {
         let message = "Access Denied by the test's fault rule";
         return answer(client, "403 Forbidden", "AccessDenied", message, path);
+    }
+    if method == "HEAD" {
+        head_held(state, path);
     }
     if method == "DELETE" && unavailable(state, path) {
         let message = "Please reduce your request rate (the test's outage)";

@@ -6,9 +6,10 @@
 //! and neither its package nor its file output is left in the bucket. The same for a job of
 //! two file outputs whose second one is refused, and again while the store answers every
 //! delete 503 SlowDown for 20 s: the rollback waits the outage out. Then the door is healed
-//! and the next job is delivered whole.
+//! and the next job is delivered whole. Apart: an output replaced in the work area after its
+//! QC gate passed is never delivered (review N6).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tessera_tests::farm::{Farm, TOKEN};
@@ -138,4 +139,63 @@ fn a_delivery_refused_part_way_leaves_nothing_at_the_destinations() {
         farm.list("output", "again.mp4"),
         vec!["again.mp4".to_string()]
     );
+}
+
+/// Review N6: the object delivered is the one the stitch stored after its QC gate passed. The
+/// delivery's HEAD of the stitched work object is held at the door while the test writes other
+/// bytes over it (what a later writer of the key, a duplicate stitch, would do); released,
+/// the delivery is refused, the job fails naming the objects, and nothing is at the
+/// destination. Before, the delivery copied what its HEAD found, the replacement: the job
+/// ended `done` with bytes no QC gate had decoded. The whole-input path's case is in
+/// `farm_whole`.
+#[test]
+fn an_output_replaced_after_its_qc_is_never_delivered() {
+    let mut farm = Farm::start("delivery-qc", 2);
+    farm.upload(&fixture(Fixture::ClosedGopH264), "input", "clip.mp4");
+    let door = S3Faults::start(&farm.garage.endpoint);
+    farm.set_dispatcher_env("TESSERA_S3_ENDPOINT", &door.endpoint);
+    farm.start_dispatcher();
+    // The stitched output's key in the work area: `jobs/<job>/<plan>/output/00.mp4`.
+    door.hold_heads("/output/00.mp4");
+    let body = json!({"input": "s3://input/clip.mp4", "segment_seconds": 2,
+        "outputs": [{"destination": "s3://output/checked.mp4", "preset": "veryfast"}]});
+    let (code, job) = farm.http("POST", "/v1/jobs", Some(TOKEN), Some(&body.to_string()));
+    assert_eq!(code, 202, "{job}");
+    let id = job["id"].as_str().expect("job id").to_string();
+    let started = Instant::now();
+    while door.heads_held().is_empty() {
+        assert!(
+            started.elapsed() < JOB_TIMEOUT,
+            "no delivery HEAD held: {}\n{}",
+            farm.job(&id),
+            tessera_tests::run::tail(&farm.log("dispatcher.log"), 3000)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stitched = door.heads_held()[0]
+        .trim_start_matches("/work/")
+        .to_string();
+    assert!(stitched.starts_with(&format!("jobs/{id}/")), "{stitched}");
+    // Another valid file of other content: the source clip itself.
+    farm.upload(&fixture(Fixture::ClosedGopH264), "work", &stitched);
+    door.release_heads();
+    let job = farm.wait_job(&id, JOB_TIMEOUT);
+    assert_eq!(
+        job["state"],
+        "failed",
+        "the replacement was delivered: {job}\n{}",
+        tessera_tests::run::tail(&farm.log("dispatcher.log"), 3000)
+    );
+    assert_eq!(job["error"]["code"], "store_error", "{job}");
+    let message = job["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("checked.mp4") && message.contains(&stitched),
+        "the error names neither the destination nor the work object: {message}"
+    );
+    assert!(
+        message.contains("not the object that was checked"),
+        "{message}"
+    );
+    let left = farm.list("output", "checked");
+    assert!(left.is_empty(), "delivered: {left:?}");
 }

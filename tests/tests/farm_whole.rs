@@ -16,6 +16,7 @@ use tessera_tests::chaos::frames::{differing_frames, frame_hashes};
 use tessera_tests::farm::{test_dispatcher_args, Farm, TOKEN};
 use tessera_tests::fixture::{fixture, Fixture};
 use tessera_tests::probe::frame_count;
+use tessera_tests::s3_faults::S3Faults;
 
 const SHORT: [Fixture; 6] = [
     Fixture::ClosedGopH264,
@@ -217,6 +218,49 @@ fn a_whole_input_job_survives_its_dispatchers_kill_and_stays_whole() {
         .filter(|l| l.contains("output delivered") && l.contains("wk/short.mp4"))
         .count();
     assert_eq!(delivered, 1, "delivered {delivered} times");
+    let l = farm.wait_job(&long, Duration::from_secs(600));
+    assert_eq!(l["state"], "done", "{l}");
+}
+
+/// Review N6 on the whole-input path: the delivery's HEAD of the output the whole-input task
+/// stored after its QC gate is held while the test writes other bytes over it; released, the
+/// delivery is refused (the job fails naming the work object) and nothing is delivered.
+/// Before, the replacement was delivered (the split path's case: `farm_delivery`).
+#[test]
+fn a_whole_input_output_replaced_after_its_qc_is_never_delivered() {
+    let mut farm = Farm::start_with_args("wholeqc", 1, whole_on(), &[]);
+    let door = S3Faults::start(&farm.garage.endpoint);
+    farm.set_dispatcher_env("TESSERA_S3_ENDPOINT", &door.endpoint);
+    farm.start_dispatcher();
+    farm.upload(&fixture(Fixture::ClosedGopH264), "input", "wq/short.mp4");
+    let long = make_busy(&farm, "wq");
+    door.hold_heads("/output/00.mp4");
+    let short = farm.submit(
+        "s3://input/wq/short.mp4",
+        "s3://output/wq/short.mp4",
+        json!({"preset": "ultrafast"}),
+        json!({"segment_seconds": 1}),
+    );
+    let by = Instant::now() + Duration::from_secs(120);
+    let held = loop {
+        let held = door.heads_held();
+        if let Some(path) = held.iter().find(|p| p.contains(&short)) {
+            break path.trim_start_matches("/work/").to_string();
+        }
+        assert!(Instant::now() < by, "no delivery HEAD held: {held:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(sent_whole(&farm).contains(&short), "not sent whole");
+    farm.upload(&fixture(Fixture::Hd720Long), "work", &held);
+    door.release_heads();
+    let j = farm.wait_job(&short, Duration::from_secs(300));
+    assert_eq!(j["state"], "failed", "the replacement was delivered: {j}");
+    let message = j["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&held) && message.contains("not the object that was checked"),
+        "{message}"
+    );
+    assert!(farm.list("output", "wq/short").is_empty());
     let l = farm.wait_job(&long, Duration::from_secs(600));
     assert_eq!(l["state"], "done", "{l}");
 }

@@ -100,3 +100,73 @@ async fn an_unchanged_source_is_copied_in_parts_byte_for_byte() {
     store.get_file("out/big.mp4", &back).await.unwrap();
     assert!(std::fs::read(&back).unwrap() == bytes, "bytes differ");
 }
+
+/// Uploads of more than 8 MiB go in 5 MiB parts, and so do copies.
+fn small_parts(cfg: &mut S3Config) {
+    small_copy_parts(cfg);
+    cfg.multipart_threshold = 8 * MIB;
+    cfg.part_size = 5 * MIB;
+}
+
+/// The ETag an upload answers is the one a HEAD finds, for one PutObject and for a multipart
+/// upload: a stitch reports it with its result and the delivery copies only that object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_answers_the_etag_its_head_finds_whole_and_in_parts() {
+    let (_garage, store, dir) = store_on_garage(BUCKET, small_parts).await;
+    for (name, len) in [("small.bin", MIB), ("big.bin", 12 * MIB)] {
+        let src = file(&dir, name, &data(len as usize, 4));
+        let stored = store.put_file_tagged(SRC, &src).await.unwrap();
+        let head = store.head(SRC).await.unwrap().unwrap();
+        assert_eq!(stored.size, len, "{name}");
+        assert_eq!(
+            stored.etag.as_deref(),
+            Some(head.etag.trim_matches('"')),
+            "{name}"
+        );
+    }
+}
+
+/// Review N6: the work object a stitch stored after its QC gate, replaced by another writer
+/// of the key (a duplicate stitch) before the delivery's HEAD. Before, the delivery HEADed the
+/// key and copied whatever it found (the replacement, never checked); pinned to the ETag the
+/// stitch reported, nothing is delivered and the error names both objects. Whole and in parts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_work_object_replaced_after_its_qc_is_not_delivered() {
+    let (_garage, store, dir) = store_on_garage(BUCKET, small_parts).await;
+    for (dst, len) in [("out/small.mp4", MIB), ("out/big.mp4", 12 * MIB)] {
+        let checked = store
+            .put_file_tagged(SRC, &file(&dir, "a.bin", &data(len as usize, 5)))
+            .await
+            .unwrap();
+        let checked_etag = checked.etag.expect("Garage answers an ETag");
+        store
+            .put_file(SRC, &file(&dir, "b.bin", &data(len as usize, 6)))
+            .await
+            .unwrap();
+        let now = store.head(SRC).await.unwrap().unwrap();
+        assert_ne!(now.etag, checked_etag, "the replacement has the same ETag");
+        let err = store
+            .copy_tagged(BUCKET, SRC, Some(&checked_etag), dst)
+            .await
+            .expect_err("the replacement was delivered");
+        let text = err.to_string();
+        for part in [dst, SRC, checked_etag.as_str(), now.etag.as_str()] {
+            assert!(text.contains(part), "{part} not named: {text}");
+        }
+        assert!(store.head(dst).await.unwrap().is_none(), "{dst} delivered");
+        // The object of the ETag asked for is delivered, byte for byte.
+        let size = store
+            .copy_tagged(BUCKET, SRC, Some(&now.etag), dst)
+            .await
+            .unwrap();
+        assert_eq!(size, len);
+        let back = dir.path().join("back.bin");
+        store.get_file(dst, &back).await.unwrap();
+        assert!(
+            std::fs::read(&back).unwrap() == data(len as usize, 6),
+            "bytes differ"
+        );
+        store.delete(dst).await.unwrap();
+    }
+    no_upload_left(&store).await;
+}

@@ -59,6 +59,7 @@ impl SegmentRunner {
             peak_rss_bytes: stats.peak_rss_bytes,
             decode_errors: result.decode_errors,
             check_seconds: 0.0,
+            etags: Vec::new(),
         })
     }
 

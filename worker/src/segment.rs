@@ -88,6 +88,8 @@ pub(crate) struct Done {
     pub(crate) decode_errors: u64,
     /// Seconds the QC gate took (stitches; 0 for segments).
     pub(crate) check_seconds: f64,
+    /// The ETag of each output stored (stitches, whole-input tasks; empty for segments).
+    pub(crate) etags: Vec<Option<String>>,
 }
 
 impl SegmentRunner {
@@ -219,6 +221,7 @@ impl SegmentRunner {
                         peak_rss_bytes: done.peak_rss_bytes,
                         decode_errors: done.decode_errors,
                         check_seconds: done.check_seconds,
+                        etags: done.etags,
                     },
                 );
                 // Ack only once the event is published: a lost event would stall the job.

@@ -106,7 +106,10 @@ impl SegmentRunner {
         let paths = segments.into_iter().map(|(_, p)| p).collect();
         let (stitched, stats, media_seconds) =
             self.stitch_files(task, paths, audio, &output).await?;
-        let bytes = self.store.put_file(&task.result_key, &output).await?;
+        let stored = self
+            .store
+            .put_file_tagged(&task.result_key, &output)
+            .await?;
         // As for segments: an end marker seen after the upload means this object may have
         // missed the work area's emptying, so it is removed here.
         if self.job_ended(&task.job_id).await {
@@ -117,11 +120,12 @@ impl SegmentRunner {
         }
         Ok(Done {
             frames: stitched.frames,
-            bytes,
+            bytes: stored.size,
             media_seconds,
             peak_rss_bytes: stats.peak_rss_bytes,
             decode_errors: 0,
             check_seconds: stitched.check.as_ref().map_or(0.0, |c| c.seconds),
+            etags: vec![stored.etag],
         })
     }
 

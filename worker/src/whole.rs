@@ -91,6 +91,7 @@ impl SegmentRunner {
             peak_rss_bytes: peak.peak_rss_bytes.max(stitched.peak_rss_bytes),
             decode_errors: result.decode_errors,
             check_seconds: stitched.check_seconds,
+            etags: stitched.etags,
         })
     }
 
@@ -186,7 +187,16 @@ impl SegmentRunner {
             let (result, stats, seconds) = self
                 .stitch_files(&stitch, vec![file.clone()], audio_file.clone(), &output)
                 .await?;
-            bytes += self.store.put_file(&stitch.result_key, &output).await?;
+            let stored = self
+                .store
+                .put_file_tagged(&stitch.result_key, &output)
+                .await?;
+            bytes += stored.size;
+            let at = stitch.output as usize;
+            if cost.etags.len() <= at {
+                cost.etags.resize(at + 1, None);
+            }
+            cost.etags[at] = stored.etag;
             cost.media_seconds += seconds;
             cost.check_seconds += result.check.as_ref().map_or(0.0, |c| c.seconds);
             cost.peak_rss_bytes = cost.peak_rss_bytes.max(stats.peak_rss_bytes);
@@ -201,4 +211,6 @@ struct Stitched {
     media_seconds: f64,
     check_seconds: f64,
     peak_rss_bytes: u64,
+    /// Each stored output's ETag, by output index.
+    etags: Vec<Option<String>>,
 }

@@ -76,9 +76,17 @@ impl S3Sink {
 
 #[async_trait::async_trait]
 impl OutputSink for S3Sink {
-    async fn deliver(&self, work_key: &str, bucket: &str, key: &str) -> Result<u64, FarmError> {
+    async fn deliver(
+        &self,
+        work_key: &str,
+        etag: Option<&str>,
+        bucket: &str,
+        key: &str,
+    ) -> Result<u64, FarmError> {
         let store = self.s3.store(bucket);
-        let size = store.copy_from(&self.work_bucket, work_key, key).await?;
+        let size = store
+            .copy_tagged(&self.work_bucket, work_key, etag, key)
+            .await?;
         self.this_run()
             .insert((bucket.to_string(), key.to_string()));
         if let Err(e) = self.db.record_delivery(&self.job, bucket, key) {

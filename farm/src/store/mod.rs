@@ -21,6 +21,15 @@ pub trait Store: Send + Sync + 'static {
     /// Uploads the file at `src` to `key`, replacing any object there; returns its size.
     /// The object appears whole or not at all.
     async fn put_file(&self, key: &str, src: &Path) -> Result<u64, FarmError>;
+    /// [`Store::put_file`], also returning the stored object's version tag (the S3 ETag)
+    /// where the store has one. Why: a stitch that passed the QC gate names the exact object
+    /// it stored, so the delivery copies that object and no later writer's (review N6).
+    async fn put_file_tagged(&self, key: &str, src: &Path) -> Result<Stored, FarmError> {
+        Ok(Stored {
+            size: self.put_file(key, src).await?,
+            etag: None,
+        })
+    }
     /// Downloads `key` into the file `dst`; returns its size.
     async fn get_file(&self, key: &str, dst: &Path) -> Result<u64, FarmError>;
     /// Whether `key` exists.
@@ -30,6 +39,16 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes one object (absent is fine). Why: a worker whose upload may have missed its
     /// ended job's cleanup removes what it wrote.
     async fn delete(&self, key: &str) -> Result<(), FarmError>;
+}
+
+/// An object just stored: its size and, where the store tags versions, its ETag (without
+/// quotes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// Bytes stored.
+    pub size: u64,
+    /// The ETag the store answered for this write; `None` where the store has none.
+    pub etag: Option<String>,
 }
 
 /// Checks an object key: relative, `/`-separated, no empty, `.` or `..` parts, UTF-8

@@ -56,6 +56,10 @@ pub(super) struct State {
     pub(super) slow_reads: Option<(String, Duration)>,
     /// The next read whose path holds this text is cut after so many bytes of its response.
     pub(super) cut_read: Option<(String, usize)>,
+    /// HEADs whose path holds this text wait until the rule goes, then pass on.
+    pub(super) hold_heads: Option<String>,
+    /// The paths of the HEADs held.
+    pub(super) heads_held: Vec<String>,
 }
 
 /// What a store in trouble does (the chaos run's store faults, review N10).
@@ -160,4 +164,27 @@ pub(super) fn refuse(state: &Mutex<State>, path: &str) -> bool {
     }
     refused.push(path.to_string());
     true
+}
+
+/// Holds the HEAD of `path` while the head rule covers it (recording it once), then lets it
+/// pass on.
+pub(super) fn head_held(state: &Mutex<State>, path: &str) {
+    let mut recorded = false;
+    loop {
+        {
+            let mut state = state.lock().expect("door state");
+            let covered = state
+                .hold_heads
+                .as_ref()
+                .is_some_and(|part| path.contains(part.as_str()));
+            if !covered {
+                return;
+            }
+            if !recorded {
+                state.heads_held.push(path.to_string());
+                recorded = true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

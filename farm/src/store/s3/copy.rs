@@ -81,12 +81,41 @@ impl S3Store {
         src_key: &str,
         key: &str,
     ) -> Result<u64, FarmError> {
+        self.copy_tagged(src_bucket, src_key, None, key).await
+    }
+
+    /// [`S3Store::copy_from`], and when `etag` is given, only the object of that ETag: a
+    /// source that is another object now (its HEAD answers another ETag, or it is replaced
+    /// between the HEAD and the copy) is not copied, and the error names both tags.
+    ///
+    /// Why: the stitch that passed the QC gate reports the ETag of the object it stored; a
+    /// later writer of the same work key (a duplicate stitch) must not have its object
+    /// delivered in its place (review N6).
+    pub async fn copy_tagged(
+        &self,
+        src_bucket: &str,
+        src_key: &str,
+        etag: Option<&str>,
+        key: &str,
+    ) -> Result<u64, FarmError> {
         validate_key(key)?;
         let src = self
             .client_store(src_bucket)
             .head(src_key)
             .await?
             .ok_or_else(|| store_err(src_key, "copy: no such object"))?;
+        if let Some(wanted) = etag.map(|e| e.trim_matches('"')) {
+            if src.etag.trim_matches('"') != wanted {
+                return Err(store_err(
+                    key,
+                    format!(
+                        "copy: the source {src_bucket}/{src_key} is not the object that was \
+                         checked (ETag {} now, {wanted} when it passed): nothing copied",
+                        src.etag
+                    ),
+                ));
+            }
+        }
         self.copy_version(src_bucket, &src, key).await
     }
 

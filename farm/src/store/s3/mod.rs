@@ -28,12 +28,16 @@ use std::path::Path;
 
 use async_trait::async_trait;
 
-use crate::store::Store;
+use crate::store::{Store, Stored};
 use crate::FarmError;
 
 #[async_trait]
 impl Store for S3Store {
     async fn put_file(&self, key: &str, src: &Path) -> Result<u64, FarmError> {
+        Ok(multipart::put(self, key, src).await?.size)
+    }
+
+    async fn put_file_tagged(&self, key: &str, src: &Path) -> Result<Stored, FarmError> {
         multipart::put(self, key, src).await
     }
 

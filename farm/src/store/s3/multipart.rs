@@ -15,7 +15,7 @@ use futures_util::{StreamExt, TryStreamExt};
 use super::client::{non_empty, validate_prefix, S3Store};
 use super::config::MIB;
 use super::errors::{sdk_err, store_err};
-use crate::store::validate_key;
+use crate::store::{validate_key, Stored};
 use crate::FarmError;
 
 /// The smallest part S3 accepts (except the last).
@@ -93,8 +93,8 @@ impl S3Store {
 }
 
 /// `Store::put_file`: one streamed PutObject below the multipart threshold, else a multipart
-/// upload; returns the size.
-pub(super) async fn put(store: &S3Store, key: &str, src: &Path) -> Result<u64, FarmError> {
+/// upload; returns the size and the ETag the store answered.
+pub(super) async fn put(store: &S3Store, key: &str, src: &Path) -> Result<Stored, FarmError> {
     validate_key(key)?;
     let meta = tokio::fs::metadata(src)
         .await
@@ -103,8 +103,8 @@ pub(super) async fn put(store: &S3Store, key: &str, src: &Path) -> Result<u64, F
         return Err(FarmError::io(src, "not a regular file"));
     }
     let size = meta.len();
-    if size >= store.tuning.multipart_threshold {
-        put_multipart(store, key, src, size).await?;
+    let etag = if size >= store.tuning.multipart_threshold {
+        put_multipart(store, key, src, size).await?
     } else {
         let body = ByteStream::from_path(src)
             .await
@@ -118,22 +118,30 @@ pub(super) async fn put(store: &S3Store, key: &str, src: &Path) -> Result<u64, F
             .body(body)
             .send()
             .await
-            .map_err(|e| sdk_err(key, "put", &e))?;
-    }
-    tracing::debug!(bucket = %store.bucket, key, size, "stored object");
-    Ok(size)
+            .map_err(|e| sdk_err(key, "put", &e))?
+            .e_tag
+    };
+    let etag = etag.map(|e| e.trim_matches('"').to_string());
+    tracing::debug!(bucket = %store.bucket, key, size, etag = ?etag, "stored object");
+    Ok(Stored { size, etag })
 }
 
 /// Uploads `src` (`size` bytes) to `key` as a multipart upload; aborts it on any failure.
-async fn put_multipart(store: &S3Store, key: &str, src: &Path, size: u64) -> Result<(), FarmError> {
+/// Returns the completed object's ETag.
+async fn put_multipart(
+    store: &S3Store,
+    key: &str,
+    src: &Path,
+    size: u64,
+) -> Result<Option<String>, FarmError> {
     let mut guard = store.create_upload(key, "create multipart upload").await?;
     let upload_id = guard.upload_id.clone();
     let parts = PartPolicy::new(store.tuning.part_size).plan(size);
     tracing::debug!(bucket = %store.bucket, key, size, parts = parts.len(), "multipart upload");
     match upload_and_complete(store, key, src, &upload_id, parts).await {
-        Ok(()) => {
+        Ok(etag) => {
             guard.armed = false;
-            Ok(())
+            Ok(etag)
         }
         Err(e) => {
             // Still armed while aborting: cancelled here, the guard aborts in the background.
@@ -144,21 +152,21 @@ async fn put_multipart(store: &S3Store, key: &str, src: &Path, size: u64) -> Res
     }
 }
 
-/// Uploads every part, then completes the upload.
+/// Uploads every part, then completes the upload; returns the object's ETag.
 async fn upload_and_complete(
     store: &S3Store,
     key: &str,
     src: &Path,
     upload_id: &str,
     parts: Vec<Part>,
-) -> Result<(), FarmError> {
+) -> Result<Option<String>, FarmError> {
     let mut done: Vec<CompletedPart> = futures_util::stream::iter(parts)
         .map(|part| upload_part(store, key, src, upload_id, part))
         .buffer_unordered(PARTS_IN_FLIGHT)
         .try_collect()
         .await?;
     done.sort_by_key(|p| p.part_number());
-    store
+    let completed = store
         .client
         .complete_multipart_upload()
         .bucket(&*store.bucket)
@@ -172,7 +180,7 @@ async fn upload_and_complete(
         .send()
         .await
         .map_err(|e| sdk_err(key, "complete multipart upload", &e))?;
-    Ok(())
+    Ok(completed.e_tag)
 }
 
 /// Uploads one part, streamed from its range of the file.

@@ -137,6 +137,7 @@ impl FakeFleet {
             peak_rss_bytes: 0,
             decode_errors: 0,
             check_seconds: 0.0,
+            etags: Vec::new(),
         };
         let task_ref = TaskRef::Segment(task.segment);
         self.send(&task.job_id, task.plan, task_ref, worker, done)
@@ -172,6 +173,7 @@ impl FakeFleet {
             peak_rss_bytes: 0,
             decode_errors: 0,
             check_seconds: 0.0,
+            etags: Vec::new(),
         };
         self.send(&task.job_id, task.plan, task_ref, worker, done)
             .await?;
