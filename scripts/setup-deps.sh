@@ -31,6 +31,8 @@ readonly APT_PACKAGES=(
   prometheus
   # Headless Chromium and its WebDriver, for the dashboard's browser test (tests/tests/ui_browser.rs).
   chromium chromium-driver fonts-liberation
+  # libfaketime, for the chaos run's clock jump on the dispatcher (scripts/chaos.sh).
+  faketime
 )
 
 export DEBIAN_FRONTEND=noninteractive

@@ -103,9 +103,11 @@ mod inputs;
 mod listing;
 mod outbox;
 mod quota;
+mod segment_runs;
 pub use listing::{HourCount, JobFilter};
 pub use outbox::{now_ms, OutboxRow};
 pub use quota::Admitted;
+pub use segment_runs::SegmentRun;
 
 /// Which ended job gets a webhook, and its `(url, body)`; see [`Db::queue_webhooks`].
 pub type WebhookOf = dyn Fn(&JobRow) -> Option<(String, Vec<u8>)> + Send + Sync;
@@ -207,8 +209,13 @@ impl Db {
                 ON webhook_outbox(given_up_ms, next_attempt_ms);",
         )
         .map_err(db_err)?;
-        conn.execute_batch(&[deliveries::SCHEMA, held::SCHEMA, inputs::SCHEMA].concat())
-            .map_err(db_err)?;
+        let tables = [
+            deliveries::SCHEMA,
+            held::SCHEMA,
+            inputs::SCHEMA,
+            segment_runs::SCHEMA,
+        ];
+        conn.execute_batch(&tables.concat()).map_err(db_err)?;
         // Databases from before tenants: every job belonged to the one client there was.
         let has_owner: bool = conn
             .prepare("SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'owner'")
@@ -338,12 +345,14 @@ impl Db {
             )?;
             c.execute(deliveries::PRUNE, [])?;
             c.execute(inputs::PRUNE, [])?;
-            c.execute(
+            let pruned = c.execute(
                 "DELETE FROM jobs WHERE state IN ('done', 'failed', 'cancelled')
                  AND updated_at < ?1
                  AND id NOT IN (SELECT job_id FROM job_progress)",
                 [cutoff],
-            )
+            )?;
+            c.execute(segment_runs::PRUNE, [])?;
+            Ok(pruned)
         })
     }
 

@@ -16,7 +16,7 @@ mod admission;
 mod outcome;
 mod sink;
 
-use crate::db::{Db, JobState};
+use crate::db::{Db, JobState, SegmentRun};
 use crate::events::EventRouter;
 use crate::job_plan::JobPlan;
 use crate::metrics::Metrics;
@@ -287,7 +287,11 @@ impl Runner {
                         frames,
                         media_seconds,
                         overhead_seconds,
+                        ..
                     } => {
+                        if let Some(run) = SegmentRun::heard_now(stage) {
+                            db.record_segment_run(&job, &run)?;
+                        }
                         let recorded = db.record_segment(&job, *segment, *frames)?;
                         // Counted once the record stands, and once: a stage whose later
                         // write failed is tried again and records its segment again (L8).

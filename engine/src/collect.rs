@@ -143,6 +143,8 @@ pub(crate) async fn collect_whole(
                 check_seconds,
                 media_seconds,
                 etags,
+                attempt,
+                card,
                 ..
             } => {
                 let stage = JobStage::SegmentDone {
@@ -150,6 +152,9 @@ pub(crate) async fn collect_whole(
                     frames,
                     media_seconds,
                     overhead_seconds,
+                    worker: event.worker.clone(),
+                    attempt,
+                    card,
                 };
                 recorded(&ctx.on_stage, &stage).await;
                 Some(Ok(Collected {
@@ -198,6 +203,8 @@ async fn on_event(
             overhead_seconds,
             peak_rss_bytes,
             decode_errors,
+            attempt,
+            card,
             ..
         } => {
             // A redelivered segment may report twice; count it once.
@@ -210,6 +217,9 @@ async fn on_event(
                         frames,
                         media_seconds,
                         overhead_seconds,
+                        worker: event.worker.clone(),
+                        attempt,
+                        card,
                     },
                 )
                 .await;

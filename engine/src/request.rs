@@ -169,6 +169,15 @@ pub enum JobStage {
         /// Seconds the worker spent on it outside decode and encode (staging, upload).
         #[serde(default)]
         overhead_seconds: f64,
+        /// The worker that did it (the dashboard's segment timeline).
+        #[serde(default)]
+        worker: String,
+        /// Which delivery of the task it was (1: its first; 0: an older worker's event).
+        #[serde(default)]
+        attempt: u32,
+        /// The card that encoded it; `None`: software.
+        #[serde(default)]
+        card: Option<u32>,
     },
     /// All segments are in; stitching.
     Stitching,

@@ -136,6 +136,13 @@ pub enum SegmentOutcome {
         /// a later writer of the same key (a duplicate stitch) is refused (review N6).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         etags: Vec<Option<String>>,
+        /// Which delivery of the task this was (1: its first); 0 from older workers. Why:
+        /// the dashboard's segment timeline shows a task that needed more than one try.
+        #[serde(default)]
+        attempt: u32,
+        /// The GPU card (its NVML index) that encoded the segment; `None`: software.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        card: Option<u32>,
     },
     /// A stitch a worker has taken and is running. Why: a stitch may outlast the broker's
     /// consumer timeout (30 min by default; a 2-hour 60 fps output may take longer), so the

@@ -102,6 +102,23 @@ fn done_on_its_page(farm: &Farm, browser: &Browser, shots: &Path) -> String {
         browser.source().contains("s3://output/ui/clip.mp4"),
         "outputs shown"
     );
+    // The segment timeline: a row (and a bar) per segment, each on the farm's one worker,
+    // its first try, its frames checked.
+    let runs = browser.text_of("#segment-runs", PAGE_TIMEOUT);
+    let segments = farm.job(&id)["segments_total"].as_u64().unwrap_or(0) as usize;
+    let page = browser.source();
+    assert!(segments > 1, "{}", farm.job(&id));
+    assert_eq!(
+        page.matches(r#"<td class="worker">w0</td>"#).count(),
+        segments,
+        "{runs}"
+    );
+    assert_eq!(
+        page.matches(r#"<rect class="run""#).count(),
+        segments,
+        "{page}"
+    );
+    assert!(runs.contains("passed") && runs.contains("CPU"), "{runs}");
     browser.screenshot(shots, "job-done.png");
     id
 }

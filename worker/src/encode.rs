@@ -60,6 +60,7 @@ impl SegmentRunner {
             decode_errors: result.decode_errors,
             check_seconds: 0.0,
             etags: Vec::new(),
+            card,
         })
     }
 

@@ -90,6 +90,8 @@ pub(crate) struct Done {
     pub(crate) check_seconds: f64,
     /// The ETag of each output stored (stitches, whole-input tasks; empty for segments).
     pub(crate) etags: Vec<Option<String>>,
+    /// The card that encoded it (`None`: software, and stitches).
+    pub(crate) card: Option<u32>,
 }
 
 impl SegmentRunner {
@@ -222,6 +224,8 @@ impl SegmentRunner {
                         decode_errors: done.decode_errors,
                         check_seconds: done.check_seconds,
                         etags: done.etags,
+                        attempt,
+                        card: done.card,
                     },
                 );
                 // Ack only once the event is published: a lost event would stall the job.

@@ -126,6 +126,7 @@ impl SegmentRunner {
             decode_errors: 0,
             check_seconds: stitched.check.as_ref().map_or(0.0, |c| c.seconds),
             etags: vec![stored.etag],
+            card: None,
         })
     }
 

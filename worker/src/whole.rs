@@ -92,6 +92,7 @@ impl SegmentRunner {
             decode_errors: result.decode_errors,
             check_seconds: stitched.check_seconds,
             etags: stitched.etags,
+            card: None,
         })
     }
 

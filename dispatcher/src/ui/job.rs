@@ -2,9 +2,8 @@
 //! segments recorded so far, and the cancel or retry form. While the job runs the page
 //! reloads itself every two seconds (a `<meta http-equiv="refresh">`: no script).
 //!
-//! What the segment timeline can show is what the database keeps: which segments of the
-//! current run are done and their frame counts, while the job runs (the rows go when it
-//! ends); the worker, card and times of each are not recorded in the dispatcher.
+//! The segment timeline (timeline.rs) shows each segment's recorded run: worker, card, start,
+//! end, try and checked frames, kept after the job ends.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -37,9 +36,10 @@ pub async fn show(
             .resume_state(&row.id)?
             .map(|r| r.done)
             .unwrap_or_default();
-        Ok(Some((row, done)))
+        let runs = db.segment_runs(&row.id)?;
+        Ok(Some((row, done, runs)))
     });
-    let (row, done) = match found.await {
+    let (row, done, runs) = match found.await {
         Ok(Some(found)) => found,
         // Another tenant's job is as missing as one that never was.
         Ok(None) => return error_page(StatusCode::NOT_FOUND, Some(&session), "no such job"),
@@ -49,6 +49,7 @@ pub async fn show(
     let body = html! {
         (summary(&row))
         (segments(&row, &done))
+        (super::timeline::timeline(&runs))
         (actions(&row, &session))
     };
     answer(

@@ -24,6 +24,7 @@ mod session;
 #[cfg(test)]
 mod tests;
 mod throughput;
+mod timeline;
 
 use std::sync::Arc;
 

@@ -138,6 +138,8 @@ impl FakeFleet {
             decode_errors: 0,
             check_seconds: 0.0,
             etags: Vec::new(),
+            attempt: 1,
+            card: None,
         };
         let task_ref = TaskRef::Segment(task.segment);
         self.send(&task.job_id, task.plan, task_ref, worker, done)
@@ -174,6 +176,8 @@ impl FakeFleet {
             decode_errors: 0,
             check_seconds: 0.0,
             etags: Vec::new(),
+            attempt: 1,
+            card: None,
         };
         self.send(&task.job_id, task.plan, task_ref, worker, done)
             .await?;
