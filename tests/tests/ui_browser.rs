@@ -270,7 +270,15 @@ fn the_dashboard_in_a_browser_shows_jobs_cancels_and_escapes() {
         .text_of("#queues", PAGE_TIMEOUT)
         .contains("tessera.encode.cpu"));
     browser.screenshot(&shots, "queues.png");
-    for path in ["/ui/jobs", "/ui/queues", "/ui/throughput"] {
+    // The workers page: the farm's one worker, with the short job's segments at least.
+    browser.goto(&format!("{}/ui/workers", farm.api));
+    let workers = browser.text_of("#workers", PAGE_TIMEOUT);
+    assert!(
+        workers.contains("w0") && workers.contains("CPU"),
+        "{workers}"
+    );
+    browser.screenshot(&shots, "workers.png");
+    for path in ["/ui/jobs", "/ui/queues", "/ui/throughput", "/ui/workers"] {
         eprintln!(
             "{path}: {:?} (median of 5, RabbitMQ)",
             answer_time(&farm, &browser, path)

@@ -23,7 +23,8 @@ pub(super) const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS segment_runs (
     media_s REAL NOT NULL,
     frames INTEGER NOT NULL,
     PRIMARY KEY (job_id, idx)
-);";
+);
+CREATE INDEX IF NOT EXISTS segment_runs_ended ON segment_runs(ended_ms);";
 
 /// Forgets the runs of pruned jobs; run after the jobs are pruned.
 pub(super) const PRUNE: &str = "DELETE FROM segment_runs WHERE job_id NOT IN (SELECT id FROM jobs)";
@@ -48,6 +49,25 @@ pub struct SegmentRun {
     pub media_s: f64,
     /// Frames encoded and checked.
     pub frames: u64,
+}
+
+/// What one worker did in a window, from its recorded segment runs (the workers page).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerRuns {
+    /// The worker's id.
+    pub worker: String,
+    /// Segments it finished.
+    pub segments: u64,
+    /// Of those, the ones that were not their task's first try.
+    pub retried: u64,
+    /// Seconds from start to end, summed.
+    pub busy_s: f64,
+    /// Seconds of decode and encode, summed.
+    pub media_s: f64,
+    /// The cards it encoded on (NVML indices), e.g. `0,1`; empty: software only.
+    pub cards: String,
+    /// When it last finished one, Unix milliseconds.
+    pub last_ms: i64,
 }
 
 impl SegmentRun {
@@ -105,6 +125,42 @@ impl Db {
         })
     }
 
+    /// Each worker's runs that ended at or after `since_ms`, by worker id; only of jobs of
+    /// tenant `owner` when given (a tenant sees what the fleet did for it).
+    pub fn worker_runs(
+        &self,
+        since_ms: i64,
+        owner: Option<&str>,
+    ) -> Result<Vec<WorkerRuns>, FarmError> {
+        self.with(|c| {
+            // The fleet's view reads the runs alone; a tenant's looks up each run's job.
+            let runs = match owner {
+                None => "segment_runs r WHERE r.ended_ms >= ?1 AND ?2 IS NULL",
+                Some(_) => {
+                    "segment_runs r JOIN jobs j ON j.id = r.job_id
+                     WHERE r.ended_ms >= ?1 AND j.owner = ?2"
+                }
+            };
+            let mut stmt = c.prepare(&format!(
+                "SELECT r.worker, COUNT(*), SUM(r.attempt > 1), SUM(r.ended_ms - r.started_ms),
+                    SUM(r.media_s), COALESCE(GROUP_CONCAT(DISTINCT r.card), ''), MAX(r.ended_ms)
+                 FROM {runs} GROUP BY r.worker ORDER BY r.worker"
+            ))?;
+            let rows = stmt.query_map(params![since_ms, owner], |r| {
+                Ok(WorkerRuns {
+                    worker: r.get(0)?,
+                    segments: r.get::<_, i64>(1)? as u64,
+                    retried: r.get::<_, i64>(2)? as u64,
+                    busy_s: r.get::<_, i64>(3)? as f64 / 1e3,
+                    media_s: r.get(4)?,
+                    cards: r.get(5)?,
+                    last_ms: r.get(6)?,
+                })
+            })?;
+            rows.collect()
+        })
+    }
+
     /// The recorded runs of `job`'s segments, by segment.
     pub fn segment_runs(&self, job: &str) -> Result<Vec<SegmentRun>, FarmError> {
         self.with(|c| {
@@ -144,6 +200,28 @@ mod tests {
             media_s: 0.5,
             frames: 25,
         }
+    }
+
+    #[test]
+    fn each_workers_runs_in_the_window_are_summed_and_a_tenant_sees_only_its_jobs() {
+        let db = Db::open(std::path::Path::new(":memory:")).unwrap();
+        let body = serde_json::json!({});
+        db.insert("a1", "acme", None, &body).unwrap();
+        db.insert("b1", "beta", None, &body).unwrap();
+        db.record_segment_run("a1", &run(0, "w0", 1)).unwrap(); // 0-800 ms, too early
+        db.record_segment_run("a1", &run(1, "w0", 2)).unwrap(); // card 0, a retry
+        db.record_segment_run("a1", &run(2, "w1", 1)).unwrap();
+        db.record_segment_run("b1", &run(3, "w1", 1)).unwrap();
+        let all = db.worker_runs(1_000, None).unwrap();
+        let names: Vec<_> = all.iter().map(|w| w.worker.as_str()).collect();
+        assert_eq!(names, ["w0", "w1"]);
+        let w0 = &all[0];
+        assert_eq!((w0.segments, w0.retried, w0.cards.as_str()), (1, 1, "0"));
+        assert_eq!((w0.busy_s, w0.media_s, w0.last_ms), (0.8, 0.5, 1_800));
+        assert_eq!((all[1].segments, all[1].cards.as_str()), (2, ""));
+        let acme = db.worker_runs(1_000, Some("acme")).unwrap();
+        assert_eq!(acme.iter().map(|w| w.segments).sum::<u64>(), 2);
+        assert!(db.worker_runs(1_000, Some("nobody")).unwrap().is_empty());
     }
 
     #[test]

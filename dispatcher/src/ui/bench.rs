@@ -11,11 +11,14 @@ use crate::db::{Db, JobState};
 
 /// Jobs in the database.
 const JOBS: usize = 10_000;
+/// Segment runs recorded per job.
+const RUNS: u32 = 5;
 /// The slowest median a page may take.
 const LIMIT: Duration = Duration::from_millis(100);
 
 /// A database of `JOBS` jobs of three tenants, most done, some failed or cancelled, a few
-/// running; the job `running` with 120 segments, 60 recorded done.
+/// running; the job `running` with 120 segments, 60 recorded done; `RUNS` segment runs a
+/// job on 8 workers, all in the last hour (the workers page's worst case).
 fn filled(path: &std::path::Path) -> Db {
     let db = Db::open(path).unwrap();
     for i in 0..JOBS {
@@ -32,6 +35,20 @@ fn filled(path: &std::path::Path) -> Db {
             "hardware": "cpu", "priority": 5, "segment_seconds": 4.0,
         });
         db.insert(&id, owner, None, &request).unwrap();
+        let now = crate::db::now_ms();
+        for segment in 0..RUNS {
+            let run = crate::db::SegmentRun {
+                segment,
+                worker: format!("worker-{}", (i + segment as usize) % 8),
+                card: (i % 4 == 0).then_some(segment % 2),
+                attempt: 1 + u32::from(i % 50 == 0),
+                started_ms: now - 60_000,
+                ended_ms: now - 50_000,
+                media_s: 8.0,
+                frames: 100,
+            };
+            db.record_segment_run(&id, &run).unwrap();
+        }
         match i % 10 {
             0 => db
                 .fail(
@@ -78,6 +95,7 @@ async fn pages_answer_in_under_100_ms_with_10000_jobs() {
         "/ui/jobs/job05002",
         "/ui/queues",
         "/ui/throughput",
+        "/ui/workers",
     ] {
         let mut times = Vec::new();
         for _ in 0..15 {

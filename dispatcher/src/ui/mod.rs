@@ -25,6 +25,7 @@ mod session;
 mod tests;
 mod throughput;
 mod timeline;
+mod workers;
 
 use std::sync::Arc;
 
@@ -87,6 +88,7 @@ where
         .route("/ui/jobs/{id}/{action}", post(actions::act))
         .route("/ui/queues", get(queues::show))
         .route("/ui/throughput", get(throughput::show))
+        .route("/ui/workers", get(workers::show))
         .route("/ui/style.css", get(style))
         .layer(Extension(keys))
         .layer(axum::middleware::from_fn(security_headers))

@@ -33,6 +33,7 @@ pub fn frame(
                     @if let Some(s) = session {
                         nav {
                             a href="/ui/jobs" { "Jobs" }
+                            a href="/ui/workers" { "Workers" }
                             a href="/ui/queues" { "Queues" }
                             a href="/ui/throughput" { "Throughput" }
                         }

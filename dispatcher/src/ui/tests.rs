@@ -207,6 +207,7 @@ async fn every_answer_carries_the_csp_and_no_script() {
         "/ui/jobs/j1",
         "/ui/queues",
         "/ui/throughput",
+        "/ui/workers",
         "/ui/style.css",
         "/ui/jobs/nope",
     ] {
@@ -296,4 +297,38 @@ async fn a_tenant_sees_its_own_jobs_and_an_admin_every_tenants() {
         own.contains("1 done, 0 failed") && own.contains("No failures."),
         "{own}"
     );
+}
+
+#[tokio::test]
+async fn the_workers_page_sums_each_workers_last_hour_and_a_tenant_sees_its_share() {
+    let db = memory_db();
+    db.insert("a1", "acme", None, &serde_json::json!({}))
+        .unwrap();
+    db.insert("b1", "beta", None, &serde_json::json!({}))
+        .unwrap();
+    let now = crate::db::now_ms();
+    let run = |segment, worker: &str, card, attempt| crate::db::SegmentRun {
+        segment,
+        worker: worker.into(),
+        card,
+        attempt,
+        started_ms: now - 2_000,
+        ended_ms: now - 1_000,
+        media_s: 0.5,
+        frames: 25,
+    };
+    db.record_segment_run("a1", &run(0, "<i>w0</i>", Some(1), 2))
+        .unwrap();
+    db.record_segment_run("b1", &run(0, "w1", None, 1)).unwrap();
+    let (app, _) = dashboard(db);
+    let (ops, _) = sign_in(&app, OPS).await;
+    let all = send(&app, "/ui/workers", &ops, None).await.body;
+    assert!(
+        all.contains("<td class=\"worker\">&lt;i&gt;w0&lt;/i&gt;</td><td>1</td><td>1</td>"),
+        "{all}"
+    );
+    assert!(all.contains("GPU 1") && all.contains(">w1<"), "{all}");
+    let (acme, _) = sign_in(&app, ACME).await;
+    let own = send(&app, "/ui/workers", &acme, None).await.body;
+    assert!(own.contains("w0") && !own.contains(">w1<"), "{own}");
 }
