@@ -86,6 +86,7 @@ impl JobReport {
             finish_s,
             fixed_overhead_s: clock.prepare_s + finish_s,
             qc_s: finished.stitched.check_seconds,
+            title: plan.info.title.clone(),
         }
     }
 }

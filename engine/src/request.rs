@@ -298,6 +298,10 @@ pub struct JobReport {
     /// with the output's length), reported so where a job's end goes can be read.
     #[serde(default)]
     pub qc_s: f64,
+    /// The source's title (container metadata), kept in the outputs. Why in the report: the
+    /// dashboard names a job by it beside its key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
 }
 
 /// One delivered output.

@@ -2,8 +2,9 @@
 //! against the real farm (dispatcher, a worker, RabbitMQ, Garage). It signs in with the API
 //! token, watches a job reach `done` on its page (the page reloads itself; no script), cancels
 //! a long job from its page and runs it again (cancelled in turn), opens a job whose input key
-//! is HTML and script (the page shows the key as text and no alert opens), and sees a dead
-//! letter counted on the queues page. The list, queues and throughput pages show them.
+//! and title (container metadata) are HTML and script (the page shows both as text and no
+//! alert opens), sees a dead letter counted on the queues page, the worker on the workers
+//! page, and a failed job's code on the throughput page. The list shows them all.
 //!
 //! Screenshots go to `$TESSERA_UI_SCREENSHOTS` (default `target/ui-screenshots`);
 //! `TESSERA_UI_SCREENSHOTS=docs/ui` refreshes the ones docs/operations.md shows.
@@ -21,6 +22,8 @@ const PAGE_TIMEOUT: Duration = Duration::from_secs(30);
 const JOB_TIMEOUT: Duration = Duration::from_secs(90);
 /// An input key a careless page would run as script.
 const HOSTILE_KEY: &str = "ui/<script>alert(1)</script><img src=x onerror=alert(2)>.mp4";
+/// The title in that input's metadata.
+const HOSTILE_TITLE: &str = "<script>alert(3)</script><b>bold</b> & \"title\"";
 
 fn screenshot_dir() -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -224,11 +227,28 @@ fn answer_time(farm: &Farm, browser: &Browser, path: &str) -> Duration {
     times[2]
 }
 
-/// A job whose input key is markup: its page shows the key as text and runs nothing.
+/// A job whose input key and title (container metadata) are markup: its page shows both as
+/// text and runs nothing.
 fn hostile_key_as_text(farm: &Farm, browser: &Browser, shots: &Path) -> String {
+    let titled = farm.dir.path().join("titled.mp4");
+    let (src, title) = (
+        fixture(Fixture::ClosedGopH264),
+        format!("title={HOSTILE_TITLE}"),
+    );
+    let args = ["-y", "-v", "error", "-i", path_str(&src), "-c", "copy"];
+    tessera_tests::fixture::ffmpeg(
+        &[&args[..], &["-metadata", &title, path_str(&titled)]].concat(),
+    );
+    farm.upload(&titled, "input", HOSTILE_KEY);
     let id = submit(farm, HOSTILE_KEY, "ui/evil.mp4");
-    farm.wait_job(&id, JOB_TIMEOUT);
+    let job = farm.wait_job(&id, JOB_TIMEOUT);
+    assert_eq!(job["state"], "done", "{job}");
     browser.goto(&format!("{}/ui/jobs/{id}", farm.api));
+    assert_eq!(
+        browser.text_of("#title", PAGE_TIMEOUT),
+        HOSTILE_TITLE,
+        "the title as text"
+    );
     let shown = browser.text_of("#input", PAGE_TIMEOUT);
     assert_eq!(
         shown,
@@ -284,12 +304,19 @@ fn the_dashboard_in_a_browser_shows_jobs_cancels_and_escapes() {
             answer_time(&farm, &browser, path)
         );
     }
+    // A job on an input that is not there fails; the day's failures count it by its code.
+    let missing = submit(&farm, "ui/missing.mp4", "ui/missing.mp4");
+    assert_eq!(farm.wait_job(&missing, JOB_TIMEOUT)["state"], "failed");
     browser.goto(&format!("{}/ui/throughput", farm.api));
     assert!(browser.find("#throughput").is_ok(), "the chart is drawn");
     let failures = browser.text_of("#failures", PAGE_TIMEOUT);
     assert!(
         failures.contains("input_unreadable"),
-        "the hostile job's failure: {failures}"
+        "the missing input's failure: {failures}"
     );
     browser.screenshot(&shots, "throughput.png");
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
 }

@@ -151,6 +151,7 @@ fn done_jobs_and_webhooks_are_counted() {
         prepare_s: 0.2,
         finish_s: 0.3,
         qc_s: 0.2,
+        title: None,
         fixed_overhead_s: 0.5,
     };
     m.job_done(&report);

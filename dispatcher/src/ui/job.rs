@@ -100,6 +100,7 @@ fn summary(row: &JobRow) -> Markup {
             dt { "Progress" } dd { (progress(row.segments_done, row.segments_total, row.state == JobState::Done)) }
             dt { "Tenant" } dd { (row.owner) }
             dt { "Input" } dd id="input" { (input_of(row)) }
+            @if let Some(title) = report["title"].as_str() { dt { "Title" } dd id="title" { (title) } }
             dt { "Outputs" } dd { ul { @for o in &outputs { li { (o) } } } }
             dt { "Created (UTC)" } dd { (utc(row.created_at)) }
             dt { "Last change (UTC)" } dd { (utc(row.updated_at)) }

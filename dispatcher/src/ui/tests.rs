@@ -240,10 +240,15 @@ async fn hostile_names_and_errors_render_as_text() {
     db.insert("evil", "acme", None, &request).unwrap();
     db.fail("evil", JobState::Failed, "<b>code</b>", hostile)
         .unwrap();
+    // A done job whose source's title (container metadata) is markup.
+    db.insert("titled", "acme", None, &request).unwrap();
+    db.finish("titled", &serde_json::json!({"title": hostile}))
+        .unwrap();
     let (app, _) = dashboard(db);
     let (cookie, _) = sign_in(&app, ACME).await;
     for path in [
         "/ui/jobs/evil",
+        "/ui/jobs/titled",
         "/ui/jobs",
         "/ui/jobs?code=%3Cb%3Ecode%3C%2Fb%3E",
     ] {
