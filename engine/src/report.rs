@@ -87,6 +87,7 @@ impl JobReport {
             fixed_overhead_s: clock.prepare_s + finish_s,
             qc_s: finished.stitched.check_seconds,
             title: plan.info.title.clone(),
+            video_s: plan.info.duration_seconds,
         }
     }
 }

@@ -302,6 +302,10 @@ pub struct JobReport {
     /// dashboard names a job by it beside its key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// Seconds of video in each output (the source's duration). Why: throughput is read in
+    /// minutes of video delivered per hour (the dashboard's throughput page).
+    #[serde(default)]
+    pub video_s: f64,
 }
 
 /// One delivered output.

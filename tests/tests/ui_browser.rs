@@ -309,6 +309,11 @@ fn the_dashboard_in_a_browser_shows_jobs_cancels_and_escapes() {
     assert_eq!(farm.wait_job(&missing, JOB_TIMEOUT)["state"], "failed");
     browser.goto(&format!("{}/ui/throughput", farm.api));
     assert!(browser.find("#throughput").is_ok(), "the chart is drawn");
+    let minutes = browser.source();
+    assert!(
+        minutes.contains("id=\"minutes\"") && !minutes.contains("max 0.0 min / hour"),
+        "no minutes of video drawn"
+    );
     let failures = browser.text_of("#failures", PAGE_TIMEOUT);
     assert!(
         failures.contains("input_unreadable"),

@@ -64,8 +64,8 @@ impl Db {
 }
 
 /// Jobs that ended in one hour: `hour` (Unix seconds / 3600), `state` (done or failed), the
-/// failure's code, how many.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// failure's code, how many, and the seconds of video their outputs hold.
+#[derive(Debug, Clone, PartialEq)]
 pub struct HourCount {
     /// Unix hour (seconds / 3600) the jobs last changed in.
     pub hour: i64,
@@ -75,6 +75,8 @@ pub struct HourCount {
     pub code: Option<String>,
     /// Jobs.
     pub jobs: u64,
+    /// Seconds of video in their outputs (from their reports; 0 for failed jobs).
+    pub video_s: f64,
 }
 
 impl Db {
@@ -87,7 +89,8 @@ impl Db {
     ) -> Result<Vec<HourCount>, FarmError> {
         self.with(|c| {
             let mut stmt = c.prepare_cached(
-                "SELECT updated_at / 3600, state, error_code, COUNT(*) FROM jobs
+                "SELECT updated_at / 3600, state, error_code, COUNT(*),
+                    SUM(COALESCE(json_extract(report, '$.video_s'), 0.0)) FROM jobs
                  WHERE state IN ('done', 'failed') AND updated_at >= ?1
                  AND (?2 IS NULL OR owner = ?2)
                  GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
@@ -98,6 +101,7 @@ impl Db {
                     state: r.get(1)?,
                     code: r.get(2)?,
                     jobs: r.get::<_, i64>(3)?.max(0) as u64,
+                    video_s: r.get(4)?,
                 })
             })?;
             rows.collect()

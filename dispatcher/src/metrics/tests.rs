@@ -152,6 +152,7 @@ fn done_jobs_and_webhooks_are_counted() {
         finish_s: 0.3,
         qc_s: 0.2,
         title: None,
+        video_s: 4.0,
         fixed_overhead_s: 0.5,
     };
     m.job_done(&report);

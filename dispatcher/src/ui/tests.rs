@@ -274,7 +274,8 @@ async fn a_tenant_sees_its_own_jobs_and_an_admin_every_tenants() {
         .unwrap();
     db.insert("b1", "beta", None, &serde_json::json!({}))
         .unwrap();
-    db.finish("a1", &serde_json::json!({})).unwrap();
+    db.finish("a1", &serde_json::json!({"video_s": 90.0}))
+        .unwrap();
     db.fail("b1", JobState::Failed, "qc_failed", "bad").unwrap();
     let (app, _) = dashboard(db);
     let (acme, _) = sign_in(&app, ACME).await;
@@ -295,6 +296,11 @@ async fn a_tenant_sees_its_own_jobs_and_an_admin_every_tenants() {
     let all = send(&app, "/ui/throughput", &ops, None).await.body;
     assert!(
         all.contains("1 done, 1 failed") && all.contains("<code>qc_failed</code>"),
+        "{all}"
+    );
+    // Minutes of video delivered: a1's 90 s; the failed job delivered none.
+    assert!(
+        all.contains(": 1.5 min of video") && all.contains("max 1.5 min / hour"),
         "{all}"
     );
     let own = send(&app, "/ui/throughput", &acme, None).await.body;

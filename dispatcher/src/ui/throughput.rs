@@ -1,9 +1,8 @@
-//! The throughput page: jobs done and failed per hour over the last day, drawn as SVG on the
-//! server, and the day's failures by error code.
+//! The throughput page: jobs done and failed per hour and minutes of video delivered per hour
+//! over the last day, drawn as SVG on the server, and the day's failures by error code.
 //!
 //! Why from the job table: it is what the dispatcher keeps across restarts (the Prometheus
-//! counters start at zero with each process); minutes of video per hour, which needs each
-//! input's duration, is on the Grafana dashboard (`tessera_video_seconds_encoded_total`).
+//! counters start at zero with each process); a done job's report holds its video seconds.
 
 use std::collections::BTreeMap;
 
@@ -49,6 +48,8 @@ pub async fn show(State(state): State<UiState>, session: Session) -> Response {
     let body = html! {
         h2 { "Jobs ended per hour, last 24 hours (UTC)" }
         (chart(&counts, first))
+        h2 { "Minutes of video delivered per hour, last 24 hours (UTC)" }
+        (minutes_chart(&counts, first))
         h2 { "Failures by error code, last 24 hours" }
         @if by_code.is_empty() {
             p { "No failures." }
@@ -100,6 +101,40 @@ fn chart(counts: &[HourCount], first: i64) -> Markup {
                 }
             }
             text x=(WIDTH - 4) y="12" text-anchor="end" { "max " (top) " / hour" }
+        }
+    }
+}
+
+/// Minutes of video delivered (done jobs' outputs) per hour from `first`, a bar each; each
+/// bar's title gives its figure.
+fn minutes_chart(counts: &[HourCount], first: i64) -> Markup {
+    let mut minutes = vec![0.0f64; HOURS as usize];
+    for c in counts.iter().filter(|c| c.state == "done") {
+        if let Some(m) = usize::try_from(c.hour - first)
+            .ok()
+            .and_then(|i| minutes.get_mut(i))
+        {
+            *m += c.video_s / 60.0;
+        }
+    }
+    let top = minutes.iter().copied().fold(0.0, f64::max);
+    let plot = HEIGHT - 20;
+    let height = |m: f64| (m / top.max(1e-9) * (plot - 18) as f64).round() as i64;
+    html! {
+        svg.chart id="minutes" xmlns="http://www.w3.org/2000/svg" width=(WIDTH) height=(HEIGHT)
+            viewBox={ "0 0 " (WIDTH) " " (HEIGHT) } role="img"
+            aria-label="minutes of video delivered per hour" {
+            @for (i, m) in minutes.iter().enumerate() {
+                @let (x, h) = (i as i64 * BAR, height(*m));
+                g {
+                    title { (utc((first + i as i64) * 3600)) ": " (format!("{m:.1}")) " min of video" }
+                    rect.done x=(x + 2) y=(plot - h) width=(BAR - 4) height=(h) {}
+                }
+                @if i % 6 == 0 {
+                    text x=(x + 2) y=(HEIGHT - 4) { (&utc((first + i as i64) * 3600)[11..16]) }
+                }
+            }
+            text x=(WIDTH - 4) y="12" text-anchor="end" { "max " (format!("{top:.1}")) " min / hour" }
         }
     }
 }
