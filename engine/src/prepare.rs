@@ -62,8 +62,8 @@ pub(crate) async fn prepare(
     } else {
         0.0
     };
+    let encode_queue = encode_queue(ctx, hardware, &probe.info, req).await?;
     let planned = plan(req, probe, busy_last).await?;
-    let encode_queue = encode_queue(ctx, hardware).await;
     let salt = path_salt(hardware);
     let split_fingerprint = plan_fingerprint(&planned.1.segments) ^ salt;
     let on_cpu = encode_queue == ctx.encode_queue;
@@ -210,18 +210,90 @@ async fn record_planned(ctx: &DispatchContext, plan: &JobPlan) {
     );
 }
 
-/// The queue of a job's segments: by its hardware, and for "any" by whether GPU workers
-/// are consuming the GPU queue now.
-async fn encode_queue(ctx: &DispatchContext, hardware: Hardware) -> String {
+/// Where a job of `hardware` may run given its source's `transfer`. An HDR source (PQ or
+/// HLG) never goes to the GPU: the GPU path keeps no HDR (no tone mapping, and NVENC in
+/// FFmpeg 5.1 writes no mastering-display or light-level metadata), so "any" runs on the
+/// CPU and "gpu" is refused, naming the input (GPU re-review, failure 4).
+fn hdr_route(
+    hardware: Hardware,
+    transfer: Option<&str>,
+    (job, input): (&str, &Path),
+) -> Result<Hardware, FarmError> {
+    if !tessera_model::hdr::is_hdr_transfer(transfer) {
+        return Ok(hardware);
+    }
+    let transfer = transfer.unwrap_or_default();
     match hardware {
-        Hardware::Cpu => ctx.encode_queue.clone(),
-        Hardware::Gpu => ctx.gpu_queue.clone(),
+        Hardware::Gpu => Err(FarmError::Media {
+            code: tessera_model::error_code::ErrorCode::GpuRequestUnsupported,
+            class: tessera_model::error_code::ErrorClass::Abort,
+            message: format!(
+                "{}: the source is HDR (transfer {transfer}) and the GPU path keeps no HDR \
+                 (no tone mapping, no HDR10 metadata from NVENC): submit it with hardware \
+                 \"cpu\" or \"any\"",
+                input.display()
+            ),
+        }),
         Hardware::Any => {
-            if ctx.queue.consumers(&ctx.gpu_queue).await.unwrap_or(0) > 0 {
-                ctx.gpu_queue.clone()
-            } else {
-                ctx.encode_queue.clone()
+            tracing::info!(job, transfer, "HDR source: encoded on the CPU path");
+            Ok(Hardware::Cpu)
+        }
+        Hardware::Cpu => Ok(Hardware::Cpu),
+    }
+}
+
+/// The queue of a job's segments: by its hardware (an HDR source's by [`hdr_route`]), and
+/// for "any" by whether GPU workers are consuming the GPU queue now.
+async fn encode_queue(
+    ctx: &DispatchContext,
+    hardware: Hardware,
+    info: &tessera_model::probe::ProbeInfo,
+    req: &JobRequest,
+) -> Result<String, FarmError> {
+    let transfer = info.video.color.transfer.as_deref();
+    Ok(
+        match hdr_route(hardware, transfer, (&req.id, &req.input))? {
+            Hardware::Cpu => ctx.encode_queue.clone(),
+            Hardware::Gpu => ctx.gpu_queue.clone(),
+            Hardware::Any => {
+                if ctx.queue.consumers(&ctx.gpu_queue).await.unwrap_or(0) > 0 {
+                    ctx.gpu_queue.clone()
+                } else {
+                    ctx.encode_queue.clone()
+                }
             }
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_hdr_source_never_goes_to_the_gpu() {
+        let at = ("j1", Path::new("/in/hdr.mkv"));
+        for sdr in [None, Some("bt709"), Some("smpte170m")] {
+            for hw in [Hardware::Cpu, Hardware::Gpu, Hardware::Any] {
+                assert_eq!(hdr_route(hw, sdr, at).unwrap(), hw, "{sdr:?}");
+            }
+        }
+        for hdr in ["smpte2084", "arib-std-b67"] {
+            assert_eq!(
+                hdr_route(Hardware::Any, Some(hdr), at).unwrap(),
+                Hardware::Cpu
+            );
+            assert_eq!(
+                hdr_route(Hardware::Cpu, Some(hdr), at).unwrap(),
+                Hardware::Cpu
+            );
+            let refused = hdr_route(Hardware::Gpu, Some(hdr), at).unwrap_err();
+            assert_eq!(
+                refused.code(),
+                tessera_model::error_code::ErrorCode::GpuRequestUnsupported
+            );
+            let text = refused.to_string();
+            assert!(text.contains("/in/hdr.mkv") && text.contains(hdr), "{text}");
         }
     }
 }

@@ -207,6 +207,71 @@ fn an_any_job_the_gpus_refuse_runs_again_on_the_cpu() {
         farm.list("output", "refuse/gpu").is_empty(),
         "nothing delivered"
     );
+
+    // An HDR source (10-bit HEVC, PQ, BT.2020) never goes to the GPU, whose path keeps no
+    // HDR (GPU re-review, failure 4): "any" runs on the CPU at once, while the GPU queue has
+    // a consumer, and keeps its PQ tag; "gpu" is refused before any task, naming HDR.
+    let hdr = farm.dir.path().join("hdr.mkv");
+    tessera_tests::fixture::ffmpeg(&[
+        "-y",
+        "-v",
+        "error",
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=320x180:rate=25:duration=2",
+        "-vf",
+        "format=yuv420p10le",
+        "-c:v",
+        "libx265",
+        "-preset",
+        "ultrafast",
+        "-x265-params",
+        "log-level=error:colorprim=bt2020:transfer=smpte2084:colormatrix=bt2020nc",
+        "-color_primaries",
+        "bt2020",
+        "-color_trc",
+        "smpte2084",
+        "-colorspace",
+        "bt2020nc",
+        hdr.to_str().unwrap(),
+    ]);
+    farm.upload(&hdr, "input", "refuse/hdr.mkv");
+    let before = refused.load(std::sync::atomic::Ordering::SeqCst);
+    let any = farm.submit(
+        "s3://input/refuse/hdr.mkv",
+        "s3://output/refuse/hdr-any.mkv",
+        json!({"codec": "hevc", "preset": "ultrafast"}),
+        json!({"segment_seconds": 1, "hardware": "any"}),
+    );
+    let done = farm.wait_job(&any, Duration::from_secs(180));
+    assert_eq!(done["state"], "done", "{done}");
+    assert_eq!(
+        refused.load(std::sync::atomic::Ordering::SeqCst),
+        before,
+        "an HDR job's task went to the GPU queue"
+    );
+    farm.assert_frame_exact(&hdr, "refuse/hdr-any.mkv");
+    let out = farm.dir.path().join("refuse_hdr-any.mkv");
+    let video = tessera_tests::probe::streams_of(&out, "video");
+    assert_eq!(video[0].color_transfer.as_deref(), Some("smpte2084"));
+    let gpu = farm.submit(
+        "s3://input/refuse/hdr.mkv",
+        "s3://output/refuse/hdr-gpu.mkv",
+        json!({"codec": "hevc", "preset": "p4"}),
+        json!({"segment_seconds": 1, "hardware": "gpu"}),
+    );
+    let failed = farm.wait_job(&gpu, Duration::from_secs(120));
+    assert_eq!(
+        failed["error"]["code"], "gpu_request_unsupported",
+        "{failed}"
+    );
+    let message = failed["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("HDR") && message.contains("smpte2084"),
+        "{message}"
+    );
+    assert_eq!(refused.load(std::sync::atomic::Ordering::SeqCst), before);
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     gpu_worker.join().unwrap();
 }
