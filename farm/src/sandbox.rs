@@ -234,6 +234,9 @@ impl Sandbox {
         // CUDA ordinals in PCI bus order, as NVML numbers the cards (CUDA's default is
         // fastest first): the worker maps NVML cards to ordinals on that basis.
         cmd.env("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+        if let Some(dir) = self.confinement.cuda_cache_dir() {
+            cmd.env("CUDA_CACHE_PATH", dir);
+        }
         let (mem, fsize) = (limits.memory_bytes, limits.max_file_bytes);
         let address_space = !limits.bound_by_rss;
         // No parent secrets, no network, writes only in the work directories: prepared

@@ -384,8 +384,11 @@ async fn open_media(
     shutdown: &CancellationToken,
 ) -> Result<Sandbox, FarmError> {
     // One spare child for the stitch and quality operations (encodes use warm slots). Its
-    // children write only in the staging directory, where every input and output lies.
-    let confinement = Confinement::default().writing(&settings.worker.staging_dir);
+    // children write only in the staging directory, where every input and output lies, and
+    // in this worker's CUDA kernel cache beside it (kept across its jobs).
+    let root = &settings.worker.staging_dir;
+    let cache = root.join(crate::staging::cuda_cache_name(&settings.worker.id));
+    let confinement = Confinement::default().writing(root).cuda_cache(cache);
     let sandbox = Sandbox::current()?
         .confined(confinement)
         .with_spares(1, settings.worker.limits);

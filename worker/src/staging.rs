@@ -20,6 +20,13 @@ pub(crate) fn claim(root: &Path, id: &str) -> Result<(std::fs::File, PathBuf), F
     Ok((lock, dir))
 }
 
+/// The name of worker `id`'s CUDA kernel cache directory in the staging root: apart from its
+/// own directory, which [`claim`] empties at every start, and never a worker's directory name
+/// (those have no leading dot).
+pub(crate) fn cuda_cache_name(id: &str) -> String {
+    format!(".cuda-cache-{}", dir_name(id))
+}
+
 /// A worker id as one safe path component (`[A-Za-z0-9._-]`, no leading dot).
 fn dir_name(id: &str) -> String {
     let safe: String = id

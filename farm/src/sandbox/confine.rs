@@ -63,6 +63,7 @@ const DEVICES: &[&str] = &[
 pub struct Confinement {
     read: Vec<PathBuf>,
     write: Vec<PathBuf>,
+    cuda_cache: Option<PathBuf>,
 }
 
 impl Confinement {
@@ -70,6 +71,24 @@ impl Confinement {
     pub fn reading(mut self, path: impl Into<PathBuf>) -> Self {
         self.read.push(path.into());
         self
+    }
+
+    /// Gives children the directory `dir` (created now, writable) as CUDA's kernel cache,
+    /// `CUDA_CACHE_PATH`. Why: `scale_cuda`'s PTX is compiled for the card the first time a
+    /// process loads it, and children start with an empty environment (no HOME, so no
+    /// default cache) and never serve two jobs: without it every job's child compiles it
+    /// again (GPU re-review, failure 6).
+    pub fn cuda_cache(self, dir: impl Into<PathBuf>) -> Self {
+        let dir = dir.into();
+        Confinement {
+            cuda_cache: Some(dir.clone()),
+            ..self.writing(dir)
+        }
+    }
+
+    /// The CUDA kernel cache children get ([`Confinement::cuda_cache`]).
+    pub(super) fn cuda_cache_dir(&self) -> Option<&Path> {
+        self.cuda_cache.as_deref()
     }
 
     /// Lets children create, write and remove beneath the directory `path` (created now

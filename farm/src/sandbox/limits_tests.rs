@@ -24,6 +24,27 @@ echo "result {\"ok\":\"$lim $CUDA_DEVICE_ORDER\",\"error\":null,\"peak_rss_bytes
     assert_eq!(gpu, "unlimited PCI_BUS_ID");
 }
 
+/// A worker's children get its CUDA kernel cache (`CUDA_CACHE_PATH`) and may write in it
+/// (Landlock included); without one the variable is unset (GPU re-review, failure 6).
+#[tokio::test]
+async fn children_get_a_cuda_kernel_cache_they_may_write_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = r#"touch "${CUDA_CACHE_PATH:-/nonexistent}/kernel" 2>/dev/null && w=yes || w=no
+echo "result {\"ok\":\"${CUDA_CACHE_PATH:-unset} $w\",\"error\":null,\"peak_rss_bytes\":0}""#;
+    let plain = script(dir.path(), body);
+    let (none, _): (String, _) = plain
+        .run(&probe_op(), limits(10), &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(none, "unset no");
+    let cache = dir.path().join(".cuda-cache-w0");
+    let confinement = confine::Confinement::default().cuda_cache(&cache);
+    let sb = script(dir.path(), body).confined(confinement);
+    let (got, _): (String, _) = sb.run(&probe_op(), limits(10), &mut |_| {}).await.unwrap();
+    assert_eq!(got, format!("{} yes", cache.display()));
+    assert!(cache.join("kernel").exists());
+}
+
 /// Without RLIMIT_AS, a GPU child is bounded by its resident memory: one that grows past the
 /// limit is killed within a moment, long before its time limit, and the error says why.
 #[tokio::test]
