@@ -127,13 +127,17 @@ pub(crate) fn encode_hw(
 
 /// The GPU path's answer to a decode error: `None` skips the packet, `Some` stops the segment.
 ///
-/// On NVDEC every decode error stops the segment (a failed surface map or "No decoder
-/// surfaces left" would otherwise drop frames silently); a software decode skips a bad
-/// packet, as the software path does, unless the error is a GPU condition.
-/// An NVDEC error that is no GPU condition (a damaged packet, a stream NVDEC refuses) is
-/// `gpu_request_unsupported`: a job that may run anywhere then runs on the CPU path, whose
-/// decoder skips and counts damaged packets against the job's limit.
+/// A damaged packet (`AVERROR_INVALIDDATA`: the source's fault, not the card's) is skipped
+/// and counted against the job's `source_corrupt` limit, on NVDEC as on the software path
+/// (GPU re-review, failure 1: before, one damaged packet sent the whole job off the GPU).
+/// Any other error on NVDEC stops the segment (a failed surface map or "No decoder surfaces
+/// left" would otherwise drop frames silently); a software decode skips a bad packet unless
+/// the error is a GPU condition. An NVDEC error that is no GPU condition (a stream NVDEC
+/// refuses) is `gpu_request_unsupported`: a job that may run anywhere then runs on the CPU.
 fn decode_failure(e: ff::Error, dev: u32, nvdec: bool, chunk: &Path) -> Option<MediaError> {
+    if matches!(e, ff::Error::InvalidData) {
+        return None;
+    }
     let f = AvFailure::from_error(e, "decoding");
     match classify_gpu_failure(GpuStage::Running, f.code, &f.describe()) {
         GpuFailure::Other if !nvdec => None,
@@ -249,5 +253,27 @@ fn open_gpu_decoder(
             }
         }
         None => open_video_decoder_with(stream, chunk, 1, attach),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// GPU re-review, failure 1: a damaged packet on NVDEC is skipped and counted, as on the
+    /// software path, instead of sending the job off the GPU; any other NVDEC error still
+    /// stops the segment with a GPU class.
+    #[test]
+    fn a_damaged_packet_on_nvdec_is_skipped_and_other_errors_stop_the_segment() {
+        let chunk = Path::new("/work/chunk.nut");
+        for nvdec in [true, false] {
+            assert!(decode_failure(ff::Error::InvalidData, 0, nvdec, chunk).is_none());
+        }
+        let enomem = ff::Error::Other {
+            errno: ff::util::error::ENOMEM,
+        };
+        let stop = decode_failure(enomem, 1, true, chunk).expect("stops the segment");
+        assert_eq!(stop.code().as_str(), "gpu_request_unsupported", "{stop}");
+        assert!(stop.to_string().contains("/work/chunk.nut"), "{stop}");
     }
 }
