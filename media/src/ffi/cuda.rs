@@ -231,9 +231,24 @@ unsafe extern "C" fn pick_cuda(
     }
 }
 
-/// Puts a decoder (not yet opened) on NVDEC: the card's device context and a get_format that
-/// picks CUDA frames.
+/// Surfaces NVDEC adds to the stream's own need (its DPB, plus one). Why: frames the
+/// pipeline holds (the scale graph, NVENC's look-ahead) come out of the decoder's pool, and a
+/// stream whose reorder depth grows past what its SPS announced meets "No decoder surfaces
+/// left" without them (GPU re-review, failure 1). The total stays under NVDEC's 32 (a DPB of
+/// 16 at most, plus one, plus these).
+const NVDEC_EXTRA_SURFACES: i32 = 4;
+
+/// Sizes a (not yet opened) decoder's hardware frame pool for the pipeline.
+fn size_surfaces(ctx: &mut ff::codec::Context) {
+    // SAFETY: the context is allocated and not opened; `extra_hw_frames` is a plain int
+    // FFmpeg reads when it creates the hwaccel's frames pool at open.
+    unsafe { (*ctx.as_mut_ptr()).extra_hw_frames = NVDEC_EXTRA_SURFACES };
+}
+
+/// Puts a decoder (not yet opened) on NVDEC: the card's device context, a get_format that
+/// picks CUDA frames, and surfaces for the frames the pipeline holds.
 pub(crate) fn attach_nvdec(ctx: &mut ff::codec::Context, device: &HwRef) {
+    size_surfaces(ctx);
     let dev = device.clone();
     // SAFETY: the context is allocated and not opened, so FFmpeg reads neither field yet;
     // hw_device_ctx takes ownership of the new reference (avcodec_free_context unrefs it);
@@ -363,5 +378,21 @@ pub(crate) fn set_encoder_frames(enc: &mut ff::encoder::video::Video, frames: &H
         let c = enc.as_mut_ptr();
         ffi::av_buffer_unref(&mut (*c).hw_frames_ctx);
         (*c).hw_frames_ctx = r.into_raw();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_nvdec_decoder_gets_surfaces_for_the_pipeline_within_the_limit() {
+        let mut ctx = ff::codec::Context::new();
+        size_surfaces(&mut ctx);
+        // SAFETY: the context is allocated and owned here.
+        let extra = unsafe { (*ctx.as_ptr()).extra_hw_frames };
+        assert_eq!(extra, NVDEC_EXTRA_SURFACES);
+        // H.264's and HEVC's largest DPB (16) plus one plus these stay under NVDEC's 32.
+        assert!(16 + 1 + extra < 32);
     }
 }
