@@ -101,6 +101,38 @@ pub fn nvenc_sw_format(codec: VideoCodec, source_depth: u8) -> &'static str {
     }
 }
 
+/// Bits a pixel of one frame may take at most under constant quality: a ceiling that the
+/// quality target, not the cap, decides below (x264 at CRF 23 spends about 0.05-0.1).
+const CQ_CEILING_BITS_PER_PIXEL: f64 = 0.3;
+
+/// The peak bitrate (b/s) of a constant-quality rendition of `width` x `height` at `fps`.
+/// Why: with `b=0` and no `maxrate`, FFmpeg 5.1's NVENC takes the preset's average bitrate as
+/// the ceiling, so the quality target would be capped by a figure nobody chose (GPU
+/// re-review, failure 3).
+pub fn cq_ceiling(width: u32, height: u32, fps: f64) -> u64 {
+    let fps = if fps.is_finite() && fps > 0.0 {
+        fps.min(240.0)
+    } else {
+        30.0
+    };
+    (CQ_CEILING_BITS_PER_PIXEL * f64::from(width) * f64::from(height) * fps).round() as u64
+}
+
+impl NvencSettings {
+    /// Gives a constant-quality rendition (`cq` set) without a cap an explicit `maxrate`
+    /// ([`cq_ceiling`] of its output size and rate) and a `bufsize` of twice that.
+    pub fn with_cq_ceiling(mut self, width: u32, height: u32, fps: f64) -> Self {
+        let has = |k: &str| self.options.iter().any(|(o, _)| o == k);
+        if has("cq") && !has("maxrate") {
+            let cap = cq_ceiling(width, height, fps);
+            self.options.push(("maxrate".into(), cap.to_string()));
+            self.options
+                .push(("bufsize".into(), cap.saturating_mul(2).to_string()));
+        }
+        self
+    }
+}
+
 /// The full NVENC settings for a rendition on the GPU path.
 pub fn nvenc_settings(
     spec: &RenditionSpec,
@@ -124,6 +156,15 @@ pub fn nvenc_settings(
             set("rc", "vbr".into());
             set("cq", nvenc_cq(spec.codec, crf)?.to_string());
             set("b", "0".into());
+            // A capped CRF, as the software path's VBV; without a cap the rendition sets its
+            // own ceiling once it knows its size (`with_cq_ceiling`).
+            if let Some(cap) = spec.maxrate {
+                if cap < 10_000 {
+                    return Err(format!("maxrate {cap} b/s is too low (minimum 10k)"));
+                }
+                set("maxrate", cap.to_string());
+                set("bufsize", cap.saturating_mul(2).to_string());
+            }
         }
         RateControl::Bitrate(bps) => {
             if bps < 10_000 {
@@ -196,6 +237,39 @@ mod tests {
             .iter()
             .find(|(key, _)| key == k)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// GPU re-review, failure 3: constant quality always has a ceiling someone chose: the
+    /// job's `maxrate` (with a buffer of twice it), else one from the output's size and rate,
+    /// never the preset's average bitrate (FFmpeg 5.1's ceiling for `b=0` without `maxrate`).
+    #[test]
+    fn constant_quality_has_an_explicit_ceiling() {
+        let hw = HardwareEncode::default();
+        let crf = spec(VideoCodec::H264, RateControl::Crf(23.0), "p4");
+        let s = nvenc_settings(&crf, &hw, 8).unwrap();
+        assert_eq!((get(&s, "b"), get(&s, "maxrate")), (Some("0"), None));
+        let s = s.with_cq_ceiling(1920, 1080, 30.0);
+        assert_eq!(get(&s, "maxrate"), Some("18662400"));
+        assert_eq!(get(&s, "bufsize"), Some("37324800"));
+        assert_eq!(cq_ceiling(3840, 2160, 60.0), 4 * 2 * 18_662_400);
+        assert_eq!(cq_ceiling(1280, 720, f64::NAN), cq_ceiling(1280, 720, 30.0));
+        // The job's cap stands; the rendition adds none.
+        let capped = RenditionSpec {
+            maxrate: Some(4_000_000),
+            ..crf.clone()
+        };
+        let s = nvenc_settings(&capped, &hw, 8)
+            .unwrap()
+            .with_cq_ceiling(1920, 1080, 30.0);
+        assert_eq!(get(&s, "maxrate"), Some("4000000"));
+        assert_eq!(get(&s, "bufsize"), Some("8000000"));
+        assert_eq!(s.options.iter().filter(|(k, _)| k == "maxrate").count(), 1);
+        // A bitrate rendition keeps its own VBV.
+        let vbr = spec(VideoCodec::Hevc, RateControl::Bitrate(3_000_000), "p4");
+        let s = nvenc_settings(&vbr, &hw, 8)
+            .unwrap()
+            .with_cq_ceiling(1920, 1080, 30.0);
+        assert_eq!(get(&s, "maxrate"), Some("4500000"));
     }
 
     #[test]

@@ -77,6 +77,8 @@ impl HwRendition {
                     reason: format!("rendition {}: {why}", out.spec.name),
                 }
             })?;
+        let settings =
+            settings.with_cq_ceiling(width, height, f64::from(fr_num) / f64::from(fr_den.max(1)));
         let out_format = ff::format::Pixel::from_str(settings.sw_format)
             .map_err(|e| MediaError::encode(settings.encoder, e))?;
         let software = match req.hardware.as_ref().is_some_and(|h| h.software_encode) {
