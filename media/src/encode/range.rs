@@ -181,6 +181,9 @@ pub(crate) fn decode_all(
                 skipping = skip;
             }
         }
+        // Only this call's log lines may classify its failure (GPU re-review, M5): an earlier
+        // line (a fallen-back NVDEC init) must not name a later decode error.
+        crate::ffi::cuda::clear_log();
         if let Err(e) = decoder.send_packet(&packet) {
             if let Some(err) = reject.and_then(|f| f(e)) {
                 return Err(err);
@@ -209,6 +212,7 @@ fn drain_frames(
     const MAX_FAILED_IN_A_ROW: u64 = 64;
     let mut failed = 0u64;
     loop {
+        crate::ffi::cuda::clear_log();
         match decoder.receive_frame(frame) {
             Ok(()) => on_frame(frame)?,
             Err(e) if is_end_or_again(&e) => return Ok(failed),
@@ -249,6 +253,54 @@ mod tests {
         }));
         assert!(!is_end_or_again(&ff::Error::External));
         assert!(!is_end_or_again(&ff::Error::InvalidData));
+    }
+
+    /// GPU re-review, M5: the decode loop clears the captured log before each decoder call,
+    /// so a line logged before it (here: a fallen-back NVDEC init's) is gone by the time a
+    /// frame (or a failure to classify) comes out. Before, it stayed for the whole segment.
+    #[test]
+    fn the_decode_loop_forgets_lines_logged_before_each_call() {
+        crate::init();
+        let dir = tempfile::tempdir().unwrap();
+        let chunk = dir.path().join("chunk.mkv");
+        let made = std::process::Command::new("ffmpeg")
+            .args([
+                "-v",
+                "error",
+                "-f",
+                "lavfi",
+                "-i",
+                "testsrc2=size=160x90:rate=25:d=1",
+            ])
+            .args(["-c:v", "libx264", "-preset", "ultrafast"])
+            .arg(&chunk)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let mut ictx = ff::format::input(&chunk).unwrap();
+        let params = ictx.stream(0).unwrap().parameters();
+        let ctx = ff::codec::Context::from_parameters(params).unwrap();
+        let mut decoder = ctx.decoder().video().unwrap();
+        let _capture = crate::ffi::cuda::LogCapture::start();
+        let stale = c"cuvidCreateDecoder(...) failed -> CUDA_ERROR_OUT_OF_MEMORY\n";
+        // SAFETY: a printf-style call with a "%s" format and one NUL-terminated string.
+        unsafe {
+            ff::ffi::av_log(
+                std::ptr::null_mut(),
+                ff::ffi::AV_LOG_ERROR as libc::c_int,
+                c"%s".as_ptr(),
+                stale.as_ptr(),
+            )
+        };
+        let mut seen = Vec::new();
+        let mut on_frame = |_: &mut ff::frame::Video| {
+            // What a failure classified now would read (AvFailure takes the log).
+            seen.push(crate::ffi::cuda::AvFailure::new(-libc::EINVAL, "decoding").describe());
+            Ok(())
+        };
+        decode_all(&mut ictx, &mut decoder, &chunk, &mut on_frame, None, None).unwrap();
+        assert_eq!(seen.len(), 25);
+        assert!(seen.iter().all(|l| !l.contains("CUDA_ERROR")), "{seen:?}");
     }
 
     #[test]
