@@ -238,6 +238,31 @@ pub struct EncodeResult {
     /// the job and compared with its `source_corrupt` limit.
     #[serde(default)]
     pub decode_errors: u64,
+    /// How a GPU encode decoded its chunk (`None` on the software path and from older
+    /// children). Why: NVDEC can fall back to a software decode without an error, and
+    /// throughput collapses while every check stays green (GPU re-review, failure 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_decode: Option<GpuDecode>,
+}
+
+/// What decoded a GPU encode's chunk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuDecode {
+    /// Whether the plan put the decode on NVDEC (else a CPU decode and an upload).
+    pub nvdec_planned: bool,
+    /// The hwaccel the opened decoder used ("h264_nvdec"), if any.
+    pub hwaccel: Option<String>,
+    /// Frames that came out of the decoder in system memory and were uploaded to the card.
+    pub uploaded_frames: u64,
+    /// Frames that came out of the decoder on the card.
+    pub cuda_frames: u64,
+}
+
+impl GpuDecode {
+    /// Whether NVDEC was planned but some frames were decoded in software: the worker warns.
+    pub fn fell_back(&self) -> bool {
+        self.nvdec_planned && self.uploaded_frames > 0
+    }
 }
 
 fn yes() -> bool {

@@ -46,6 +46,11 @@ impl SegmentRunner {
         let op = MediaOp::Encode(request);
         let ((result, stats), t_encoded) = (self.encode(task, card, &op).await?, Instant::now());
         crate::qc::check_segment(task.segment, &task.encode, &result)?;
+        if let Some(warning) = crate::qc::gpu_decode_warning(task.segment, &result) {
+            let frames = result.gpu_decode.as_ref().map_or(0, |d| d.uploaded_frames);
+            self.config.metrics.nvdec_fell_back(frames);
+            tracing::warn!(job = %task.job_id, card = ?card, "{warning}");
+        }
         let bytes = self.store_outputs(task, staging, &outputs).await?;
         self.discard_if_ended(task).await?;
         let (ms, media) = (|d: Duration| d.as_millis() as u64, result.media_seconds);

@@ -21,6 +21,7 @@ pub struct WorkerMetrics {
     media_micros: AtomicU64,
     overhead_micros: AtomicU64,
     running: AtomicU64,
+    nvdec_fallback_frames: AtomicU64,
     started: StartTime,
 }
 
@@ -70,6 +71,13 @@ impl WorkerMetrics {
         }
     }
 
+    /// `frames` of a segment planned on NVDEC were decoded in software (failure 2 of the GPU
+    /// re-review: a fallback nothing else shows).
+    pub fn nvdec_fell_back(&self, frames: u64) {
+        self.nvdec_fallback_frames
+            .fetch_add(frames, Ordering::Relaxed);
+    }
+
     /// A task attempt failed.
     pub fn failed(&self) {
         self.tasks_failed.fetch_add(1, Ordering::Relaxed);
@@ -80,7 +88,7 @@ impl WorkerMetrics {
         let mut out = String::new();
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let secs = |a: &AtomicU64| get(a) as f64 / 1e6;
-        let lines: [(&str, &str, &str, String); 8] = [
+        let lines: [(&str, &str, &str, String); 9] = [
             (
                 "tessera_worker_segments_done_total",
                 "counter",
@@ -116,6 +124,12 @@ impl WorkerMetrics {
                 "counter",
                 "Seconds segments spent outside decode and encode.",
                 secs(&self.overhead_micros).to_string(),
+            ),
+            (
+                "tessera_worker_nvdec_fallback_frames_total",
+                "counter",
+                "Frames of segments planned on NVDEC that were decoded in software.",
+                get(&self.nvdec_fallback_frames).to_string(),
             ),
             (
                 "tessera_worker_tasks_running",

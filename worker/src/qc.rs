@@ -79,6 +79,20 @@ fn qc_failed(what: String, reason: String) -> FarmError {
     }
 }
 
+/// What to warn about how a GPU encode decoded segment `segment`: NVDEC was planned but
+/// frames came out of a software decode (and were uploaded), so the card's decoder sat idle
+/// and one CPU thread decoded. Not a failure: the frames are right, only slow.
+pub(crate) fn gpu_decode_warning(segment: u32, result: &EncodeResult) -> Option<String> {
+    let d = result.gpu_decode.as_ref().filter(|d| d.fell_back())?;
+    Some(format!(
+        "segment {segment}: NVDEC was planned but {} of {} frames were decoded in software \
+         (hwaccel {}): the decoder fell back",
+        d.uploaded_frames,
+        d.uploaded_frames + d.cuda_frames,
+        d.hwaccel.as_deref().unwrap_or("none")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,7 +137,30 @@ mod tests {
             }],
             media_seconds: 0.1,
             decode_errors: 0,
+            gpu_decode: None,
         }
+    }
+
+    /// GPU re-review, failure 2: a decode planned on NVDEC whose frames came out in system
+    /// memory is named; one on NVDEC, a planned CPU decode and the software path are not.
+    #[test]
+    fn an_nvdec_decode_that_fell_back_to_software_is_named() {
+        use tessera_model::encode::GpuDecode;
+        let mut r = result(100, Some(100), Some(199), true);
+        assert_eq!(gpu_decode_warning(3, &r), None);
+        let decode = |nvdec_planned, uploaded_frames, cuda_frames| GpuDecode {
+            nvdec_planned,
+            hwaccel: nvdec_planned.then(|| "h264_nvdec".to_string()),
+            uploaded_frames,
+            cuda_frames,
+        };
+        r.gpu_decode = Some(decode(true, 0, 100));
+        assert_eq!(gpu_decode_warning(3, &r), None);
+        r.gpu_decode = Some(decode(false, 100, 0));
+        assert_eq!(gpu_decode_warning(3, &r), None);
+        r.gpu_decode = Some(decode(true, 40, 60));
+        let w = gpu_decode_warning(3, &r).expect("named");
+        assert!(w.contains("segment 3") && w.contains("40 of 100"), "{w}");
     }
 
     fn code(r: Result<(), FarmError>) -> Option<(ErrorCode, ErrorClass)> {

@@ -30,7 +30,7 @@ use crate::{ffi, MediaError};
 use nvenc::{nvenc_encoder_name, nvenc_settings, NvencSettings};
 use rendition::HwRendition;
 use tessera_model::capabilities::{DecodePath, DecodePlan, HwCapabilities};
-use tessera_model::encode::{EncodeRequest, EncodeResult, HardwareEncode};
+use tessera_model::encode::{EncodeRequest, EncodeResult, GpuDecode, HardwareEncode};
 use upload::Uploader;
 
 /// Encodes the frames of `[start_pts, end_pts)` from the chunk on card `hw.device`;
@@ -80,14 +80,17 @@ pub(crate) fn encode_hw(
         .collect::<Result<Vec<_>, _>>()?;
 
     let mut gate = RangeGate::new(req, chunk_tb);
+    let (mut cuda_frames, mut uploaded_frames) = (0u64, 0u64);
     let mut on_frame = |frame: &mut ff::frame::Video| -> Result<(), MediaError> {
         let Some(pts) = gate.admit_frame(frame) else {
             return Ok(());
         };
         let mut uploaded;
         let gpu: &mut ff::frame::Video = if frame.format() == ff::format::Pixel::CUDA {
+            cuda_frames += 1;
             frame
         } else {
+            uploaded_frames += 1;
             uploaded = uploader.upload(frame)?;
             &mut uploaded
         };
@@ -112,6 +115,12 @@ pub(crate) fn encode_hw(
     if gate.decoded == 0 {
         return Err(MediaError::decode(chunk, "no frame could be decoded"));
     }
+    let gpu_decode = GpuDecode {
+        nvdec_planned: nvdec,
+        hwaccel: cuda::hwaccel_name(&decoder),
+        uploaded_frames,
+        cuda_frames,
+    };
     let results = renditions
         .into_iter()
         .map(|r| r.finish(&device, req, dev))
@@ -122,6 +131,7 @@ pub(crate) fn encode_hw(
         renditions: results,
         media_seconds: started.elapsed().as_secs_f64(),
         decode_errors: rejected + gate.damaged,
+        gpu_decode: Some(gpu_decode),
     })
 }
 

@@ -97,5 +97,6 @@ pub(crate) fn encode_sw(
         renditions: results,
         media_seconds: started.elapsed().as_secs_f64(),
         decode_errors: rejected + gate.damaged,
+        gpu_decode: None,
     })
 }
