@@ -133,6 +133,7 @@ pub(crate) async fn collect_whole(
             let _ = delivery.acker.ack().await;
             continue;
         }
+        let stage = segment_done(0, &event);
         let outcome = match event.outcome {
             SegmentOutcome::Running => None,
             SegmentOutcome::Done {
@@ -141,22 +142,12 @@ pub(crate) async fn collect_whole(
                 peak_rss_bytes,
                 decode_errors,
                 check_seconds,
-                media_seconds,
                 etags,
-                attempt,
-                card,
                 ..
             } => {
-                let stage = JobStage::SegmentDone {
-                    segment: 0,
-                    frames,
-                    media_seconds,
-                    overhead_seconds,
-                    worker: event.worker.clone(),
-                    attempt,
-                    card,
-                };
-                recorded(&ctx.on_stage, &stage).await;
+                if let Some(stage) = &stage {
+                    recorded(&ctx.on_stage, stage).await;
+                }
                 Some(Ok(Collected {
                     frames,
                     overheads: vec![overhead_seconds],
@@ -196,33 +187,21 @@ async fn on_event(
         return Ok(());
     };
     let i = segment as usize;
+    let stage = segment_done(segment, &event);
     match event.outcome {
         SegmentOutcome::Done {
             frames,
-            media_seconds,
             overhead_seconds,
             peak_rss_bytes,
             decode_errors,
-            attempt,
-            card,
             ..
         } => {
             // A redelivered segment may report twice; count it once.
             if i < tally.done.len() && !tally.done[i] {
                 // Recorded (for a restart) before the event is acked.
-                recorded(
-                    &ctx.on_stage,
-                    &JobStage::SegmentDone {
-                        segment,
-                        frames,
-                        media_seconds,
-                        overhead_seconds,
-                        worker: event.worker.clone(),
-                        attempt,
-                        card,
-                    },
-                )
-                .await;
+                if let Some(stage) = &stage {
+                    recorded(&ctx.on_stage, stage).await;
+                }
                 tally.done[i] = true;
                 tally.remaining -= 1;
                 audio.segments_left(tally.remaining);
@@ -325,6 +304,31 @@ pub(crate) fn judge_decode_errors(
         "{}: {what}; delivered with the decoder's concealment",
         input.display()
     )))
+}
+
+/// The stage a done event of `segment` records (`None` for any other outcome): its figures
+/// and who did it, for the resume state, the metrics and the dashboard's timeline.
+fn segment_done(segment: u32, event: &TaskEvent) -> Option<JobStage> {
+    let SegmentOutcome::Done {
+        frames,
+        media_seconds,
+        overhead_seconds,
+        attempt,
+        card,
+        ..
+    } = event.outcome
+    else {
+        return None;
+    };
+    Some(JobStage::SegmentDone {
+        segment,
+        frames,
+        media_seconds,
+        overhead_seconds,
+        worker: event.worker.clone(),
+        attempt,
+        card,
+    })
 }
 
 #[cfg(test)]

@@ -8,6 +8,9 @@
 //! a private temporary directory and are renamed into place, so parallel
 //! test processes never see a half-written fixture.
 
+mod hdr;
+pub use hdr::hdr_source;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

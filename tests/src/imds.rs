@@ -249,16 +249,7 @@ fn answer(
 fn civil(t: SystemTime) -> (i64, i64, i64, i64, i64, i64, i64) {
     let secs = t.duration_since(UNIX_EPOCH).expect("after 1970").as_secs() as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (proleptic Gregorian).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = tessera_model::civil::civil_from_days(days);
     let weekday = (days + 4).rem_euclid(7); // 1970-01-01 was a Thursday
     (y, m, d, rem / 3600, rem / 60 % 60, rem % 60, weekday)
 }

@@ -208,34 +208,10 @@ fn an_any_job_the_gpus_refuse_runs_again_on_the_cpu() {
         "nothing delivered"
     );
 
-    // An HDR source (10-bit HEVC, PQ, BT.2020) never goes to the GPU, whose path keeps no
+    // An HDR source (10-bit HEVC, PQ, BT.2020, HDR10 metadata) never goes to the GPU, whose path keeps no
     // HDR (GPU re-review, failure 4): "any" runs on the CPU at once, while the GPU queue has
     // a consumer, and keeps its PQ tag; "gpu" is refused before any task, naming HDR.
-    let hdr = farm.dir.path().join("hdr.mkv");
-    tessera_tests::fixture::ffmpeg(&[
-        "-y",
-        "-v",
-        "error",
-        "-f",
-        "lavfi",
-        "-i",
-        "testsrc2=size=320x180:rate=25:duration=2",
-        "-vf",
-        "format=yuv420p10le",
-        "-c:v",
-        "libx265",
-        "-preset",
-        "ultrafast",
-        "-x265-params",
-        "log-level=error:colorprim=bt2020:transfer=smpte2084:colormatrix=bt2020nc",
-        "-color_primaries",
-        "bt2020",
-        "-color_trc",
-        "smpte2084",
-        "-colorspace",
-        "bt2020nc",
-        hdr.to_str().unwrap(),
-    ]);
+    let hdr = tessera_tests::fixture::hdr_source(farm.dir.path(), "smpte2084");
     farm.upload(&hdr, "input", "refuse/hdr.mkv");
     let before = refused.load(std::sync::atomic::Ordering::SeqCst);
     let any = farm.submit(

@@ -4,54 +4,12 @@
 //! BT.709 SDR by default (matching FFmpeg's own zscale/tonemap chain by PSNR), and keeps PQ
 //! when asked with `--hdr keep`. Every output has the source's frame count.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use tessera_tests::fixture::ffmpeg;
+use tessera_tests::fixture::{ffmpeg, hdr_source};
 use tessera_tests::probe::{psnr, streams_of};
 use tessera_tests::{frame_count, Job};
-
-const MASTER: &str = "G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,1)";
-
-/// A 3 s 640x360 10-bit HEVC source with `transfer`; with PQ it carries HDR10 metadata.
-fn source(dir: &Path, transfer: &str) -> PathBuf {
-    let path = dir.join(format!("{transfer}.mkv"));
-    let mut x265 =
-        format!("log-level=error:colorprim=bt2020:transfer={transfer}:colormatrix=bt2020nc");
-    if transfer == "smpte2084" {
-        x265.push_str(&format!(
-            ":hdr10=1:master-display={MASTER}:max-cll=1000,400"
-        ));
-    }
-    ffmpeg(&[
-        "-f",
-        "lavfi",
-        "-i",
-        "testsrc2=size=640x360:rate=25:duration=3",
-        "-f",
-        "lavfi",
-        "-i",
-        "sine=duration=3",
-        "-vf",
-        "format=yuv420p10le",
-        "-c:v",
-        "libx265",
-        "-preset",
-        "ultrafast",
-        "-x265-params",
-        &x265,
-        "-color_primaries",
-        "bt2020",
-        "-color_trc",
-        transfer,
-        "-colorspace",
-        "bt2020nc",
-        "-c:a",
-        "aac",
-        path.to_str().expect("utf-8 path"),
-    ]);
-    path
-}
 
 /// The side data of the first video frame, as ffprobe prints it (`key=value` lines).
 fn first_frame_side_data(path: &Path) -> String {
@@ -92,7 +50,7 @@ fn transcode(src: &Path, name: &str, extra: &[&str]) -> Job {
 #[test]
 fn hdr10_keeps_depth_tags_and_metadata_in_hevc_and_av1() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let src = source(dir.path(), "smpte2084");
+    let src = hdr_source(dir.path(), "smpte2084");
     for codec in ["hevc", "av1"] {
         let job = transcode(&src, &format!("{codec}.mkv"), &["--codec", codec]);
         let v = video(&job.output);
@@ -132,7 +90,7 @@ fn hdr10_keeps_depth_tags_and_metadata_in_hevc_and_av1() {
 #[test]
 fn hlg_keeps_its_transfer() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let src = source(dir.path(), "arib-std-b67");
+    let src = hdr_source(dir.path(), "arib-std-b67");
     let job = transcode(&src, "hlg.mkv", &["--codec", "hevc"]);
     let v = video(&job.output);
     assert_eq!(v.pix_fmt.as_deref(), Some("yuv420p10le"));
@@ -143,7 +101,7 @@ fn hlg_keeps_its_transfer() {
 #[test]
 fn h264_from_hdr_is_tone_mapped_unless_kept() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let src = source(dir.path(), "smpte2084");
+    let src = hdr_source(dir.path(), "smpte2084");
     let job = transcode(&src, "sdr.mp4", &["--codec", "h264"]);
     let v = video(&job.output);
     assert_eq!(v.pix_fmt.as_deref(), Some("yuv420p"));

@@ -129,18 +129,7 @@ impl FakeFleet {
                 .await
                 .map_err(|e| e.to_string())?;
         }
-        let done = SegmentOutcome::Done {
-            frames: task.encode.expected_frames,
-            bytes: 0,
-            media_seconds: 0.001,
-            overhead_seconds: 0.001,
-            peak_rss_bytes: 0,
-            decode_errors: 0,
-            check_seconds: 0.0,
-            etags: Vec::new(),
-            attempt: 1,
-            card: None,
-        };
+        let done = done(task.encode.expected_frames);
         let task_ref = TaskRef::Segment(task.segment);
         self.send(&task.job_id, task.plan, task_ref, worker, done)
             .await?;
@@ -167,18 +156,7 @@ impl FakeFleet {
             .put_file(&task.result_key, &self.stand_in)
             .await
             .map_err(|e| e.to_string())?;
-        let done = SegmentOutcome::Done {
-            frames: task.expected_frames,
-            bytes: 0,
-            media_seconds: 0.001,
-            overhead_seconds: 0.001,
-            peak_rss_bytes: 0,
-            decode_errors: 0,
-            check_seconds: 0.0,
-            etags: Vec::new(),
-            attempt: 1,
-            card: None,
-        };
+        let done = done(task.expected_frames);
         self.send(&task.job_id, task.plan, task_ref, worker, done)
             .await?;
         self.counts.stitches.fetch_add(1, Ordering::Relaxed);
@@ -207,5 +185,21 @@ impl FakeFleet {
             .map_err(|e| e.to_string())?;
         self.counts.events.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+}
+
+/// A stand-in task's done event of `frames` frames, as a worker reports a first try.
+fn done(frames: u64) -> SegmentOutcome {
+    SegmentOutcome::Done {
+        frames,
+        bytes: 0,
+        media_seconds: 0.001,
+        overhead_seconds: 0.001,
+        peak_rss_bytes: 0,
+        decode_errors: 0,
+        check_seconds: 0.0,
+        etags: Vec::new(),
+        attempt: 1,
+        card: None,
     }
 }
