@@ -143,6 +143,7 @@ impl WorkerSettings<'_> {
             min_free_bytes: 256 << 20,
             exit_when_idle: None,
             drain: Default::default(),
+            status_every: None,
         }
     }
 

@@ -55,6 +55,8 @@ pub struct AppState {
     pub upload_ledger: Arc<crate::uploads::UrlLedger>,
     /// Cancellation handles of running jobs.
     pub running: Mutex<HashMap<String, CancellationToken>>,
+    /// The workers' newest status reports (fleet.rs), for the dashboard.
+    pub fleet: crate::fleet::Fleet,
 }
 
 impl axum::extract::FromRef<Arc<AppState>> for crate::uploads::Uploads {

@@ -25,6 +25,7 @@ mod auth;
 mod db;
 mod error;
 mod events;
+mod fleet;
 mod http_server;
 mod instance;
 mod job_plan;
@@ -96,12 +97,16 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
         upload_limits: settings.uploads,
         upload_ledger: Default::default(),
         running: Mutex::new(Default::default()),
+        fleet: fleet::Fleet::default(),
     });
     // Before any job can end: an ending job queues its webhook in the same transaction.
     webhook::start(&db, &state.runner, shutdown.clone());
     end_ended_jobs(&state, &db)?;
     resume_unfinished_jobs(&state, &db)?;
     tokio::spawn(router.run(events, queue.clone(), shutdown.clone()));
+    // Workers' status reports, for the dashboard's workers page.
+    let fleet = state.fleet.clone();
+    tokio::spawn(fleet::listen(queue.clone(), fleet, shutdown.clone()));
     tokio::spawn(db::prune_every_hour(
         db.clone(),
         settings.limits.retention,

@@ -226,6 +226,15 @@ mod tests {
             self.inner.declare(queue).await
         }
 
+        async fn declare_reports(
+            &self,
+            queue: &str,
+            max_len: u32,
+            ttl: std::time::Duration,
+        ) -> Result<(), FarmError> {
+            self.inner.declare_reports(queue, max_len, ttl).await
+        }
+
         async fn publish(&self, queue: &str, body: Vec<u8>) -> Result<(), FarmError> {
             self.publishes.fetch_add(1, Ordering::SeqCst);
             let failing = self.failures.load(Ordering::SeqCst);

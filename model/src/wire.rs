@@ -275,12 +275,17 @@ mod cut;
 mod key_tests;
 /// Store keys of a job's work area, in one place so every component agrees.
 pub mod keys;
+mod status;
 mod whole;
 pub use codec::{
     decode_message, encode_message, newer_wire_version, task_identity, valid_job_id, BadMessage,
     Versioned, MAX_MESSAGE_BYTES,
 };
 pub use cut::{SegmentCut, QUEUE_CUT_CPU};
+pub use status::{
+    CardStatus, TaskInHand, WorkerStatus, QUEUE_STATUS, STATUS_EVERY_SECONDS,
+    STATUS_FORGET_SECONDS, STATUS_QUEUE_MAX, STATUS_SILENT_SECONDS, STATUS_TTL_SECONDS,
+};
 pub use whole::{WholeAudio, WholeSplit, WholeTask, QUEUE_WHOLE_CPU};
 
 #[cfg(test)]

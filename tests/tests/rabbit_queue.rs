@@ -439,3 +439,47 @@ async fn wrong_password_fails_clearly_and_in_time() {
         "the error must say the login was refused: {msg}"
     );
 }
+
+/// A reports queue on the broker keeps the newest `max_len` messages, drops unread ones after
+/// their time to live, has no dead-letter queue, and is declared alike from any connection
+/// (the workers and the dispatcher both declare it).
+#[tokio::test]
+async fn a_reports_queue_keeps_the_newest_and_lets_old_ones_expire() {
+    const REPORTS: &str = "tessera.test.reports";
+    let vhost = TestVhost::new("reports");
+    let q = connect(&vhost, 5).await;
+    let ttl = Duration::from_millis(1500);
+    q.declare_reports(REPORTS, 3, ttl).await.expect("declare");
+    connect(&vhost, 5)
+        .await
+        .declare_reports(REPORTS, 3, ttl)
+        .await
+        .expect("declared alike from another connection");
+    for i in 0..5u8 {
+        q.publish(REPORTS, vec![b'0' + i]).await.expect("publish");
+    }
+    assert_eq!(q.ready_len(REPORTS).await.unwrap(), 3, "the oldest dropped");
+    let mut c = q.consume(REPORTS, 10).await.expect("consume");
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let d = next(&mut c).await;
+        got.push(d.body.clone());
+        d.acker.ack().await.expect("ack");
+    }
+    assert_eq!(got, [b"2".to_vec(), b"3".to_vec(), b"4".to_vec()]);
+    drop(c);
+    q.publish(REPORTS, b"stale".to_vec())
+        .await
+        .expect("publish");
+    wait_ready_len(&q, REPORTS, 0).await;
+    let queues = vhost.list_queues();
+    assert!(
+        !queues.contains(&dead_letter_queue(REPORTS)),
+        "no dead-letter queue: {queues}"
+    );
+    let line = queues
+        .lines()
+        .find(|l| l.starts_with(&format!("{REPORTS}\t")))
+        .unwrap_or_else(|| panic!("{REPORTS} missing from\n{queues}"));
+    assert!(line.contains("classic"), "{line}");
+}

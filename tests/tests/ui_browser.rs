@@ -4,7 +4,9 @@
 //! a long job from its page and runs it again (cancelled in turn), opens a job whose input key
 //! and title (container metadata) are HTML and script (the page shows both as text and no
 //! alert opens), sees a dead letter counted on the queues page, the worker on the workers
-//! page, and a failed job's code on the throughput page. The list shows them all.
+//! page (taking work with the long job's segment in hand, from its status reports; then its
+//! last hour's segments), and a failed job's code on the throughput page. The list shows them
+//! all.
 //!
 //! Screenshots go to `$TESSERA_UI_SCREENSHOTS` (default `target/ui-screenshots`);
 //! `TESSERA_UI_SCREENSHOTS=docs/ui` refreshes the ones docs/operations.md shows.
@@ -139,6 +141,8 @@ fn cancelled_from_its_page(farm: &Farm, browser: &Browser, shots: &Path) -> Stri
     browser.goto(&format!("{}/ui/jobs/{id}", farm.api));
     watch_state(browser, "encoding", JOB_TIMEOUT);
     browser.screenshot(shots, "job-encoding.png");
+    fleet_shows_the_task_in_hand(farm, browser, &id, shots);
+    browser.goto(&format!("{}/ui/jobs/{id}", farm.api));
     cancel_from_page(browser);
     watch_state(browser, "cancelled", PAGE_TIMEOUT);
     assert!(
@@ -158,6 +162,35 @@ fn cancelled_from_its_page(farm: &Farm, browser: &Browser, shots: &Path) -> Stri
     cancel_from_page(browser);
     watch_state(browser, "cancelled", PAGE_TIMEOUT);
     id
+}
+
+/// The workers page while the long job encodes: the farm's worker reports itself taking work
+/// with a segment of job `id` in hand (its status reports come every 5 s).
+fn fleet_shows_the_task_in_hand(farm: &Farm, browser: &Browser, id: &str, shots: &Path) {
+    let started = Instant::now();
+    loop {
+        browser.goto(&format!("{}/ui/workers", farm.api));
+        let fleet = browser.text_of("#fleet", PAGE_TIMEOUT);
+        let row = fleet.lines().find(|l| l.contains("w0")).unwrap_or_default();
+        if row.contains("taking work") && fleet.contains(&format!("{id} segment ")) {
+            let summary = browser.text_of("#fleet-summary", PAGE_TIMEOUT);
+            assert!(
+                summary.starts_with("1 reporting, 0 draining, 0 silent"),
+                "{summary}"
+            );
+            assert!(
+                browser.find("#fleet a").is_ok(),
+                "the task links to its job"
+            );
+            browser.screenshot(shots, "workers.png");
+            return;
+        }
+        assert!(
+            started.elapsed() < PAGE_TIMEOUT,
+            "the worker's task in hand not shown: {fleet}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// Waits for the browser to show a job page other than `id`'s; that job's id.
@@ -297,7 +330,6 @@ fn the_dashboard_in_a_browser_shows_jobs_cancels_and_escapes() {
         workers.contains("w0") && workers.contains("CPU"),
         "{workers}"
     );
-    browser.screenshot(&shots, "workers.png");
     for path in ["/ui/jobs", "/ui/queues", "/ui/throughput", "/ui/workers"] {
         eprintln!(
             "{path}: {:?} (median of 5, RabbitMQ)",

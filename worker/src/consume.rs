@@ -57,6 +57,15 @@ pub async fn run(
         (runner.encoders).warm(None, usize::from(slots), config.limits);
     }
     drop(tx);
+    let book = Arc::new(crate::status::Book::default());
+    let reports = CancellationToken::new();
+    let reporter = config.status_every.map(|every| {
+        let (config, book, fitness) = (config.clone(), book.clone(), runner.fitness.clone());
+        let primary_queue = queue_of(&config, primary).to_string();
+        let make = move || crate::status::report(&config, &book, &primary_queue, fitness.reason());
+        let reporting = crate::status::report_every(every, queue.clone(), make, reports.clone());
+        tokio::spawn(reporting)
+    });
     let mut tasks = Tasks {
         config: &config,
         runner,
@@ -65,6 +74,7 @@ pub async fn run(
         last_busy: Instant::now(),
         held: GiveBack::new(queue.clone()),
         cpu_slots: Arc::new(tokio::sync::Semaphore::new(usize::from(slots))),
+        book,
     };
     let outcome = tasks.dispatch(&mut rx, &shutdown).await;
     // Stop consuming; deliveries not started go back to their queues.
@@ -83,6 +93,11 @@ pub async fn run(
     drop(rx);
     // A spot notice's deadline may leave less than the configured grace.
     tasks.drain(config.drain.grace(config.grace)).await;
+    // The last report says the worker drained with nothing in hand.
+    reports.cancel();
+    if let Some(r) = reporter {
+        let _ = r.await;
+    }
     let _ = std::fs::remove_dir_all(&config.staging_dir);
     outcome
 }
@@ -101,6 +116,8 @@ struct Tasks<'a> {
     /// count, so a delivery of one waits here while the other's tasks fill the slots (both
     /// queues carry work only while a dispatcher sends split and cut runs at once).
     cpu_slots: Arc<tokio::sync::Semaphore>,
+    /// The tasks in hand, for the status report (status.rs).
+    book: Arc<crate::status::Book>,
 }
 
 /// The queue a delivery of `kind` came from.
@@ -166,9 +183,11 @@ impl Tasks<'_> {
         let gpus = self.config.gpus.clone();
         let span = task_span(&self.config.id, &delivery.body);
         let origin = queue_of(self.config, kind).to_string();
+        let place = self.book.enter(&delivery.body, &origin);
         let delivery = self.held.track(delivery, &origin);
         let slots = self.cpu_slots.clone();
         let task = async move {
+            let _place = place;
             match (kind, gpus) {
                 (Kind::Gpu, Some(gpus)) => runner.handle_gpu(delivery, gpus).await,
                 (Kind::Stitch, _) => runner.handle_stitch(delivery).await,

@@ -28,6 +28,7 @@ pub mod service;
 mod source_cache;
 pub mod spot;
 mod staging;
+mod status;
 mod stills;
 mod stitch;
 mod whole;
@@ -91,4 +92,7 @@ pub struct WorkerConfig {
     pub exit_when_idle: Option<Duration>,
     /// Set when the worker must stop taking work (spot notice, idle); shared with `/readyz`.
     pub drain: Arc<Drain>,
+    /// How often to report the worker's state to the status queue (the dispatcher's
+    /// dashboard); `None`: no reports (the one-process farm, which has no dashboard).
+    pub status_every: Option<Duration>,
 }

@@ -273,6 +273,9 @@ fn worker_config(args: &WorkerArgs, w: &WorkerFile, delivery_limit: u32) -> Work
             .optional()
             .map(Duration::from_secs),
         drain: Default::default(),
+        status_every: Some(Duration::from_secs(
+            tessera_model::wire::STATUS_EVERY_SECONDS,
+        )),
     }
 }
 

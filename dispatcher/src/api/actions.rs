@@ -123,6 +123,7 @@ impl FromRef<Arc<AppState>> for UiState {
             queue: state.runner.queue.clone(),
             gate: state.runner.gate.clone(),
             control: Arc::new(ApiControl(state.clone())),
+            fleet: state.fleet.clone(),
         }
     }
 }

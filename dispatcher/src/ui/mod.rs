@@ -10,12 +10,13 @@
 //! - every POST carries a CSRF token derived from the session cookie (session.rs).
 //!
 //! Layout: session.rs (cookie, CSRF), page.rs (the frame every page shares), jobs.rs (the
-//! list), job.rs (one job), queues.rs, throughput.rs (the last day as SVG), actions.rs
-//! (login, logout, cancel, retry).
+//! list), job.rs (one job), queues.rs, throughput.rs (the last day as SVG), workers.rs with
+//! fleet.rs (the fleet now, the last hour's runs), actions.rs (login, logout, cancel, retry).
 
 mod actions;
 #[cfg(test)]
 mod bench;
+mod fleet;
 mod job;
 mod jobs;
 mod page;
@@ -61,6 +62,8 @@ pub struct UiState {
     pub gate: Arc<tessera_engine::PublishGate>,
     /// Cancel and retry, as the API does them.
     pub control: Arc<dyn Control>,
+    /// The workers' newest status reports (the workers page's live part).
+    pub fleet: crate::fleet::Fleet,
 }
 
 /// The job actions the dashboard's forms take (api/actions.rs in the dispatcher).

@@ -13,7 +13,7 @@ use crate::auth::{ApiToken, Principal};
 use crate::db::{Db, JobState};
 use crate::error::Refusal;
 
-const ACME: &str = "acme-token-0123456789";
+pub(super) const ACME: &str = "acme-token-0123456789";
 const BETA: &str = "beta-token-0123456789";
 pub(super) const OPS: &str = "ops-token-0123456789";
 
@@ -41,6 +41,11 @@ impl Control for Recorder {
 
 /// A dashboard over an in-memory database and queue, tenants acme and beta and an admin.
 pub(super) fn dashboard(db: Db) -> (Router, Arc<Recorder>) {
+    dashboard_with(db, crate::fleet::Fleet::default())
+}
+
+/// [`dashboard`] with workers' status reports in `fleet`.
+pub(super) fn dashboard_with(db: Db, fleet: crate::fleet::Fleet) -> (Router, Arc<Recorder>) {
     let tokens = [
         format!("acme={ACME}"),
         format!("beta={BETA}"),
@@ -55,6 +60,7 @@ pub(super) fn dashboard(db: Db) -> (Router, Arc<Recorder>) {
         queue: Arc::new(tessera_farm::queue::MemoryQueue::new(3)),
         gate: tessera_engine::PublishGate::new(8),
         control: recorder.clone(),
+        fleet,
     };
     (router(Arc::new(tokens)).with_state(state), recorder)
 }
@@ -112,7 +118,7 @@ pub(super) async fn sign_in(app: &Router, token: &str) -> (String, String) {
     (cookie, csrf_of(&jobs.body))
 }
 
-fn memory_db() -> Db {
+pub(super) fn memory_db() -> Db {
     Db::open(std::path::Path::new(":memory:")).unwrap()
 }
 

@@ -17,6 +17,8 @@ struct QueueState {
     ready: VecDeque<Message>,
     closed: bool,
     consumers: u32,
+    /// The most messages kept (a reports queue): a publish beyond it drops the oldest.
+    bound: Option<usize>,
 }
 
 struct Message {
@@ -101,6 +103,19 @@ impl Queue for MemoryQueue {
         Ok(())
     }
 
+    /// Bounded by length only: a report here is read by the same process that sends it, so
+    /// none waits long enough for an age limit to matter.
+    async fn declare_reports(
+        &self,
+        queue: &str,
+        max_len: u32,
+        _ttl: std::time::Duration,
+    ) -> Result<(), FarmError> {
+        let bound = usize::try_from(max_len.max(1)).unwrap_or(usize::MAX);
+        self.inner.with(queue, |q| q.bound = Some(bound));
+        Ok(())
+    }
+
     async fn publish(&self, queue: &str, body: Vec<u8>) -> Result<(), FarmError> {
         let closed = self.inner.with(queue, |q| {
             if !q.closed {
@@ -109,6 +124,9 @@ impl Queue for MemoryQueue {
                     deliveries: 0,
                     dead_reason: None,
                 });
+                while q.bound.is_some_and(|b| q.ready.len() > b) {
+                    q.ready.pop_front();
+                }
             }
             q.closed
         });
@@ -284,6 +302,18 @@ mod tests {
         let d = c.next().await.unwrap().unwrap();
         d.acker.ack().await.unwrap();
         assert_eq!(q.ready_len("work"), 0);
+    }
+
+    #[tokio::test]
+    async fn a_reports_queue_keeps_only_the_newest() {
+        let q = MemoryQueue::new(3);
+        q.declare_reports("reports", 3, std::time::Duration::from_secs(1))
+            .await
+            .unwrap();
+        for i in 0..5u8 {
+            q.publish("reports", vec![i]).await.unwrap();
+        }
+        assert_eq!(q.drain("reports"), vec![vec![2], vec![3], vec![4]]);
     }
 
     #[tokio::test]

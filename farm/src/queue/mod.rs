@@ -19,6 +19,17 @@ use crate::FarmError;
 pub trait Queue: Send + Sync + 'static {
     /// Makes sure `queue` (and its dead-letter queue) exist.
     async fn declare(&self, queue: &str) -> Result<(), FarmError>;
+    /// Makes sure `queue` exists as a queue of reports of which only recent ones matter: at
+    /// most `max_len` messages (the oldest dropped first), each dropped after `ttl` unread,
+    /// not kept across a broker restart, no dead-letter queue. Why: workers report their
+    /// state every few seconds (wire `status.rs`); while no dispatcher reads the reports
+    /// they must neither pile up nor outlive their use.
+    async fn declare_reports(
+        &self,
+        queue: &str,
+        max_len: u32,
+        ttl: std::time::Duration,
+    ) -> Result<(), FarmError>;
     /// Publishes a persistent message; returns once the broker has it (confirm).
     async fn publish(&self, queue: &str, body: Vec<u8>) -> Result<(), FarmError>;
     /// Starts consuming with at most `prefetch` unacknowledged deliveries outstanding.
@@ -110,7 +121,7 @@ pub fn jittered(d: std::time::Duration) -> std::time::Duration {
 }
 
 /// Declares every queue of the farm (encodes on CPU and GPU, cut segments, stitches, whole
-/// inputs, events). Why one
+/// inputs, events, workers' status reports). Why one
 /// place: the dispatcher, the worker and the one-process farm need the same topology before
 /// they publish or consume anything.
 pub async fn declare_farm_queues(queue: &dyn Queue) -> Result<(), FarmError> {
@@ -128,7 +139,11 @@ pub async fn declare_farm_queues(queue: &dyn Queue) -> Result<(), FarmError> {
     ] {
         queue.declare(q).await?;
     }
-    Ok(())
+    use tessera_model::wire::{QUEUE_STATUS, STATUS_QUEUE_MAX, STATUS_TTL_SECONDS};
+    let ttl = std::time::Duration::from_secs(STATUS_TTL_SECONDS);
+    queue
+        .declare_reports(QUEUE_STATUS, STATUS_QUEUE_MAX, ttl)
+        .await
 }
 
 /// The dead-letter queue of a queue.

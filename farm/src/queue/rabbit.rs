@@ -137,6 +137,34 @@ impl Queue for RabbitQueue {
         timed(self.inner.cfg.op_timeout, queue, "declare", topology).await
     }
 
+    /// A classic queue, not durable: `x-max-length` with `drop-head` overflow keeps the newest
+    /// reports, `x-message-ttl` drops unread ones. Declared alike by every side (the broker
+    /// refuses a second declaration with other arguments).
+    async fn declare_reports(
+        &self,
+        queue: &str,
+        max_len: u32,
+        ttl: std::time::Duration,
+    ) -> Result<(), FarmError> {
+        let ch = self.inner.channel(queue, false).await?;
+        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        let args = table([
+            ("x-queue-type", text("classic")),
+            (
+                "x-max-length",
+                AMQPValue::LongLongInt(i64::from(max_len.max(1))),
+            ),
+            ("x-overflow", text("drop-head")),
+            ("x-message-ttl", AMQPValue::LongLongInt(ttl_ms)),
+        ]);
+        let declared = async {
+            let options = QueueDeclareOptions::default();
+            ch.queue_declare(queue.into(), options, args).await?;
+            ch.close(200, "OK".into()).await
+        };
+        timed(self.inner.cfg.op_timeout, queue, "declare", declared).await
+    }
+
     async fn publish(&self, queue: &str, body: Vec<u8>) -> Result<(), FarmError> {
         let op = self.inner.cfg.op_timeout;
         let ch = self.inner.channel(queue, true).await?;

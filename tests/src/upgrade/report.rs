@@ -200,7 +200,9 @@ fn check_leftovers(up: &Upgrade) -> Vec<String> {
     }
     let depths = up.queue_depths();
     println!("[upgrade] queues at the end: {depths:?}");
-    for (name, n) in depths.iter().filter(|(_, n)| *n > 0) {
+    // Status reports are not work: an old dispatcher does not read them, and they expire.
+    let reports = tessera_model::wire::QUEUE_STATUS;
+    for (name, n) in depths.iter().filter(|(q, n)| *n > 0 && q != reports) {
         problems.push(format!("{n} message(s) left in {name}"));
     }
     problems

@@ -1,4 +1,5 @@
-//! The worker's GPU metrics in Prometheus' text format.
+//! The worker's GPU metrics in Prometheus' text format, and its cards' part of the status
+//! report (status.rs).
 //!
 //! Why apart: the rendering is long and only reads the books; gpu.rs keeps the books.
 
@@ -77,5 +78,37 @@ impl Gpus {
                 }
             }
         }
+    }
+    /// Each card as the status report gives it: sessions in use against the budget, foreign
+    /// sessions, NVML's encoder and decoder use, health (a penalty's cut budget is named as
+    /// the fault while it lasts).
+    pub fn card_status(&self) -> Vec<tessera_model::wire::CardStatus> {
+        let snap = self.scheduler.snapshot();
+        let inv = self.inventory.lock().unwrap_or_else(|p| p.into_inner());
+        snap.cards
+            .iter()
+            .map(|c| {
+                let info = inv.cards.iter().find(|i| i.index == c.index);
+                let penalty = (c.penalty_level > 0).then(|| {
+                    format!(
+                        "budget cut after a refused session (level {})",
+                        c.penalty_level
+                    )
+                });
+                tessera_model::wire::CardStatus {
+                    index: c.index,
+                    name: c.name.clone(),
+                    encode_in_use: c.encode_in_use,
+                    encode_budget: c.encode_budget,
+                    decode_in_use: c.decode_in_use,
+                    decode_budget: c.decode_budget,
+                    foreign_encode: c.foreign_encode,
+                    encoder_pct: info.and_then(|i| i.encoder_utilization_pct),
+                    decoder_pct: info.and_then(|i| i.decoder_utilization_pct),
+                    healthy: c.healthy,
+                    fault: c.fault.clone().or(penalty),
+                }
+            })
+            .collect()
     }
 }

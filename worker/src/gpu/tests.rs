@@ -124,3 +124,40 @@ async fn software_encode_uses_cards_without_nvenc() {
     let hw = gpus.hardware(&lease.lease);
     assert!(hw.software_encode && hw.nvdec);
 }
+
+/// The status report's cards follow the books: a lease shows as sessions in use against the
+/// budget, NVML's use is carried, and a card marked unhealthy says why with no budget.
+#[tokio::test]
+async fn the_status_report_shows_each_cards_sessions_use_and_health() {
+    let mut a = tessera_gpu::CardInfo::simulated(0, "Tesla T4", "GPU-a");
+    a.encoder_utilization_pct = Some(64);
+    let b = tessera_gpu::CardInfo::simulated(1, "NVIDIA L4", "GPU-b");
+    let inv = Inventory::simulated(vec![a, b]);
+    let settings = GpuSettings::default();
+    let scheduler = SessionScheduler::new(&inv, &settings.budget);
+    let ordinals = CudaOrdinals::new(&inv.cards, None);
+    let gpus = Gpus::with(scheduler.clone(), inv, &settings, ordinals);
+    let before = gpus.card_status();
+    assert_eq!(before.len(), 2);
+    assert!(before.iter().all(|c| c.encode_in_use == 0 && c.healthy));
+    let lease = gpus
+        .acquire(&SessionNeed::encode(2), Duration::from_millis(10))
+        .await
+        .unwrap();
+    let on = lease.lease.card_index();
+    let off = 1 - on;
+    scheduler
+        .mark_unhealthy(off, "Xid 79: fell off the bus")
+        .unwrap();
+    let now = gpus.card_status();
+    let card = |i: u32| now.iter().find(|c| c.index == i).unwrap();
+    assert_eq!(card(on).encode_in_use, 2);
+    assert!(card(on).encode_budget >= 2, "{:?}", card(on));
+    assert_eq!(card(0).encoder_pct, Some(64));
+    assert_eq!(card(0).name, "Tesla T4");
+    assert!(!card(off).healthy);
+    assert_eq!(card(off).encode_budget, 0);
+    assert!(card(off).fault.as_deref().unwrap().contains("Xid 79"));
+    drop(lease);
+    assert_eq!(gpus.card_status()[on as usize].encode_in_use, 0);
+}
