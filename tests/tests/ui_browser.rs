@@ -322,6 +322,13 @@ fn the_dashboard_in_a_browser_shows_jobs_cancels_and_escapes() {
     assert!(browser
         .text_of("#queues", PAGE_TIMEOUT)
         .contains("tessera.encode.cpu"));
+    // The pools: nothing left to encode, and the farm's one CPU worker reporting.
+    let pools = browser.text_of("#pools", PAGE_TIMEOUT);
+    let cpu = pools.lines().find(|l| l.starts_with("cpu")).unwrap_or_default();
+    let cells: Vec<&str> = cpu.split_whitespace().collect();
+    assert_eq!(cells.first(), Some(&"cpu"), "{pools}");
+    assert_eq!(cells.get(1), Some(&"0"), "no segment left: {pools}");
+    assert_eq!(cells.last(), Some(&"1"), "one worker reporting: {pools}");
     browser.screenshot(&shots, "queues.png");
     // The workers page: the farm's one worker, with the short job's segments at least.
     browser.goto(&format!("{}/ui/workers", farm.api));

@@ -124,6 +124,7 @@ impl FromRef<Arc<AppState>> for UiState {
             gate: state.runner.gate.clone(),
             control: Arc::new(ApiControl(state.clone())),
             fleet: state.fleet.clone(),
+            scaling: state.runner.scaling.clone(),
         }
     }
 }

@@ -245,7 +245,7 @@ mod tests {
         fleet.heard(gpu_worker(), now);
         fleet.heard(cpu_worker("cpu-b", Some("spot_interruption")), now);
         fleet.heard(cpu_worker("cpu-c", None), old);
-        let (app, _) = dashboard_with(db, fleet);
+        let (app, _) = dashboard_with(db, fleet, super::super::tests::no_backlog());
 
         let (ops, _) = sign_in(&app, OPS).await;
         let page = send(&app, "/ui/workers", &ops, None).await.body;

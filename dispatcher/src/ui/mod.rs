@@ -64,6 +64,8 @@ pub struct UiState {
     pub control: Arc<dyn Control>,
     /// The workers' newest status reports (the workers page's live part).
     pub fleet: crate::fleet::Fleet,
+    /// The pools' backlog and the workers they need (the queues page).
+    pub scaling: Arc<crate::scaling::Scaling>,
 }
 
 /// The job actions the dashboard's forms take (api/actions.rs in the dispatcher).

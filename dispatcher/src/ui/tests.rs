@@ -41,11 +41,20 @@ impl Control for Recorder {
 
 /// A dashboard over an in-memory database and queue, tenants acme and beta and an admin.
 pub(super) fn dashboard(db: Db) -> (Router, Arc<Recorder>) {
-    dashboard_with(db, crate::fleet::Fleet::default())
+    dashboard_with(db, crate::fleet::Fleet::default(), no_backlog())
 }
 
-/// [`dashboard`] with workers' status reports in `fleet`.
-pub(super) fn dashboard_with(db: Db, fleet: crate::fleet::Fleet) -> (Router, Arc<Recorder>) {
+/// The pools' books with nothing planned.
+pub(super) fn no_backlog() -> crate::scaling::Scaling {
+    crate::scaling::Scaling::new(Default::default())
+}
+
+/// [`dashboard`] with workers' status reports in `fleet` and the pools' books in `scaling`.
+pub(super) fn dashboard_with(
+    db: Db,
+    fleet: crate::fleet::Fleet,
+    scaling: crate::scaling::Scaling,
+) -> (Router, Arc<Recorder>) {
     let tokens = [
         format!("acme={ACME}"),
         format!("beta={BETA}"),
@@ -61,6 +70,7 @@ pub(super) fn dashboard_with(db: Db, fleet: crate::fleet::Fleet) -> (Router, Arc
         gate: tessera_engine::PublishGate::new(8),
         control: recorder.clone(),
         fleet,
+        scaling: Arc::new(scaling),
     };
     (router(Arc::new(tokens)).with_state(state), recorder)
 }
