@@ -20,18 +20,28 @@
 #              needs cargo), then the cases with --gpu off, to check the checks on real
 #              outputs on a machine without a GPU.
 #
-# Cases, each a `tessera transcode` of a generated clip, checked for frame count and size:
+# Cases, each a `tessera transcode` of a generated clip with `--quality`:
 #   same-size  1080p H.264 -> 1080p H.264     (scale_cuda at 1:1, no passthrough)
 #   resize     1080p H.264 -> 720p H.264
 #   hevc       1080p H.264 -> 1080p HEVC
-#   10-bit     1080p HEVC Main10 -> HEVC Main10
+#   10-bit     1080p HEVC Main10 (BT.2020 PQ) -> HEVC Main10, tags kept
 #   ladder     1080p H.264 -> 1080p + 720p + 480p from one decode
-# On cards with NVENC they run with --gpu require; on cards without (A100/H100/H200) with
+#   sessions   1080p H.264 in 1 s segments, more than the cards' budget: the budget filled
+#              and never exceeded, on every card when there are several
+#   av1        1080p AV1 -> H.264, on cards whose NVDEC decodes AV1 (skipped elsewhere)
+# Each case is checked for: frames and size; PSNR against the source at or above 30 dB; the
+# decoder and encoders each segment reported (require: NVDEC and NVENC, no frame decoded in
+# software; decode: NVDEC and a software encoder; off: no card); NVENC sessions per card never
+# over its budget; 10-bit pixel format and the source's colour tags. Then the checks are shown
+# to catch wrong input in the same run: a garbled copy of an output (2% of its bytes scrambled)
+# measured with `tessera quality`, the run's decoder/encoder facts against the other mode,
+# sessions against a budget they break, an 8-bit output against the 10-bit check.
+# On cards with NVENC the cases run with --gpu require; on cards without (A100/H100/H200) with
 # --gpu decode: NVDEC -> scale_cuda -> hwdownload -> libx264/libx265 through the same path.
 # Also: the NVML inventory, an NVDEC decode check in-process and under an 8 GiB address-space
 # limit (what CUDA context creation does under RLIMIT_AS), and NVML/nvidia-smi session and
 # utilisation readings while the cases run. At the end a table: case, result (ran and
-# passed / failed / skipped with the reason), fps, sessions seen.
+# passed / failed / skipped with the reason), fps, sessions seen, and a verdict.
 # Exit status: 0 when every case that could run passed; 1 otherwise; 0 with every case
 # skipped when there is no card (said plainly).
 #
@@ -83,16 +93,22 @@ smoke_bin() {
   echo "$(cd "$HERE/../target/release" && pwd)/tessera-gpu-smoke"
 }
 
-make_clips() { # DIR: 1080p H.264 8-bit and 1080p HEVC Main10, SECS seconds at 30 fps
+make_clips() { # DIR: 1080p H.264 8-bit, 1080p HEVC Main10 (BT.2020 PQ tags), 1080p AV1; SECS s at 30 fps
   local dir=$1
   mkdir -p "$dir"
   command -v ffmpeg >/dev/null || { echo "ffmpeg is needed to make the clips (or pass --clips)" >&2; return 1; }
+  # Keyframes every second: the sessions case cuts 1 s segments, more than a card's budget.
   ffmpeg -hide_banner -loglevel error -y -f lavfi -i "testsrc2=size=1920x1080:rate=30:duration=$SECS" \
-    -f lavfi -i "sine=frequency=440:duration=$SECS" -c:v libx264 -preset veryfast -g 60 -bf 3 \
+    -f lavfi -i "sine=frequency=440:duration=$SECS" -c:v libx264 -preset veryfast -g 30 -bf 3 \
     -pix_fmt yuv420p -c:a aac "$dir/h264-1080p.mp4" || return 1
   ffmpeg -hide_banner -loglevel error -y -f lavfi -i "testsrc2=size=1920x1080:rate=30:duration=$SECS" \
     -c:v libx265 -preset ultrafast -x265-params log-level=error -pix_fmt yuv420p10le -tag:v hvc1 \
+    -color_primaries bt2020 -color_trc smpte2084 -colorspace bt2020nc \
     "$dir/hevc10-1080p.mp4" || return 1
+  local av1=(-c:v libsvtav1 -preset 12)
+  ffmpeg -hide_banner -encoders 2>/dev/null | grep -q libsvtav1 || av1=(-c:v libaom-av1 -cpu-used 8 -row-mt 1)
+  ffmpeg -hide_banner -loglevel error -y -f lavfi -i "testsrc2=size=1920x1080:rate=30:duration=$SECS" \
+    "${av1[@]}" -g 30 -pix_fmt yuv420p "$dir/av1-1080p.mp4" || return 1
 }
 
 if [[ -n $PREPARE ]]; then
@@ -126,7 +142,8 @@ OUT=$(cd "$OUT" && pwd)
 [[ -z $CLIPS && -d $HERE/clips ]] && CLIPS=$HERE/clips
 if [[ -z $CLIPS ]]; then
   CLIPS=$OUT/clips
-  [[ -f $CLIPS/h264-1080p.mp4 && -f $CLIPS/hevc10-1080p.mp4 ]] || make_clips "$CLIPS" || exit 1
+  [[ -f $CLIPS/h264-1080p.mp4 && -f $CLIPS/hevc10-1080p.mp4 && -f $CLIPS/av1-1080p.mp4 ]] \
+    || make_clips "$CLIPS" || exit 1
 fi
 export CUDA_DEVICE_ORDER=PCI_BUS_ID
 echo "tessera: $TESSERA ($(ldd "$TESSERA" 2>/dev/null | grep -c -E 'libav|libsw') FFmpeg shared libraries linked)"

@@ -54,6 +54,8 @@ pub enum Command {
     Gpu(crate::gpu::GpuArgs),
     /// Show what tessera sees in a file: streams, keyframes, the segment plan, what it keeps.
     Probe(crate::probe::ProbeArgs),
+    /// Measure an encoded file against its source (PSNR, SSIM), as `--quality` does.
+    Quality(crate::quality::QualityArgs),
 }
 
 /// `tessera transcode` flags. Every value is optional here so the config file can fill gaps.

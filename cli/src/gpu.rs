@@ -55,6 +55,9 @@ pub async fn run(args: &GpuArgs) -> anyhow::Result<()> {
                         "encode_budget": c.encode_budget, "decode_budget": c.decode_budget,
                         "foreign_encode_sessions": c.foreign_encode, "healthy": c.healthy,
                         "fault": c.fault,
+                        "av1_nvdec": c.spec.generation.nvdec_decodes(
+                            &tessera_gpu::DecodeFormat::yuv420_8bit(tessera_gpu::Codec::Av1)
+                        ),
                         "encoder_utilization_pct": info.and_then(|i| i.encoder_utilization_pct),
                         "decoder_utilization_pct": info.and_then(|i| i.decoder_utilization_pct),
                         "memory_total_bytes": info.and_then(|i| i.memory.as_ref()).map(|m| m.total_bytes),

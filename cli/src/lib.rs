@@ -12,6 +12,7 @@ mod local_farm;
 pub mod package_args;
 pub mod probe;
 pub mod progress;
+pub mod quality;
 pub mod remote;
 pub mod transcode;
 
@@ -73,6 +74,7 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> anyhow::Result<()> {
         Command::Cancel(args) => blocking(move || remote::cancel(args, config.as_deref())).await,
         Command::Gpu(args) => gpu::run(&args).await,
         Command::Probe(args) => probe::run(&args).await,
+        Command::Quality(args) => quality::run(&args).await,
         Command::Transcode(args) => {
             let cfg = TranscodeConfig::resolve(*args, cli.config.as_deref())?;
             let report_path = cfg.report.clone();

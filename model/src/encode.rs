@@ -221,6 +221,10 @@ pub struct RenditionResult {
     pub bytes: u64,
     /// Whether the first packet is a keyframe (IDR), as stitching needs.
     pub starts_with_keyframe: bool,
+    /// The encoder that made it (`h264_nvenc`, `libx264`; empty from older children). Why:
+    /// a GPU segment must be seen to have been encoded on NVENC (the smoke test checks it).
+    #[serde(default)]
+    pub encoder: String,
 }
 
 /// The result of encoding a segment.

@@ -324,7 +324,10 @@ fn the_dashboard_in_a_browser_shows_jobs_cancels_and_escapes() {
         .contains("tessera.encode.cpu"));
     // The pools: nothing left to encode, and the farm's one CPU worker reporting.
     let pools = browser.text_of("#pools", PAGE_TIMEOUT);
-    let cpu = pools.lines().find(|l| l.starts_with("cpu")).unwrap_or_default();
+    let cpu = pools
+        .lines()
+        .find(|l| l.starts_with("cpu"))
+        .unwrap_or_default();
     let cells: Vec<&str> = cpu.split_whitespace().collect();
     assert_eq!(cells.first(), Some(&"cpu"), "{pools}");
     assert_eq!(cells.get(1), Some(&"0"), "no segment left: {pools}");

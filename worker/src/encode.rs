@@ -66,6 +66,7 @@ impl SegmentRunner {
             check_seconds: 0.0,
             etags: Vec::new(),
             card,
+            coding: Some(crate::segment::Coding::of(&result)),
         })
     }
 

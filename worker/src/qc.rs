@@ -134,6 +134,7 @@ mod tests {
                 height: 720,
                 bytes: 1,
                 starts_with_keyframe: key,
+                encoder: "libx264".into(),
             }],
             media_seconds: 0.1,
             decode_errors: 0,

@@ -92,6 +92,43 @@ pub(crate) struct Done {
     pub(crate) etags: Vec<Option<String>>,
     /// The card that encoded it (`None`: software, and stitches).
     pub(crate) card: Option<u32>,
+    /// What decoded and encoded a segment (`None`: stitches and whole inputs), for its log
+    /// line: the smoke test reads from it that NVDEC and NVENC did the work.
+    pub(crate) coding: Option<Coding>,
+}
+
+/// Which decoder and encoders a segment ran on, as its media child reported them.
+#[derive(Default)]
+pub(crate) struct Coding {
+    /// Each rendition's encoder, joined with `,` (`h264_nvenc,h264_nvenc`).
+    pub(crate) encoders: String,
+    /// The decoder's hwaccel (`h264_nvdec`), or `software`.
+    pub(crate) decoder: String,
+    /// Frames the decoder gave on the card.
+    pub(crate) nvdec_frames: u64,
+    /// Frames decoded in system memory and uploaded (a GPU segment planned on NVDEC that has
+    /// any fell back to a software decode).
+    pub(crate) uploaded_frames: u64,
+}
+
+impl Coding {
+    /// The coding of `result`.
+    pub(crate) fn of(result: &tessera_model::encode::EncodeResult) -> Coding {
+        let encoders: Vec<&str> = result
+            .renditions
+            .iter()
+            .map(|r| r.encoder.as_str())
+            .collect();
+        let decode = result.gpu_decode.as_ref();
+        Coding {
+            encoders: encoders.join(","),
+            decoder: decode
+                .and_then(|d| d.hwaccel.clone())
+                .unwrap_or_else(|| "software".into()),
+            nvdec_frames: decode.map_or(0, |d| d.cuda_frames),
+            uploaded_frames: decode.map_or(0, |d| d.uploaded_frames),
+        }
+    }
 }
 
 impl SegmentRunner {
@@ -188,31 +225,7 @@ impl SegmentRunner {
                 // Which delivery of the task this was (1: its first), so a spent delivery
                 // shows in the log.
                 let attempt = delivery.redeliveries + 1;
-                match task {
-                    TaskRef::Segment(segment) => tracing::info!(
-                        job,
-                        segment,
-                        frames = done.frames,
-                        seconds = total,
-                        attempt,
-                        "segment encoded"
-                    ),
-                    TaskRef::Stitch(output) => tracing::info!(
-                        job,
-                        output,
-                        frames = done.frames,
-                        seconds = total,
-                        attempt,
-                        "output stitched"
-                    ),
-                    TaskRef::Whole => tracing::info!(
-                        job,
-                        frames = done.frames,
-                        seconds = total,
-                        attempt,
-                        "input transcoded whole"
-                    ),
-                }
+                log_done(job, task, &done, total, attempt);
                 let event = self.event(
                     ticket,
                     SegmentOutcome::Done {
@@ -330,5 +343,43 @@ impl SegmentRunner {
             });
         }
         Ok(())
+    }
+}
+
+/// The line a finished task logs: its figures, which delivery it was, and for a segment what
+/// decoded and encoded it (the GPU smoke test reads these).
+fn log_done(job: &str, task: TaskRef, done: &Done, total: f64, attempt: u32) {
+    match task {
+        TaskRef::Segment(segment) => {
+            let none = Coding::default();
+            let c = done.coding.as_ref().unwrap_or(&none);
+            tracing::info!(
+                job,
+                segment,
+                frames = done.frames,
+                seconds = total,
+                attempt,
+                encoders = %c.encoders,
+                decoder = %c.decoder,
+                nvdec_frames = c.nvdec_frames,
+                uploaded_frames = c.uploaded_frames,
+                "segment encoded"
+            )
+        }
+        TaskRef::Stitch(output) => tracing::info!(
+            job,
+            output,
+            frames = done.frames,
+            seconds = total,
+            attempt,
+            "output stitched"
+        ),
+        TaskRef::Whole => tracing::info!(
+            job,
+            frames = done.frames,
+            seconds = total,
+            attempt,
+            "input transcoded whole"
+        ),
     }
 }

@@ -127,6 +127,7 @@ impl SegmentRunner {
             check_seconds: stitched.check.as_ref().map_or(0.0, |c| c.seconds),
             etags: vec![stored.etag],
             card: None,
+            coding: None,
         })
     }
 

@@ -93,6 +93,7 @@ impl SegmentRunner {
             check_seconds: stitched.check_seconds,
             etags: stitched.etags,
             card: None,
+            coding: None,
         })
     }
 

@@ -18,6 +18,8 @@ pub(crate) struct RenditionFile {
     name: String,
     path: PathBuf,
     size: (u32, u32),
+    /// The encoder's name (`h264_nvenc`, `libx264`), for the result.
+    encoder: String,
     octx: ff::format::context::Output,
     enc_tb: ff::Rational,
     out_tb: ff::Rational,
@@ -50,6 +52,7 @@ impl RenditionFile {
             name: name.to_string(),
             path: path.to_path_buf(),
             size,
+            encoder: codec.name().to_string(),
             octx,
             enc_tb,
             out_tb,
@@ -96,6 +99,7 @@ impl RenditionFile {
             height: self.size.1,
             bytes: nut::file_size(&self.path),
             starts_with_keyframe: self.first_key.unwrap_or(false),
+            encoder: self.encoder,
         })
     }
 }

@@ -5,6 +5,12 @@
 
 use serde_json::Value;
 
+mod proof;
+pub use proof::{
+    budgets_of, coding_problems, pixel_problems, psnr_of, psnr_problem, session_problems,
+    smi_problems, Coding,
+};
+
 /// Frames, size and codec of a file's video, as `tessera probe FILE --json` reports them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Probe {
@@ -16,6 +22,16 @@ pub struct Probe {
     pub height: u64,
     /// The video codec (`h264`, `hevc`).
     pub codec: String,
+    /// The pixel format (`yuv420p10le`).
+    pub pix_fmt: String,
+    /// Bits per sample.
+    pub bit_depth: u64,
+    /// Colour primaries, transfer and matrix tags, where tagged.
+    pub primaries: Option<String>,
+    /// See `primaries`.
+    pub transfer: Option<String>,
+    /// See `primaries`.
+    pub matrix: Option<String>,
 }
 
 impl Probe {
@@ -30,6 +46,11 @@ impl Probe {
             width: n("width"),
             height: n("height"),
             codec: video["codec"].as_str().unwrap_or("").to_string(),
+            pix_fmt: video["pix_fmt"].as_str().unwrap_or("").to_string(),
+            bit_depth: n("bit_depth"),
+            primaries: video["color"]["primaries"].as_str().map(String::from),
+            transfer: video["color"]["transfer"].as_str().map(String::from),
+            matrix: video["color"]["matrix"].as_str().map(String::from),
         })
     }
 }
@@ -183,6 +204,9 @@ impl CaseOutcome<'_> {
             if a.frames != src || a.height != *h {
                 p += &format!(" {h}p has {} frames at {}p;", a.frames, a.height);
             }
+            if a.codec != self.codec {
+                p += &format!(" {h}p is {};", a.codec);
+            }
         }
         if self.gpu_segments == 0 && self.mode != "off" {
             p += " no segment ran on the GPU path;";
@@ -251,7 +275,7 @@ impl Row {
 
 /// The table: a header line and a line per row.
 pub fn table(rows: &[Row]) -> String {
-    let line = |a: &str, b: &str, c: &str, d: &str| format!("{a:<10} | {b:<44} | {c:>8} | {d}\n");
+    let line = |a: &str, b: &str, c: &str, d: &str| format!("{a:<13} | {b:<44} | {c:>8} | {d}\n");
     let mut text = line("case", "result", "fps", "sessions");
     for r in rows {
         text += &line(&r.case, &r.result, &r.fps, &r.sessions);

@@ -1,9 +1,11 @@
 //! `tessera-gpu-smoke`: the steps and checks of the GPU smoke test, run by
 //! `scripts/gpu-smoke.sh` on a machine with an NVIDIA card (see that script for the bundle it
 //! is copied in). It proves that tessera's GPU path works through the worker's own code: the
-//! NVML inventory, an NVDEC decode check, and five `tessera transcode` cases (same size,
-//! resize, HEVC, 10-bit, a ladder), each checked for frames, size, codec and GPU segments,
-//! then a table of what ran, passed, failed or was skipped.
+//! NVML inventory, an NVDEC decode check, and seven `tessera transcode` cases (same size,
+//! resize, HEVC, 10-bit, a ladder, more segments than the session budget, an AV1 source),
+//! each checked for frames, size, codec, PSNR against the source, the decoder and encoders
+//! its segments reported, NVENC sessions against each card's budget and 10-bit formats and
+//! tags; then each check run on input it must catch; then a table and a verdict.
 //!
 //! Why a binary and not only an integration test: the card's host has the NVIDIA driver and
 //! glibc, no cargo and no FFmpeg tools. It needs only `tessera` (frames are counted with
@@ -15,6 +17,7 @@
 //! Exit status: 0 when every case that could run passed (or there is no card, said
 //! plainly), 1 when one failed, 2 on bad arguments.
 
+mod cases;
 mod checks;
 mod programs;
 mod steps;

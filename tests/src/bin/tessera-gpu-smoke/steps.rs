@@ -1,19 +1,29 @@
-//! The GPU smoke test's steps: the NVML inventory, the NVDEC decode check, the five
-//! transcode cases with `nvidia-smi` sampled meanwhile, and the table. Each program runs
+//! The GPU smoke test's steps: the NVML inventory, the NVDEC decode check, the transcode
+//! cases (cases.rs) with `nvidia-smi` sampled meanwhile, the checks against wrong input, and
+//! the table with its verdict. Each program runs
 //! under the step limit (`--timeout`); what it printed is kept under the output directory.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::checks::{
-    fps_text, nvdec_result, sessions_text, table, CaseOutcome, Inventory, LogFacts, Probe, Row,
-};
+use crate::cases::Case;
+use crate::checks::{budgets_of, nvdec_result, table, Inventory, Probe, Row};
 use crate::programs::{limited, on_path, Sampler};
 
 /// The cases that are skipped together when there is no card.
-const ALL_CASES: [&str; 6] = ["nvdec", "same-size", "resize", "hevc", "10-bit", "ladder"];
+const ALL_CASES: [&str; 8] = [
+    "nvdec",
+    "same-size",
+    "resize",
+    "hevc",
+    "10-bit",
+    "ladder",
+    "sessions",
+    "av1",
+];
 
 /// One run of the smoke test.
 pub struct Smoke {
@@ -27,7 +37,8 @@ pub struct Smoke {
     pub timeout: Duration,
     /// Cases with `--gpu off`, no card needed.
     pub self_test: bool,
-    rows: Vec<Row>,
+    /// The table's rows so far.
+    pub rows: Vec<Row>,
 }
 
 impl Smoke {
@@ -70,26 +81,98 @@ impl Smoke {
         step("2. NVDEC decode check (in-process, then under RLIMIT_AS = 8 GiB)");
         self.nvdec();
         let sampler = Sampler::start(self.out.join("nvidia-smi.csv"));
-        let (h264, hevc10) = (
-            self.clips.join("h264-1080p.mp4"),
-            self.clips.join("hevc10-1080p.mp4"),
-        );
-        self.case(&sampler, mode, ("same-size", &h264, "h264", None), &[]);
-        self.case(&sampler, mode, ("resize", &h264, "h264", Some(720)), &[]);
-        self.case(&sampler, mode, ("hevc", &h264, "hevc", None), &[]);
-        self.case(&sampler, mode, ("10-bit", &hevc10, "hevc", None), &[]);
-        self.case(&sampler, mode, ("ladder", &h264, "h264", None), &[720, 480]);
+        let (budgets, av1) = self.budgets();
+        let ran = self.cases(&sampler, mode, &budgets, &av1);
+        self.catches(mode, ran.0.as_ref(), ran.1.as_ref());
         sampler.stop();
         let after = self.tessera_cmd(&["gpu", "--json"]);
         let _ = self.to_file(after, "gpu-after.json");
         print!("\n{}", table(&self.rows));
-        if self.rows.iter().any(Row::failed) {
-            println!("GPU smoke: FAILED (logs under {})", self.out.display());
-            1
-        } else {
-            println!("GPU smoke: every case passed");
+        let failed: Vec<&str> = (self.rows.iter().filter(|r| r.failed()))
+            .map(|r| r.case.as_str())
+            .collect();
+        if failed.is_empty() {
+            println!("GPU smoke: PASSED: every case that ran passed every check, and every check caught its wrong input (--gpu {mode})");
             0
+        } else {
+            println!(
+                "GPU smoke: FAILED: {} (logs under {})",
+                failed.join(", "),
+                self.out.display()
+            );
+            1
         }
+    }
+
+    /// Each card's NVENC budget and the cards whose NVDEC decodes AV1 (`tessera gpu --json`).
+    fn budgets(&self) -> (BTreeMap<u64, u64>, BTreeSet<u64>) {
+        let text = std::fs::read_to_string(self.out.join("gpu.json")).unwrap_or_default();
+        budgets_of(&text)
+    }
+
+    /// The transcode cases; what the same-size and 10-bit cases left, for the catch checks.
+    fn cases(
+        &mut self,
+        sampler: &Sampler,
+        mode: &str,
+        budgets: &BTreeMap<u64, u64>,
+        av1: &BTreeSet<u64>,
+    ) -> (Option<crate::cases::Ran>, Option<crate::cases::Ran>) {
+        let clips = self.clips.clone();
+        let clip = |name: &str| clips.join(name);
+        let case = |name, clip: PathBuf, codec, height| Case {
+            name,
+            clip,
+            codec,
+            height,
+            also: &[],
+            segment_seconds: 2,
+            ten_bit: false,
+            fill: false,
+        };
+        let h264 = clip("h264-1080p.mp4");
+        let plain = self.case(
+            sampler,
+            mode,
+            budgets,
+            &case("same-size", h264.clone(), "h264", None),
+        );
+        self.case(
+            sampler,
+            mode,
+            budgets,
+            &case("resize", h264.clone(), "h264", Some(720)),
+        );
+        self.case(
+            sampler,
+            mode,
+            budgets,
+            &case("hevc", h264.clone(), "hevc", None),
+        );
+        let ten = Case {
+            ten_bit: true,
+            ..case("10-bit", clip("hevc10-1080p.mp4"), "hevc", None)
+        };
+        let ten_bit = self.case(sampler, mode, budgets, &ten);
+        let ladder = Case {
+            also: &[720, 480],
+            ..case("ladder", h264.clone(), "h264", None)
+        };
+        self.case(sampler, mode, budgets, &ladder);
+        let sessions = Case {
+            segment_seconds: 1,
+            fill: true,
+            ..case("sessions", h264, "h264", None)
+        };
+        self.case(sampler, mode, budgets, &sessions);
+        if mode == "off" || !av1.is_empty() {
+            let av1_case = case("av1", clip("av1-1080p.mp4"), "h264", None);
+            self.case(sampler, mode, budgets, &av1_case);
+        } else {
+            let why = "skipped: no card here decodes AV1 on NVDEC (Ampere or later)";
+            self.rows.push(Row::new("av1", why, "-", "-"));
+        }
+        (plain, ten_bit)
     }
 
     /// `nvidia-smi`'s view (when it is here) and `tessera gpu`, printed; `tessera gpu
@@ -154,110 +237,8 @@ impl Smoke {
         }
     }
 
-    /// One case: `tessera transcode` of `clip` to `codec` (at `height`, plus a rendition per
-    /// height in `also`), checked for frames, size, codec and GPU segments.
-    fn case(
-        &mut self,
-        sampler: &Sampler,
-        mode: &str,
-        what: (&str, &Path, &str, Option<u64>),
-        also: &[u64],
-    ) {
-        let (name, clip, codec, height) = what;
-        let dir = self.out.join(name);
-        std::fs::create_dir_all(&dir).expect("create the case's directory");
-        let preset = if mode == "require" { "p4" } else { "veryfast" };
-        let mut cmd = Command::new(&self.tessera);
-        cmd.arg("transcode")
-            .arg(clip)
-            .arg("-o")
-            .arg(dir.join("main.mp4"));
-        cmd.args([
-            "--gpu",
-            mode,
-            "--codec",
-            codec,
-            "--preset",
-            preset,
-            "--segment-seconds",
-            "2",
-            "--progress",
-            "none",
-        ]);
-        cmd.arg("--report").arg(dir.join("report.json"));
-        if let Some(h) = height {
-            cmd.args(["--height", &h.to_string()]);
-        }
-        for h in also {
-            cmd.arg("--also").arg(format!(
-                "{h}={}",
-                dir.join(format!("also-{h}.mp4")).display()
-            ));
-        }
-        let log = dir.join("transcode.log");
-        cmd.env("TESSERA_LOG", "info")
-            .stderr(File::create(&log).expect("create the log"));
-        let before = sampler.count();
-        let size = height.map_or("source size".to_string(), |h| h.to_string());
-        let extra: Vec<String> = also.iter().map(u64::to_string).collect();
-        let extra = if also.is_empty() {
-            String::new()
-        } else {
-            format!("(+ {}) ", extra.join(" "))
-        };
-        step(&format!(
-            "case {name}: {} -> {codec} {size} {extra}(--gpu {mode})",
-            clip.display()
-        ));
-        let started = Instant::now();
-        let status = limited(cmd, self.timeout);
-        let log_text = std::fs::read_to_string(&log).unwrap_or_default();
-        let facts = LogFacts::of(&log_text);
-        if !status.is_some_and(|s| s.success()) {
-            let why = match status {
-                None => format!("timed out after {} s", self.timeout.as_secs()),
-                Some(_) if started.elapsed() >= self.timeout => {
-                    format!("timed out after {} s", self.timeout.as_secs())
-                }
-                Some(_) => facts
-                    .first_error
-                    .clone()
-                    .unwrap_or_else(|| format!("see {}", log.display())),
-            };
-            self.rows
-                .push(Row::new(name, &format!("FAILED: {why}"), "-", "-"));
-            let lines: Vec<&str> = log_text.lines().collect();
-            println!("{}", lines[lines.len().saturating_sub(5)..].join("\n"));
-            return;
-        }
-        let outcome = CaseOutcome {
-            codec,
-            height,
-            src_frames: self.probe(clip).frames,
-            main: self.probe(&dir.join("main.mp4")),
-            also: also
-                .iter()
-                .map(|h| (*h, self.probe(&dir.join(format!("also-{h}.mp4")))))
-                .collect(),
-            gpu_segments: facts.gpu_segments,
-            mode,
-        };
-        let fps = fps_text(&std::fs::read_to_string(dir.join("report.json")).unwrap_or_default());
-        let sessions = sessions_text(facts.sessions_held, &sampler.since(before));
-        let problems = outcome.problems();
-        let result = if problems.is_empty() {
-            format!(
-                "passed ({} frames, {} GPU segments)",
-                outcome.src_frames, facts.gpu_segments
-            )
-        } else {
-            format!("FAILED:{problems}")
-        };
-        self.rows.push(Row::new(name, &result, &fps, &sessions));
-    }
-
     /// Frames, size and codec of `file` by `tessera probe` (zeros when it cannot be read).
-    fn probe(&self, file: &Path) -> Probe {
+    pub fn probe(&self, file: &Path) -> Probe {
         let mut cmd = self.tessera_cmd(&["probe"]);
         cmd.arg(file).arg("--json").stderr(Stdio::null());
         Probe::from_json(&self.to_file(cmd, "probe.json")).unwrap_or_default()
@@ -270,7 +251,7 @@ impl Smoke {
     }
 
     /// Runs `cmd` with its stdout into `OUT/name`; that text.
-    fn to_file(&self, cmd: Command, name: &str) -> String {
+    pub fn to_file(&self, cmd: Command, name: &str) -> String {
         self.to_file_status(cmd, name, false).1
     }
 
@@ -294,6 +275,6 @@ impl Smoke {
 }
 
 /// Prints a step's title.
-fn step(title: &str) {
+pub fn step(title: &str) {
     println!("\n==> {title}");
 }

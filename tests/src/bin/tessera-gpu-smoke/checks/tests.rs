@@ -12,6 +12,7 @@ fn probe(frames: u64, height: u64, codec: &str) -> Probe {
         width: height * 16 / 9,
         height,
         codec: codec.into(),
+        ..Probe::default()
     }
 }
 
@@ -98,6 +99,13 @@ fn a_case_passes_with_every_frame_at_the_size_and_codec_asked() {
 }
 
 #[test]
+fn an_extra_rendition_of_another_codec_fails() {
+    let ladder = vec![(480, probe(300, 480, "hevc"))];
+    let p = outcome(probe(300, 720, "h264"), ladder, 5, "require");
+    assert_eq!(p, " 480p is hevc;");
+}
+
+#[test]
 fn a_case_fails_on_frames_size_codec_rendition_or_no_gpu_segment() {
     let p = outcome(probe(299, 720, "h264"), vec![], 5, "require");
     assert_eq!(p, " main has 299 of 300 frames;");
@@ -141,9 +149,9 @@ fn the_table_and_failed_rows() {
     ];
     assert_eq!(rows.iter().filter(|r| r.failed()).count(), 1);
     let t = table(&rows);
-    assert!(t.starts_with("case       | result "), "{t}");
+    assert!(t.starts_with("case          | result "), "{t}");
     assert!(
-        t.contains("nvdec      | passed (300 frames)                          |    576.9 | -\n"),
+        t.contains("nvdec         | passed (300 frames)                          |    576.9 | -\n"),
         "{t}"
     );
 }
