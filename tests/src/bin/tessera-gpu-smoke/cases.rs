@@ -16,7 +16,7 @@ use crate::checks::{
     sessions_text, smi_problems, CaseOutcome, Coding, LogFacts, Row,
 };
 use crate::programs::{limited, Sampler};
-use crate::steps::{step, Smoke};
+use crate::smoke::{step, Smoke};
 
 /// One case.
 pub struct Case<'a> {

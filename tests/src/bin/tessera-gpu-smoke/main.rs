@@ -20,6 +20,7 @@
 mod cases;
 mod checks;
 mod programs;
+mod smoke;
 mod steps;
 
 use std::path::PathBuf;
@@ -40,7 +41,7 @@ fn main() -> ExitCode {
 }
 
 /// The settings from the command line; `--self-test` runs the cases with `--gpu off`.
-fn parse(mut args: impl Iterator<Item = String>) -> Result<steps::Smoke, String> {
+fn parse(mut args: impl Iterator<Item = String>) -> Result<smoke::Smoke, String> {
     let (mut tessera, mut clips) = (None, None);
     let (mut out, mut timeout, mut self_test) = (PathBuf::from("gpu-smoke"), 300, false);
     while let Some(arg) = args.next() {
@@ -62,7 +63,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<steps::Smoke, String>
     let tessera = tessera.ok_or("--tessera is needed")?;
     let clips = clips.ok_or("--clips is needed")?;
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-    Ok(steps::Smoke::new(
+    Ok(smoke::Smoke::new(
         tessera,
         clips,
         out,
