@@ -72,12 +72,18 @@ impl Fleet {
     }
 }
 
-/// Reads the status queue into `fleet` until `shutdown`, consuming again (1 s doubling to
-/// 30 s) whenever the broker drops the consumer. An unreadable report is dropped and logged.
+/// Reads the status queue into `fleet` until `shutdown`, declaring it and consuming again (1 s
+/// doubling to 30 s) whenever the broker drops the consumer (a restart deletes the queue). An
+/// unreadable report is dropped and logged.
 pub async fn listen(queue: Arc<dyn Queue>, fleet: Fleet, shutdown: CancellationToken) {
     let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30)).jittered();
     while !shutdown.is_cancelled() {
-        match queue.consume(QUEUE_STATUS, PREFETCH).await {
+        // Declared before every consume: a broker restart deletes the (non-durable) queue.
+        let consumed = match tessera_farm::queue::declare_status_queue(&*queue).await {
+            Ok(()) => queue.consume(QUEUE_STATUS, PREFETCH).await,
+            Err(e) => Err(e),
+        };
+        match consumed {
             Ok(mut consumer) => loop {
                 let next = tokio::select! {
                     _ = shutdown.cancelled() => return,

@@ -166,6 +166,11 @@ impl TestVhost {
             .collect()
     }
 
+    /// Deletes `queue` of this vhost, as a broker restart deletes its non-durable queues.
+    pub fn delete_queue(&self, queue: &str) {
+        rabbitmqctl(&["delete_queue", "-p", &self.name, queue]).assert_success();
+    }
+
     /// Has the broker close every client connection to this vhost (a network failure as the
     /// client sees it).
     pub fn close_connections(&self) {

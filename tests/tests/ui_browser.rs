@@ -193,6 +193,32 @@ fn fleet_shows_the_task_in_hand(farm: &Farm, browser: &Browser, id: &str, shots:
     }
 }
 
+/// The status queue deleted, as a broker restart deletes a non-durable queue: the worker
+/// declares it again when its report comes back, the dispatcher before it consumes again, and
+/// the workers page shows a report sent after the loss.
+fn fleet_survives_a_lost_status_queue(farm: &Farm, browser: &Browser) {
+    farm.vhost.delete_queue(tessera_model::wire::QUEUE_STATUS);
+    let lost = Instant::now();
+    loop {
+        browser.goto(&format!("{}/ui/workers", farm.api));
+        let fleet = browser.text_of("#fleet", PAGE_TIMEOUT);
+        let row = fleet.lines().find(|l| l.contains("w0")).unwrap_or_default();
+        let age = row
+            .rsplit_once(" s ago")
+            .and_then(|(head, _)| head.rsplit(char::is_whitespace).next())
+            .and_then(|n| n.parse::<u64>().ok());
+        let since = lost.elapsed().as_secs();
+        if row.contains("taking work") && age.is_some_and(|a| a + 1 < since) {
+            return;
+        }
+        assert!(
+            lost.elapsed() < PAGE_TIMEOUT + Duration::from_secs(30),
+            "no report heard since the status queue was lost {since} s ago: {row}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// Waits for the browser to show a job page other than `id`'s; that job's id.
 fn wait_for_other_job(browser: &Browser, id: &str) -> String {
     let started = Instant::now();
@@ -340,6 +366,7 @@ fn the_dashboard_in_a_browser_shows_jobs_cancels_and_escapes() {
         workers.contains("w0") && workers.contains("CPU"),
         "{workers}"
     );
+    fleet_survives_a_lost_status_queue(&farm, &browser);
     for path in ["/ui/jobs", "/ui/queues", "/ui/throughput", "/ui/workers"] {
         eprintln!(
             "{path}: {:?} (median of 5, RabbitMQ)",

@@ -113,7 +113,8 @@ pub(crate) fn report(
 }
 
 /// Sends a report every `every` until `stop`, and a last one then (draining, with what is
-/// still in hand). A report the broker does not take is skipped: the next one says it again.
+/// still in hand). A report the broker does not take is skipped (the next one says it again)
+/// and the queue declared again, in case a broker restart deleted it.
 pub(crate) async fn report_every(
     every: Duration,
     queue: Arc<dyn Queue>,
@@ -129,7 +130,9 @@ pub(crate) async fn report_every(
         };
         let body = encode_message(&make());
         if let Err(e) = queue.publish(QUEUE_STATUS, body).await {
+            // A broker restart deletes the queue: declared again, the next report goes.
             tracing::debug!(error = %e, "status report not sent");
+            let _ = tessera_farm::queue::declare_status_queue(&*queue).await;
         }
         if last {
             return;

@@ -139,6 +139,14 @@ pub async fn declare_farm_queues(queue: &dyn Queue) -> Result<(), FarmError> {
     ] {
         queue.declare(q).await?;
     }
+    declare_status_queue(queue).await
+}
+
+/// Declares the workers' status queue (wire `status.rs`). Why apart from
+/// [`declare_farm_queues`]: the queue is not durable, so a broker restart deletes it; the
+/// worker's reporter declares it again when a report comes back, and the dispatcher before
+/// it consumes again.
+pub async fn declare_status_queue(queue: &dyn Queue) -> Result<(), FarmError> {
     use tessera_model::wire::{QUEUE_STATUS, STATUS_QUEUE_MAX, STATUS_TTL_SECONDS};
     let ttl = std::time::Duration::from_secs(STATUS_TTL_SECONDS);
     queue
