@@ -46,8 +46,11 @@ impl Fleet {
     /// Keeps `status` as its worker's newest report, received `at`.
     pub fn heard(&self, status: WorkerStatus, at: Instant) {
         let mut map = self.lock();
-        let forget = Duration::from_secs(STATUS_FORGET_SECONDS);
-        map.retain(|_, (_, t)| at.saturating_duration_since(*t) <= forget);
+        if map.len() >= MAX_WORKERS && !map.contains_key(&status.worker) {
+            // Full: make room by forgetting the silent ones (only then, not per report).
+            let forget = Duration::from_secs(STATUS_FORGET_SECONDS);
+            map.retain(|_, (_, t)| at.saturating_duration_since(*t) <= forget);
+        }
         if map.len() >= MAX_WORKERS && !map.contains_key(&status.worker) {
             tracing::warn!(worker = %status.worker, "status report dropped: too many workers");
             return;
