@@ -337,6 +337,7 @@ impl Metrics {
         header(o, "tessera_webhook_deliveries_total", "counter", help);
         self.webhook_deliveries
             .render(o, "tessera_webhook_deliveries_total");
+        tessera_farm::sandbox::ledger::render_metrics(o);
         out
     }
 }

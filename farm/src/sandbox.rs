@@ -33,6 +33,7 @@ use crate::FarmError;
 
 mod child;
 mod confine;
+pub mod ledger;
 use confine::{child_may_see, set_limit};
 mod media_child;
 mod op;
@@ -102,6 +103,11 @@ pub struct ChildStats {
     /// Wall time of the operation as the parent saw it: from spawn to exit for a one-shot
     /// child, from request to result for a warm one (plus the spawn when it started a child).
     pub wall_seconds: f64,
+    /// CPU-seconds (user and system, all threads) the child spent on the operation, as it
+    /// measured itself: a one-shot child's whole life, a warm child's time from request to
+    /// result (0 from a child too old to say).
+    #[serde(default)]
+    pub cpu_seconds: f64,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -116,6 +122,13 @@ struct ChildResponse {
     ok: Option<serde_json::Value>,
     error: Option<ChildError>,
     peak_rss_bytes: u64,
+    /// The child's CPU-seconds for the operation ([`ChildStats::cpu_seconds`]).
+    #[serde(default)]
+    cpu_seconds: f64,
+    /// A serving child's CPU-seconds before its first request (exec, dynamic linking,
+    /// FFmpeg's set-up), told with its first result only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    start_cpu_seconds: Option<f64>,
     /// The request's sequence number (serve mode only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     seq: Option<u64>,
@@ -346,15 +359,14 @@ impl Sandbox {
         };
         let resp: ChildResponse =
             serde_json::from_str(&json).map_err(|e| crashed(format!("unreadable result ({e})")))?;
-        let peak_rss_bytes = resp.peak_rss_bytes;
+        let stats = ChildStats {
+            peak_rss_bytes: resp.peak_rss_bytes,
+            wall_seconds,
+            cpu_seconds: resp.cpu_seconds,
+        };
+        ledger::record(op.name(), &stats);
         let typed = into_result(resp, &crashed)?;
-        Ok((
-            typed,
-            ChildStats {
-                peak_rss_bytes,
-                wall_seconds,
-            },
-        ))
+        Ok((typed, stats))
     }
 }
 

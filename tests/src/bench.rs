@@ -96,13 +96,22 @@ pub fn bench_input(seconds: u32) -> PathBuf {
 /// parallelism 2, `warn` logs), two workers of one slot and one thread each, logging their
 /// segment phases.
 pub fn start_bench_farm() -> Farm {
+    start_bench_farm_with_metrics().0
+}
+
+/// [`start_bench_farm`], and the `/metrics` URLs of its workers (`--metrics-listen` on free
+/// ports), which carry what their media children spent by operation.
+pub fn start_bench_farm_with_metrics() -> (Farm, Vec<String>) {
     let args = ["--buckets", "input,output", "--parallelism", "2"].map(String::from);
     let mut farm = Farm::start_with_args("bench", 0, args.to_vec(), &[("TESSERA_LOG", "warn")]);
     let log = [("TESSERA_LOG", "warn,tessera_worker::segment=debug")];
+    let mut urls = Vec::new();
     for i in 0..2 {
-        farm.add_worker_via(i, &[], &log, &[]);
+        let listen = format!("127.0.0.1:{}", crate::imds::free_port());
+        farm.add_worker_via(i, &[], &log, &["--metrics-listen", &listen]);
+        urls.push(format!("http://{listen}/metrics"));
     }
-    farm
+    (farm, urls)
 }
 
 /// One farm run and one ffmpeg run of the same input.

@@ -86,7 +86,7 @@ impl SegmentRunner {
                 Ok(bytes)
             })
             .await?;
-        let cut_chunk = self.cut(&cut.split, source.path(), staging).await?;
+        let cut_chunk = self.cut(job, &cut.split, source.path(), staging).await?;
         // Where a fetched chunk would be: a worker's staging reads the same either way.
         let chunk = staging.join("chunk.nut");
         tokio::fs::rename(&cut_chunk, &chunk)
@@ -155,6 +155,25 @@ impl SegmentRunner {
             self.encoders
                 .run(card, &task.job_id, op, limits, &mut report)
                 .await
+        }
+    }
+
+    /// Runs a job's other media operation (cut, audio, stitch with its QC gate) in a warm
+    /// child of the job: the one its encodes use when one is idle, so a whole-input task or a
+    /// segment and the stitch after it on this worker start one child, not one per operation.
+    /// Why: a fresh child of a Debian FFmpeg costs about 50 ms of CPU in the dynamic loader
+    /// alone (167 libraries bound at start), which a batch of short inputs paid four times a
+    /// task. A child still never serves two jobs ([`SlotPool`]).
+    pub(crate) async fn job_op<T: serde::de::DeserializeOwned>(
+        &self,
+        job: &str,
+        op: &MediaOp,
+        limits: tessera_farm::sandbox::Limits,
+    ) -> Result<(T, ChildStats), FarmError> {
+        if self.sandbox.reuses_children() {
+            self.sandbox.run(op, limits, &mut |_| {}).await
+        } else {
+            self.encoders.run(None, job, op, limits, &mut |_| {}).await
         }
     }
 

@@ -156,6 +156,7 @@ impl WorkerMetrics {
         if let Some(g) = gpus {
             g.render_metrics(&mut out);
         }
+        tessera_farm::sandbox::ledger::render_metrics(&mut out);
         out
     }
 }
@@ -182,6 +183,7 @@ mod tests {
         assert!(text.contains("tessera_worker_task_failures_total 1\n"));
         assert!(text.contains("tessera_worker_tasks_running 1\n"));
         assert!(text.contains("tessera_worker_gpus 0\n"));
+        assert!(text.contains("# TYPE tessera_media_cpu_seconds_total counter\n"));
         assert!(text.contains("# TYPE tessera_worker_stitches_done_total counter\n"));
         let start: f64 = text
             .lines()

@@ -386,7 +386,8 @@ async fn open_media(
     settings: &mut ServiceSettings,
     shutdown: &CancellationToken,
 ) -> Result<Sandbox, FarmError> {
-    // One spare child for the stitch and quality operations (encodes use warm slots). Its
+    // One spare child for the worker's own operations (capabilities, the GPU probe); a job's
+    // cuts, encodes, audio and stitch run in its warm slots (`SegmentRunner::job_op`). Its
     // children write only in the staging directory, where every input and output lies, and
     // in this worker's CUDA kernel cache beside it (kept across its jobs).
     let root = &settings.worker.staging_dir;

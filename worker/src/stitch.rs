@@ -161,8 +161,7 @@ impl SegmentRunner {
         let started = std::time::Instant::now();
         let limits = stitch_limits(self.config.limits, task.expected_frames);
         let (stitched, stats): (StitchResult, _) = self
-            .sandbox
-            .run(&MediaOp::Stitch(request), limits, &mut |_| {})
+            .job_op(&task.job_id, &MediaOp::Stitch(request), limits)
             .await?;
         let media_seconds = started.elapsed().as_secs_f64();
         if let Some(check) = &stitched.check {

@@ -64,7 +64,9 @@ impl SegmentRunner {
             .map_or(String::new(), |e| format!(".{e}"));
         let source = staging.join(format!("input{ext}"));
         self.store.get_file(&task.source_key, &source).await?;
-        let chunk = self.cut(&task.split, &source, staging).await?;
+        let chunk = self
+            .cut(&task.job_id, &task.split, &source, staging)
+            .await?;
         let seg = &task.encode_task;
         let request = self.encode_request(seg, staging, chunk, None);
         let outputs = request.outputs.clone();
@@ -101,6 +103,7 @@ impl SegmentRunner {
     /// input's, or a cut task's segment); its path.
     pub(crate) async fn cut(
         &self,
+        job: &str,
         split: &WholeSplit,
         source: &Path,
         staging: &Path,
@@ -117,10 +120,7 @@ impl SegmentRunner {
             derived_pts: split.derived_pts.clone(),
             dir: dir.clone(),
         };
-        let (chunks, _): (Vec<ChunkInfo>, _) = self
-            .sandbox
-            .run(&op, self.config.limits, &mut |_| {})
-            .await?;
+        let (chunks, _): (Vec<ChunkInfo>, _) = self.job_op(job, &op, self.config.limits).await?;
         let index = split.segment.index;
         match chunks.into_iter().find(|c| c.index == index) {
             Some(chunk) => Ok(chunk.path),
@@ -150,10 +150,8 @@ impl SegmentRunner {
             stereo_downmix: audio.stereo_downmix,
         };
         let op = MediaOp::Audio(request);
-        let (result, stats): (AudioResult, _) = self
-            .sandbox
-            .run(&op, self.config.limits, &mut |_| {})
-            .await?;
+        let (result, stats): (AudioResult, _) =
+            self.job_op(&task.job_id, &op, self.config.limits).await?;
         Ok((Some((output, result.tracks)), stats.peak_rss_bytes))
     }
 

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tessera_media::MediaError;
 
+use super::ledger::own_cpu_seconds;
 use super::{ChildError, ChildResponse, MediaOp};
 
 /// The second argument that makes a media child serve requests in a loop.
@@ -55,7 +56,8 @@ pub fn child_main() -> i32 {
             "bad child request: {e}"
         ))),
     };
-    write_result(&mut out, response, None);
+    // A one-shot child's cost is its whole life: start-up, FFmpeg's set-up and the work.
+    write_result(&mut out, response, None, (own_cpu_seconds(), None));
     0
 }
 
@@ -63,6 +65,8 @@ pub fn child_main() -> i32 {
 /// line (an unreadable one gets an `invalid_request` error). The peak RSS is reset before
 /// each operation, so each result reports the peak of its own operation.
 pub(crate) fn serve(input: impl BufRead, out: &mut dyn Write) -> i32 {
+    // What starting cost (exec, dynamic linking, FFmpeg's set-up): told with the first result.
+    let mut start_cpu = Some(own_cpu_seconds());
     for line in input.lines() {
         let Ok(line) = line else {
             return 3;
@@ -71,14 +75,16 @@ pub(crate) fn serve(input: impl BufRead, out: &mut dyn Write) -> i32 {
             continue;
         }
         reset_peak_rss();
+        let cpu_before = own_cpu_seconds();
         match serde_json::from_str::<ServeRequest>(&line) {
             Ok(req) => {
                 let response = execute(&req.request, out);
-                write_result(out, response, Some(req.seq));
+                let cpu = own_cpu_seconds() - cpu_before;
+                write_result(out, response, Some(req.seq), (cpu, start_cpu.take()));
             }
             Err(e) => {
                 let err = MediaError::InvalidRequest(format!("bad child request: {e}"));
-                write_result(out, Err(err), None);
+                write_result(out, Err(err), None, (0.0, None));
             }
         }
     }
@@ -89,12 +95,15 @@ fn write_result(
     out: &mut dyn Write,
     response: Result<serde_json::Value, MediaError>,
     seq: Option<u64>,
+    (cpu_seconds, start_cpu_seconds): (f64, Option<f64>),
 ) {
     let resp = match response {
         Ok(v) => ChildResponse {
             ok: Some(v),
             error: None,
             peak_rss_bytes: peak_rss(),
+            cpu_seconds,
+            start_cpu_seconds,
             seq,
         },
         Err(e) => ChildResponse {
@@ -105,6 +114,8 @@ fn write_result(
                 message: e.to_string(),
             }),
             peak_rss_bytes: peak_rss(),
+            cpu_seconds,
+            start_cpu_seconds,
             seq,
         },
     };

@@ -129,7 +129,12 @@ impl SandboxSlot {
                 let stats = ChildStats {
                     peak_rss_bytes: resp.peak_rss_bytes,
                     wall_seconds: started.elapsed().as_secs_f64(),
+                    cpu_seconds: resp.cpu_seconds,
                 };
+                super::ledger::record(op.name(), &stats);
+                if let Some(cpu) = resp.start_cpu_seconds {
+                    super::ledger::record_start(cpu);
+                }
                 // A media error may leave state behind (a faulted CUDA context): start afresh.
                 if resp.error.is_none() && child.usable(limits, &self.policy) {
                     self.child = Some(child);

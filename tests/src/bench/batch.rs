@@ -1,7 +1,7 @@
 //! The batch benchmark (issue 31): a day of uploads in miniature. `BENCH_BATCH_FILES`
 //! (default 40) clips of the input matrix, 2 s to 3 minutes long ([`inputs`]), go in the
 //! input bucket and are submitted at once to the distributed farm on this machine
-//! ([`start_bench_farm`]: RabbitMQ, Garage, the dispatcher, two workers); the same files go
+//! ([`crate::bench::start_bench_farm`]: RabbitMQ, Garage, the dispatcher, two workers); the same files go
 //! through `xargs -P 2 ffmpeg` from local disk with the same settings (libx264 veryfast CRF
 //! 23, AAC, MP4). The two alternate, `BENCH_RUNS` (default 3) rounds. It prints per round and
 //! as medians: the makespan ratio, CPU-seconds per minute of output for both ([`cpu`]:
@@ -20,13 +20,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
 
-use crate::bench::start_bench_farm;
+use crate::bench::start_bench_farm_with_metrics;
 use crate::farm::Farm;
 use crate::probe::frame_count;
 use crate::run::run_command;
 
 pub mod cpu;
 pub mod inputs;
+pub mod media_ops;
 pub mod stats;
 
 pub use inputs::{uploads, Upload};
@@ -76,19 +77,21 @@ impl BatchSettings {
     }
 }
 
-/// The benchmark's farm ([`start_bench_farm`]) with the batch in its input bucket.
+/// The benchmark's farm ([`crate::bench::start_bench_farm`]) with the batch in its input bucket.
 pub struct BatchFarm {
     /// The farm.
     pub farm: Farm,
     /// The uploads, in submit order.
     pub uploads: Vec<Upload>,
     ticks: f64,
+    /// The workers' `/metrics` URLs.
+    worker_metrics: Vec<String>,
 }
 
 impl BatchFarm {
     /// Starts the farm and puts every upload in the input bucket.
     pub fn start(uploads: Vec<Upload>) -> BatchFarm {
-        let farm = start_bench_farm();
+        let (farm, worker_metrics) = start_bench_farm_with_metrics();
         for (i, u) in uploads.iter().enumerate() {
             farm.upload(&u.path, "input", &u.key(i));
         }
@@ -96,6 +99,20 @@ impl BatchFarm {
             farm,
             uploads,
             ticks: cpu::clock_ticks(),
+            worker_metrics,
+        }
+    }
+
+    /// The farm's media CPU so far, by operation (its services' `/metrics`).
+    fn media_ops_now(&self) -> media_ops::MediaOps {
+        let workers = self
+            .worker_metrics
+            .iter()
+            .map(|url| media_ops::scrape(url))
+            .fold(media_ops::OpCpu::new(), |a, b| media_ops::sum(&a, &b));
+        media_ops::MediaOps {
+            dispatcher: media_ops::scrape(&format!("{}/metrics", self.farm.api)),
+            workers,
         }
     }
 
@@ -104,15 +121,12 @@ impl BatchFarm {
         let procs = cpu::snapshot();
         let s = |t: u64| t as f64 / self.ticks;
         let (disp, disp_children) = cpu::tree_ticks(&procs, self.farm.dispatcher_pid());
-        let workers: u64 = self
+        let (worker_own, worker_below) = self
             .farm
             .worker_pids()
             .into_iter()
-            .map(|pid| {
-                let (own, below) = cpu::tree_ticks(&procs, pid);
-                own + below
-            })
-            .sum();
+            .map(|pid| cpu::tree_ticks(&procs, pid))
+            .fold((0, 0), |(a, b), (own, below)| (a + own, b + below));
         // The farm's Garage is a child of this process (the harness starts it).
         let me = std::process::id();
         let garage: u64 = procs
@@ -126,7 +140,8 @@ impl BatchFarm {
         FarmCpu {
             dispatcher: s(disp),
             dispatcher_children: s(disp_children),
-            workers: s(workers),
+            workers: s(worker_own + worker_below),
+            worker_processes: s(worker_own),
             garage: s(garage),
             rabbitmq: s(cpu::named_ticks(&procs, &RABBIT)),
         }
@@ -135,8 +150,9 @@ impl BatchFarm {
     /// Round `n` on the farm: submits every upload at once, polls until each job ends, and
     /// checks each output's frame count. Returns the farm's side, its CPU by part and the
     /// segments. Panics when a job does not end done or an output's frames differ.
-    pub fn round(&mut self, n: usize) -> (Side, FarmCpu, u64) {
+    pub fn round(&mut self, n: usize) -> (Side, FarmCpu, u64, media_ops::MediaOps) {
         let before = self.cpu_now();
+        let ops_before = self.media_ops_now();
         let started = Instant::now();
         let mut submitted: HashMap<String, (usize, f64)> = HashMap::new();
         for (i, u) in self.uploads.iter().enumerate() {
@@ -150,6 +166,7 @@ impl BatchFarm {
         }
         let ended = self.wait_all(&submitted, started);
         let cpu = self.cpu_now().since(&before);
+        let ops = self.media_ops_now().since(&ops_before);
         let makespan_s = ended.values().map(|(t, _)| *t).fold(0.0, f64::max);
         let mut segments = 0;
         let mut latencies_s = Vec::new();
@@ -164,7 +181,7 @@ impl BatchFarm {
             cpu_s: cpu.total(),
             latencies_s,
         };
-        (side, cpu, segments)
+        (side, cpu, segments, ops)
     }
 
     /// Polls the job list until every job of `submitted` has ended; per job, when it was
@@ -295,7 +312,7 @@ pub fn load_line() -> String {
 pub fn run_round(farm: &mut BatchFarm, n: usize) -> Round {
     let work = tempfile::tempdir().expect("temp dir");
     let farm_first = n % 2 == 1;
-    let (ffmpeg, (side, cpu, segments)) = if farm_first {
+    let (ffmpeg, (side, cpu, segments, ops)) = if farm_first {
         let f = farm.round(n);
         (ffmpeg_round(&farm.uploads, work.path()), f)
     } else {
@@ -309,5 +326,6 @@ pub fn run_round(farm: &mut BatchFarm, n: usize) -> Round {
         ffmpeg,
         output_min: farm.uploads.iter().map(|u| u.duration_s).sum::<f64>() / 60.0,
         segments,
+        ops,
     }
 }

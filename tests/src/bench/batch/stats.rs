@@ -62,6 +62,8 @@ pub struct FarmCpu {
     pub dispatcher_children: f64,
     /// The workers and their media children.
     pub workers: f64,
+    /// Of `workers`, the worker processes themselves (task loop, S3 and broker I/O).
+    pub worker_processes: f64,
     /// The farm's Garage.
     pub garage: f64,
     /// RabbitMQ (shared with whatever else uses the broker on this machine).
@@ -80,6 +82,7 @@ impl FarmCpu {
             dispatcher: self.dispatcher - before.dispatcher,
             dispatcher_children: self.dispatcher_children - before.dispatcher_children,
             workers: self.workers - before.workers,
+            worker_processes: self.worker_processes - before.worker_processes,
             garage: self.garage - before.garage,
             rabbitmq: self.rabbitmq - before.rabbitmq,
         }
@@ -101,6 +104,8 @@ pub struct Round {
     pub output_min: f64,
     /// Segments the farm's jobs were cut into.
     pub segments: u64,
+    /// The farm's media CPU by operation.
+    pub ops: super::media_ops::MediaOps,
 }
 
 impl Round {
@@ -166,8 +171,8 @@ impl Round {
                 self.output_min
             ),
             format!(
-                "round {n}: farm CPU-s dispatcher {:.1} + its media children {:.1}, workers {:.1}, garage {:.1}, rabbitmq {:.1}; ffmpeg {:.1}",
-                c.dispatcher, c.dispatcher_children, c.workers, c.garage, c.rabbitmq, self.ffmpeg.cpu_s
+                "round {n}: farm CPU-s dispatcher {:.1} + its media children {:.1}, workers {:.1} (the worker processes {:.1}), garage {:.1}, rabbitmq {:.1}; ffmpeg {:.1}",
+                c.dispatcher, c.dispatcher_children, c.workers, c.worker_processes, c.garage, c.rabbitmq, self.ffmpeg.cpu_s
             ),
             format!(
                 "round {n}: latency p50/p95 farm {fp50:.1}/{fp95:.1} s  ffmpeg {xp50:.1}/{xp95:.1} s"
@@ -181,6 +186,9 @@ impl Round {
                 self.segments
             ),
         ]
+        .into_iter()
+        .chain(self.ops.lines(n, self.output_min))
+        .collect()
     }
 }
 
@@ -304,6 +312,7 @@ mod tests {
             },
             output_min: 10.0,
             segments: 100,
+            ops: Default::default(),
         }
     }
 
@@ -312,6 +321,7 @@ mod tests {
             dispatcher,
             dispatcher_children: children,
             workers,
+            worker_processes: workers / 10.0,
             garage: 2.0,
             rabbitmq: 1.0,
         }
@@ -346,6 +356,7 @@ mod tests {
                 dispatcher: 2.0,
                 dispatcher_children: 5.0,
                 workers: 40.0,
+                worker_processes: 4.0,
                 garage: 0.0,
                 rabbitmq: 0.0
             }
