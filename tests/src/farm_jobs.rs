@@ -22,6 +22,15 @@ impl Farm {
         list["jobs"].as_array().cloned().unwrap_or_default()
     }
 
+    /// The `n` newest jobs (at most 500): what a client polling its latest batch asks for,
+    /// without the dispatcher rendering every earlier job on each poll.
+    pub fn newest_jobs(&self, n: usize) -> Vec<serde_json::Value> {
+        let path = format!("/v1/jobs?limit={}", n.clamp(1, 500));
+        let (code, list) = self.http("GET", &path, Some(TOKEN), None);
+        assert_eq!(code, 200, "GET {path}: {list}");
+        list["jobs"].as_array().cloned().unwrap_or_default()
+    }
+
     /// The jobs whose input is `s3://bucket/key`.
     pub fn jobs_for(&self, bucket: &str, key: &str) -> Vec<serde_json::Value> {
         let input = serde_json::json!({"bucket": bucket, "key": key});

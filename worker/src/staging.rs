@@ -22,7 +22,9 @@ pub(crate) fn claim(root: &Path, id: &str) -> Result<(std::fs::File, PathBuf), F
 
 /// The name of worker `id`'s CUDA kernel cache directory in the staging root: apart from its
 /// own directory, which [`claim`] empties at every start, and never a worker's directory name
-/// (those have no leading dot).
+/// (those have no leading dot). Only the service names one (the one-process CLI's workers,
+/// built without the `service` feature, share its sandbox).
+#[cfg_attr(not(feature = "service"), allow(dead_code))]
 pub(crate) fn cuda_cache_name(id: &str) -> String {
     format!(".cuda-cache-{}", dir_name(id))
 }
