@@ -65,7 +65,8 @@ pub fn child_main() -> i32 {
 /// line (an unreadable one gets an `invalid_request` error). The peak RSS is reset before
 /// each operation, so each result reports the peak of its own operation.
 pub(crate) fn serve(input: impl BufRead, out: &mut dyn Write) -> i32 {
-    // What starting cost (exec, dynamic linking, FFmpeg's set-up): told with the first result.
+    // What this child's start cost (exec, dynamic linking, FFmpeg's set-up), told once with
+    // its first result.
     let mut start_cpu = Some(own_cpu_seconds());
     for line in input.lines() {
         let Ok(line) = line else {

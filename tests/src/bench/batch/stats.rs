@@ -58,7 +58,7 @@ impl Side {
 pub struct FarmCpu {
     /// The dispatcher process itself (API, planning, publishing, bookkeeping, S3 I/O).
     pub dispatcher: f64,
-    /// The dispatcher's media children (probe, split, audio, stitch, QC).
+    /// The dispatcher's media children (probe, audio, and the split where workers do not cut).
     pub dispatcher_children: f64,
     /// The workers and their media children.
     pub workers: f64,
@@ -273,7 +273,7 @@ impl Summary {
                 mark(ms < SEGMENT_TARGET_MS)
             ),
             format!(
-                "median dispatcher CPU per segment with its media children (probe, split, audio, stitch, QC)  {ms_all:.1} ms   target < {SEGMENT_TARGET_MS:.0} ms  {}",
+                "median dispatcher CPU per segment with its media children (probe, audio; split where workers do not cut)  {ms_all:.1} ms   target < {SEGMENT_TARGET_MS:.0} ms  {}",
                 mark(ms_all < SEGMENT_TARGET_MS)
             ),
         ]
