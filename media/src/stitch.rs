@@ -85,6 +85,10 @@ fn write_output(req: &StitchRequest, tmp: &Path) -> Result<StitchResult, MediaEr
         .map(|t| Writer::add(&mut octx, t, req.container, tmp))
         .collect::<Result<Vec<_>, _>>()?;
     let mut opts = ff::Dictionary::new();
+    // The same segments give the same bytes: Matroska otherwise writes random segment and
+    // track UIDs, so a stitch task delivered twice (at-least-once) stored an output with
+    // another ETag over the one its QC gate had passed, and the pinned delivery refused it.
+    opts.set("fflags", "+bitexact");
     if req.container == Container::Mp4 {
         opts.set("movflags", "+faststart");
     }

@@ -332,6 +332,47 @@ fn damage_in_non_reference_frames_is_refused() {
     }
 }
 
+/// The same segments stitched twice give the same bytes, in each container: a stitch task
+/// delivered twice (RabbitMQ delivers at least once) then stores the output its QC gate
+/// passed, with the same ETag, which the delivery pins. Matroska wrote random segment and
+/// track UIDs until the stitch asked for bit-exact muxing (chaos seed 53: a duplicated stitch
+/// of an MKV output replaced the checked object and failed its job).
+#[test]
+fn the_same_segments_stitched_twice_give_the_same_bytes() {
+    use tessera_model::encode::Container;
+    let dir = input_dir();
+    let segment = dir.path().join("segment.nut");
+    tessera_tests::fixture::ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=320x240:rate=25:duration=2",
+        "-c:v",
+        "libx264",
+        "-preset",
+        "veryfast",
+        "-f",
+        "nut",
+        &segment.to_string_lossy(),
+    ]);
+    for container in [Container::Mkv, Container::Mp4] {
+        let outputs: Vec<Vec<u8>> = (0..2)
+            .map(|n| {
+                let output = dir.path().join(format!("{n}.{}", container.extension()));
+                let expect = expect_all_of(&segment, format!("output {n} ({container:?})"), 50);
+                let request = one_segment_stitch(&segment, output.clone(), container, expect);
+                tessera_media::stitch(&request).expect("stitched");
+                std::fs::read(&output).expect("the output")
+            })
+            .collect();
+        assert!(!outputs[0].is_empty(), "{container:?}");
+        assert!(
+            outputs[0] == outputs[1],
+            "{container:?}: two stitches of the same segment differ"
+        );
+    }
+}
+
 /// Copies `src` to `dest` with the video packets from the 11th on damaged whose slice NAL
 /// unit is not a reference (`nal_ref_idc` 0, type 1), from a third of their payload to near
 /// its end; returns how many were damaged. Packet sizes and positions come from ffprobe.
