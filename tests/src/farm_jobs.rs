@@ -17,9 +17,7 @@ impl Farm {
 
     /// Every job the API lists (newest first, up to 500).
     pub fn jobs(&self) -> Vec<serde_json::Value> {
-        let (code, list) = self.http("GET", "/v1/jobs?limit=500", Some(TOKEN), None);
-        assert_eq!(code, 200, "GET /v1/jobs: {list}");
-        list["jobs"].as_array().cloned().unwrap_or_default()
+        self.newest_jobs(500)
     }
 
     /// The `n` newest jobs (at most 500): what a client polling its latest batch asks for,

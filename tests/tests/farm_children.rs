@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tessera_model::wire::QUEUE_CUT_CPU;
+use tessera_tests::bench::batch::media_ops;
 use tessera_tests::farm::Farm;
 use tessera_tests::fixture::{fixture, Fixture};
 use tessera_tests::imds::free_port;
@@ -20,18 +21,9 @@ use tessera_tests::probe::frame_count;
 
 /// `tessera_media_operations_total` by `op` from the worker's `/metrics` at `url`.
 fn operations(url: &str) -> BTreeMap<String, u64> {
-    let out = std::process::Command::new("curl")
-        .args(["-sS", "-f", "-m", "20", url])
-        .output()
-        .expect("curl");
-    assert!(out.status.success(), "{url} did not answer");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let rest = l.strip_prefix("tessera_media_operations_total{op=\"")?;
-            let (op, n) = rest.split_once("\"} ")?;
-            Some((op.to_string(), n.trim().parse().ok()?))
-        })
+    let text = media_ops::metrics_text(url);
+    (media_ops::series(&text, "tessera_media_operations_total").into_iter())
+        .map(|(op, n)| (op, n as u64))
         .collect()
 }
 

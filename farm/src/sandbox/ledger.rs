@@ -30,12 +30,7 @@ static LEDGER: Mutex<BTreeMap<&'static str, OpTotals>> = Mutex::new(BTreeMap::ne
 
 /// Adds one finished operation named `op` to this process's ledger.
 pub(crate) fn record(op: &'static str, stats: &ChildStats) {
-    let mut ledger = LEDGER.lock().unwrap_or_else(|p| p.into_inner());
-    let t = ledger.entry(op).or_default();
-    t.operations += 1;
-    t.cpu_seconds += stats.cpu_seconds;
-    t.wall_seconds += stats.wall_seconds;
-    drop(ledger);
+    add(op, stats.cpu_seconds, stats.wall_seconds);
     tracing::debug!(
         op,
         cpu_s = stats.cpu_seconds,
@@ -47,10 +42,15 @@ pub(crate) fn record(op: &'static str, stats: &ChildStats) {
 /// Adds a serving child's start-up CPU (before its first request) under the name `start`:
 /// what a fresh child costs, paid once per child rather than per operation.
 pub(crate) fn record_start(cpu_seconds: f64) {
+    add("start", cpu_seconds, 0.0);
+}
+
+fn add(op: &'static str, cpu_seconds: f64, wall_seconds: f64) {
     let mut ledger = LEDGER.lock().unwrap_or_else(|p| p.into_inner());
-    let t = ledger.entry("start").or_default();
+    let t = ledger.entry(op).or_default();
     t.operations += 1;
     t.cpu_seconds += cpu_seconds;
+    t.wall_seconds += wall_seconds;
 }
 
 /// This process's totals by operation name, in name order.

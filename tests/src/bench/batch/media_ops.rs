@@ -21,17 +21,23 @@ pub struct MediaOps {
 
 /// The `tessera_media_cpu_seconds_total` series of one `/metrics` text, by `op`.
 pub fn parse(text: &str) -> OpCpu {
+    series(text, "tessera_media_cpu_seconds_total")
+}
+
+/// The series `name` of one `/metrics` text, by its `op` label.
+pub fn series(text: &str, name: &str) -> OpCpu {
+    let prefix = format!("{name}{{op=\"");
     text.lines()
         .filter_map(|l| {
-            let rest = l.strip_prefix("tessera_media_cpu_seconds_total{op=\"")?;
+            let rest = l.strip_prefix(&prefix)?;
             let (op, value) = rest.split_once("\"} ")?;
             Some((op.to_string(), value.trim().parse().ok()?))
         })
         .collect()
 }
 
-/// Scrapes `url` (a `/metrics` endpoint); panics when it does not answer.
-pub fn scrape(url: &str) -> OpCpu {
+/// The text of `url` (a `/metrics` endpoint); panics when it does not answer.
+pub fn metrics_text(url: &str) -> String {
     let out = std::process::Command::new("curl")
         .args(["-sS", "-f", "-m", "20", url])
         .output()
@@ -41,7 +47,12 @@ pub fn scrape(url: &str) -> OpCpu {
         "{url}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    parse(&String::from_utf8_lossy(&out.stdout))
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Scrapes `url` (a `/metrics` endpoint); panics when it does not answer.
+pub fn scrape(url: &str) -> OpCpu {
+    parse(&metrics_text(url))
 }
 
 /// `a` plus `b`, op by op.
