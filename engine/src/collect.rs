@@ -143,6 +143,7 @@ pub(crate) async fn collect_whole(
                 decode_errors,
                 check_seconds,
                 etags,
+                keys,
                 ..
             } => {
                 if let Some(stage) = &stage {
@@ -157,6 +158,7 @@ pub(crate) async fn collect_whole(
                         peak_rss_bytes,
                         check_seconds,
                         etags,
+                        keys,
                     }),
                 }))
             }

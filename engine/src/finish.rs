@@ -84,6 +84,8 @@ pub(crate) async fn finish(
             (or_cancel(cancel, job, stitching).await?, tracks)
         }
     };
+    // From here on each output is read where its first checked stitch stored it.
+    let tasks = stitching::at_stored_keys(&tasks, &stitched.keys);
     let quality = measure_all(ctx, req, &tasks, staging, cancel).await?;
     let package = packaging::build(ctx, plan, &tasks, staging);
     let package = or_cancel(cancel, job, package).await?;

@@ -2,6 +2,7 @@
 //! dispatcher checks the frame counts, measures quality when asked, and delivers every
 //! output, all of them or none.
 
+mod stored;
 mod taken;
 
 use std::path::Path;
@@ -19,6 +20,7 @@ use crate::patience::patiently;
 use crate::request::{Destination, DispatchContext, JobPlan, JobRequest};
 use crate::rollback::Rollback;
 use crate::task_events::{next_event, task_failed, Silence, MAX_REPUBLISH};
+pub(crate) use stored::{at_stored_keys, Stitched};
 use taken::Taken;
 
 /// The stitch tasks of a job, one per output: `frames` each, with the audio step's tracks.
@@ -62,6 +64,7 @@ pub(crate) fn stitch_tasks(
                 audio.map_or(0, <[_]>::len),
             )),
             heartbeats: true,
+            attempt_keys: true,
         })
         .collect()
 }
@@ -93,19 +96,6 @@ fn expectation(
         tolerance_seconds: rate.map_or(0.05, |r| f64::from(r.den) / f64::from(r.num)),
         audio_tracks,
     }
-}
-
-/// What the stitches of a job's outputs cost, for its report.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct Stitched {
-    /// The largest peak RSS of the stitch children.
-    pub(crate) peak_rss_bytes: u64,
-    /// Seconds the QC gate took, summed over outputs.
-    pub(crate) check_seconds: f64,
-    /// The ETag of the object each output's stitch stored after its QC gate passed, by
-    /// output index (`None`: unknown, an older worker's or a store without tags): the
-    /// delivery copies exactly that object (review N6).
-    pub(crate) etags: Vec<Option<String>>,
 }
 
 /// Publishes the stitch tasks and waits until every output is stitched; returns what they
@@ -164,11 +154,18 @@ pub(crate) async fn stitch_all(
             // A worker took the stitch and runs it (a late heartbeat of a done one is moot).
             SegmentOutcome::Running if !done[index] => taken.heard(index),
             SegmentOutcome::Running => {}
+            // A copy of the task (delivered twice, republished) finished after the first:
+            // the first result stands, and this one's object goes with the work area.
+            SegmentOutcome::Done { .. } if done[index] => {
+                tracing::info!(job = %req.id, output = index,
+                    "a copy of a stitch finished after the first; the first is delivered");
+            }
             SegmentOutcome::Done {
                 frames,
                 peak_rss_bytes,
                 check_seconds,
                 etags,
+                keys,
                 ..
             } => {
                 let expected = tasks[index].expected_frames;
@@ -181,8 +178,8 @@ pub(crate) async fn stitch_all(
                 }
                 done[index] = true;
                 taken.forget(index);
-                stitched.etags.resize(tasks.len(), None);
-                stitched.etags[index] = etags.into_iter().next().flatten();
+                let (etag, key) = (etags.into_iter().next(), keys.into_iter().next());
+                stitched.record(tasks.len(), index, etag.flatten(), key.flatten());
                 stitched.peak_rss_bytes = stitched.peak_rss_bytes.max(peak_rss_bytes);
                 stitched.check_seconds += check_seconds;
             }

@@ -136,6 +136,10 @@ pub enum SegmentOutcome {
         /// a later writer of the same key (a duplicate stitch) is refused (review N6).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         etags: Vec<Option<String>>,
+        /// The key each output was stored under, in the order of `etags` (see
+        /// [`StitchTask::attempt_keys`]); empty from older workers: at `result_key`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        keys: Vec<Option<String>>,
         /// Which delivery of the task this was (1: its first); 0 from older workers. Why:
         /// the dashboard's segment timeline shows a task that needed more than one try.
         #[serde(default)]
@@ -267,6 +271,11 @@ pub struct StitchTask {
     /// unchanged, and an older worker reads the task as before (it ignores the field).
     #[serde(default)]
     pub heartbeats: bool,
+    /// The dispatcher delivers the key a stitch reports (`Done::keys`), so each attempt
+    /// stores under its own ([`keys::attempt`]); `false` from an older dispatcher, which looks
+    /// at `result_key` only: the worker stores there, as workers did before (chaos C53).
+    #[serde(default)]
+    pub attempt_keys: bool,
 }
 
 mod codec;

@@ -153,7 +153,8 @@ fn all_final(views: &[Value]) -> bool {
 }
 
 /// Runs `plan` on a fresh farm and checks every job afterwards; panics with the report when
-/// a job hung, was lost, corrupt or partial, or the farm was left dirty.
+/// a job hung, was lost, corrupt or partial, failed without a fault meant to fail it, or the
+/// farm was left dirty.
 pub fn run(plan: Plan) -> Report {
     let faults = schedule(&plan);
     eprintln!("chaos: {plan:?}, faults {faults:?}");
@@ -212,7 +213,7 @@ pub fn run(plan: Plan) -> Report {
     };
     let last_end = started.elapsed().as_secs_f64();
     let refs = reference_contents(farm, &reference_jobs);
-    check_jobs(farm, &views, &mixed, &refs, &mut report);
+    check_jobs(farm, (&views, &mixed), &rig.may_fail, &refs, &mut report);
     report.duplicated = duplicated_deliveries(&farm.log("dispatcher.log"));
     check_clean(farm, &mut report);
     eprintln!(
@@ -221,7 +222,12 @@ pub fn run(plan: Plan) -> Report {
         report.table()
     );
     let failed_without_reason = views.len() - report.done - report.failed_with_reason - report.hung;
-    let broken = report.hung + report.lost + report.duplicated + report.corrupt + report.partial;
+    let broken = report.hung
+        + report.lost
+        + report.duplicated
+        + report.corrupt
+        + report.partial
+        + report.failed_unexpectedly;
     if broken + failed_without_reason > 0 || report.queued_left > 0 || report.work_left > 0 {
         keep(farm, plan.seed);
     }
@@ -231,6 +237,7 @@ pub fn run(plan: Plan) -> Report {
             && report.duplicated == 0
             && report.corrupt == 0
             && report.partial == 0
+            && report.failed_unexpectedly == 0
             && failed_without_reason == 0
             && report.queued_left == 0
             && report.work_left == 0,

@@ -143,7 +143,8 @@ fn a_delivery_refused_part_way_leaves_nothing_at_the_destinations() {
 
 /// Review N6: the object delivered is the one the stitch stored after its QC gate passed. The
 /// delivery's HEAD of the stitched work object is held at the door while the test writes other
-/// bytes over it (what a later writer of the key, a duplicate stitch, would do); released,
+/// bytes over it (any later writer of the key; a duplicate stitch has its own key since
+/// C53, `farm_duplicates`); released,
 /// the delivery is refused, the job fails naming the objects, and nothing is at the
 /// destination. Before, the delivery copied what its HEAD found, the replacement: the job
 /// ended `done` with bytes no QC gate had decoded. The whole-input path's case is in
@@ -155,8 +156,8 @@ fn an_output_replaced_after_its_qc_is_never_delivered() {
     let door = S3Faults::start(&farm.garage.endpoint);
     farm.set_dispatcher_env("TESSERA_S3_ENDPOINT", &door.endpoint);
     farm.start_dispatcher();
-    // The stitched output's key in the work area: `jobs/<job>/<plan>/output/00.mp4`.
-    door.hold_heads("/output/00.mp4");
+    // The stitched output's key in the work area: `jobs/<job>/<plan>/output/00.<attempt>.mp4`.
+    door.hold_heads("/output/00.");
     let body = json!({"input": "s3://input/clip.mp4", "segment_seconds": 2,
         "outputs": [{"destination": "s3://output/checked.mp4", "preset": "veryfast"}]});
     let (code, job) = farm.http("POST", "/v1/jobs", Some(TOKEN), Some(&body.to_string()));

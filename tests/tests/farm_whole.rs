@@ -234,7 +234,7 @@ fn a_whole_input_output_replaced_after_its_qc_is_never_delivered() {
     farm.start_dispatcher();
     farm.upload(&fixture(Fixture::ClosedGopH264), "input", "wq/short.mp4");
     let long = make_busy(&farm, "wq");
-    door.hold_heads("/output/00.mp4");
+    door.hold_heads("/output/00.");
     let short = farm.submit(
         "s3://input/wq/short.mp4",
         "s3://output/wq/short.mp4",

@@ -65,6 +65,7 @@ impl SegmentRunner {
             decode_errors: result.decode_errors,
             check_seconds: 0.0,
             etags: Vec::new(),
+            keys: Vec::new(),
             card,
             coding: Some(crate::segment::Coding::of(&result)),
         })

@@ -90,6 +90,8 @@ pub(crate) struct Done {
     pub(crate) check_seconds: f64,
     /// The ETag of each output stored (stitches, whole-input tasks; empty for segments).
     pub(crate) etags: Vec<Option<String>>,
+    /// The key each output was stored under, in the order of `etags` (each attempt its own).
+    pub(crate) keys: Vec<Option<String>>,
     /// The card that encoded it (`None`: software, and stitches).
     pub(crate) card: Option<u32>,
     /// What decoded and encoded a segment (`None`: stitches and whole inputs), for its log
@@ -237,6 +239,7 @@ impl SegmentRunner {
                         decode_errors: done.decode_errors,
                         check_seconds: done.check_seconds,
                         etags: done.etags,
+                        keys: done.keys,
                         attempt,
                         card: done.card,
                     },
@@ -372,6 +375,11 @@ fn log_done(job: &str, task: TaskRef, done: &Done, total: f64, attempt: u32) {
             frames = done.frames,
             seconds = total,
             attempt,
+            key = done
+                .keys
+                .first()
+                .and_then(|k| k.as_deref())
+                .unwrap_or_default(),
             "output stitched"
         ),
         TaskRef::Whole => tracing::info!(

@@ -22,6 +22,16 @@ use crate::segment::{Done, SegmentRunner};
 /// Segment downloads in flight per stitch.
 const FETCHES_IN_FLIGHT: usize = 4;
 
+/// Where this attempt stores `task`'s output: tagged with a fresh random id, or at its
+/// `result_key` for a dispatcher that reads nothing else (`StitchTask::attempt_keys`).
+pub(crate) fn attempt_key(task: &StitchTask) -> String {
+    if !task.attempt_keys {
+        return task.result_key.clone();
+    }
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    tessera_model::wire::keys::attempt(&task.result_key, &tag)
+}
+
 impl SegmentRunner {
     /// Handles one stitch delivery to the end: acked when it begins (see taken.rs), then
     /// reported done or failed, requeued as a copy, or republished by the dispatcher when its
@@ -106,14 +116,14 @@ impl SegmentRunner {
         let paths = segments.into_iter().map(|(_, p)| p).collect();
         let (stitched, stats, media_seconds) =
             self.stitch_files(task, paths, audio, &output).await?;
-        let stored = self
-            .store
-            .put_file_tagged(&task.result_key, &output)
-            .await?;
+        // A key of this attempt's own: a copy of the task never replaces what another
+        // checked and reported (keys::attempt).
+        let key = attempt_key(task);
+        let stored = self.store.put_file_tagged(&key, &output).await?;
         // As for segments: an end marker seen after the upload means this object may have
         // missed the work area's emptying, so it is removed here.
         if self.job_ended(&task.job_id).await {
-            let _ = self.store.delete(&task.result_key).await;
+            let _ = self.store.delete(&key).await;
             return Err(FarmError::Cancelled {
                 job: task.job_id.clone(),
             });
@@ -126,6 +136,7 @@ impl SegmentRunner {
             decode_errors: 0,
             check_seconds: stitched.check.as_ref().map_or(0.0, |c| c.seconds),
             etags: vec![stored.etag],
+            keys: vec![Some(key)],
             card: None,
             coding: None,
         })
@@ -205,6 +216,7 @@ fn stitch_limits(
 mod tests {
     use super::*;
     use std::time::Duration;
+    use tessera_model::wire::keys;
 
     #[test]
     fn a_stitch_gets_time_for_its_whole_output() {
@@ -218,5 +230,30 @@ mod tests {
         let long = stitch_limits(base, 324_000).timeout;
         assert_eq!(long, Duration::from_secs(60 + 324_000 / 50));
         assert_eq!(stitch_limits(base, 324_000).memory_bytes, base.memory_bytes);
+    }
+
+    /// A stitch task as an older dispatcher writes it: no `attempt_keys`.
+    fn older_task() -> StitchTask {
+        serde_json::from_value(serde_json::json!({
+            "v": 1, "job_id": "j", "plan": 1, "output": 0, "segment_keys": [],
+            "audio_key": null, "audio_tracks": [], "video_bias": 0,
+            "video_time_base": {"num": 1, "den": 25}, "start_seconds": 0.0,
+            "frame_rate": {"num": 25, "den": 1}, "container": "mkv",
+            "result_key": keys::output("j", 1, 0, "mkv"), "expected_frames": 1
+        }))
+        .expect("an older dispatcher's stitch task")
+    }
+
+    #[test]
+    fn each_attempt_has_its_own_key_unless_the_dispatcher_reads_only_result_key() {
+        let mut task = older_task();
+        assert!(!task.attempt_keys);
+        assert_eq!(attempt_key(&task), task.result_key);
+        task.attempt_keys = true;
+        let (a, b) = (attempt_key(&task), attempt_key(&task));
+        assert_ne!(a, b);
+        for key in [a, b] {
+            assert!(key != task.result_key && keys::is_attempt_of(&key, &task.result_key));
+        }
     }
 }

@@ -77,8 +77,8 @@ impl SegmentRunner {
         let files: Vec<PathBuf> = outputs.into_iter().map(|o| o.path).collect();
         let (bytes, stitched) = self.stitch_all(task, &result, &files, audio).await?;
         if self.job_ended(&task.job_id).await {
-            for stitch in &task.stitch_tasks {
-                let _ = self.store.delete(&stitch.result_key).await;
+            for key in stitched.keys.iter().flatten() {
+                let _ = self.store.delete(key).await;
             }
             return Err(FarmError::Cancelled {
                 job: task.job_id.clone(),
@@ -94,6 +94,7 @@ impl SegmentRunner {
             decode_errors: result.decode_errors,
             check_seconds: stitched.check_seconds,
             etags: stitched.etags,
+            keys: stitched.keys,
             card: None,
             coding: None,
         })
@@ -187,16 +188,16 @@ impl SegmentRunner {
             let (result, stats, seconds) = self
                 .stitch_files(&stitch, vec![file.clone()], audio_file.clone(), &output)
                 .await?;
-            let stored = self
-                .store
-                .put_file_tagged(&stitch.result_key, &output)
-                .await?;
+            let key = crate::stitch::attempt_key(&stitch);
+            let stored = self.store.put_file_tagged(&key, &output).await?;
             bytes += stored.size;
             let at = stitch.output as usize;
             if cost.etags.len() <= at {
                 cost.etags.resize(at + 1, None);
+                cost.keys.resize(at + 1, None);
             }
             cost.etags[at] = stored.etag;
+            cost.keys[at] = Some(key);
             cost.media_seconds += seconds;
             cost.check_seconds += result.check.as_ref().map_or(0.0, |c| c.seconds);
             cost.peak_rss_bytes = cost.peak_rss_bytes.max(stats.peak_rss_bytes);
@@ -213,4 +214,6 @@ struct Stitched {
     peak_rss_bytes: u64,
     /// Each stored output's ETag, by output index.
     etags: Vec<Option<String>>,
+    /// Each stored output's key (this attempt's own), by output index.
+    keys: Vec<Option<String>>,
 }

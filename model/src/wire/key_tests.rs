@@ -5,6 +5,7 @@ use super::*;
 use crate::encode::{RateControl, VideoCodec};
 use crate::images::{ImageFormat, StillImage};
 use crate::probe::ColorInfo;
+use crate::wire::keys::Area;
 
 const JOB: &str = "j1";
 const PLAN: u64 = 0xab;
@@ -91,6 +92,7 @@ fn stitch_task() -> StitchTask {
         subtitles: Vec::new(),
         expect: None,
         heartbeats: true,
+        attempt_keys: true,
     }
 }
 
@@ -314,4 +316,35 @@ fn a_forged_cut_source_key_is_refused() {
         }
         refused::<SegmentTask>(&encode_message(&task), key);
     }
+}
+
+/// An attempt's key lies beside its result key, in the same area, and only keys of that
+/// shape are taken as attempts of it.
+#[test]
+fn attempt_keys_lie_beside_their_result_key_and_nothing_else_passes() {
+    let result = keys::output(JOB, PLAN, 1, "mp4");
+    let tagged = keys::attempt(&result, "00ff3a");
+    assert_eq!(
+        tagged,
+        format!("{}01.00ff3a.mp4", Area::Output.prefix(JOB, PLAN))
+    );
+    assert!(Area::Output.holds(&tagged, JOB, PLAN));
+    assert!(keys::is_attempt_of(&tagged, &result));
+    assert!(keys::is_attempt_of(&result, &result));
+    let other = keys::output(JOB, PLAN, 2, "mp4");
+    let refused = [
+        keys::attempt(&other, "00ff3a"),
+        keys::attempt(&result, "not-hex"),
+        format!("{}01..mp4", Area::Output.prefix(JOB, PLAN)),
+        format!("{}01.ab/../02.mp4", Area::Output.prefix(JOB, PLAN)),
+        format!("{}01.ab.mkv", Area::Output.prefix(JOB, PLAN)),
+        keys::output("j2", PLAN, 1, "mp4"),
+    ];
+    for key in refused {
+        assert!(!keys::is_attempt_of(&key, &result), "{key}");
+    }
+    // A key without an extension gets its tag at the end.
+    assert_eq!(keys::attempt("a/b", "01"), "a/b.01");
+    assert!(keys::is_attempt_of("a/b.01", "a/b"));
+    assert!(!keys::is_attempt_of("a/b.01/c", "a/b"));
 }

@@ -97,6 +97,35 @@ pub fn audio(job: &str, plan: u64) -> String {
 pub fn output(job: &str, plan: u64, output: u32, ext: &str) -> String {
     format!("{}{output:02}.{ext}", Area::Output.prefix(job, plan))
 }
+/// Where one attempt of a stitch stores output `result_key`: beside it, tagged with the
+/// attempt's `tag` (hex) before the extension. Why: the same task delivered twice runs
+/// twice; with one key the later copy would replace the object the earlier one checked and
+/// reported (review N6, chaos C53). The dispatcher delivers the key of the first result.
+pub fn attempt(result_key: &str, tag: &str) -> String {
+    match result_key.rsplit_once('.') {
+        Some((stem, ext)) if !ext.contains('/') => format!("{stem}.{tag}.{ext}"),
+        _ => format!("{result_key}.{tag}"),
+    }
+}
+/// Whether `key` is [`attempt`]`(result_key, tag)` for some hex `tag` (or `result_key`
+/// itself): the dispatcher copies only such a key, whatever an event names.
+pub fn is_attempt_of(key: &str, result_key: &str) -> bool {
+    if key == result_key {
+        return true;
+    }
+    let (stem, ext) = match result_key.rsplit_once('.') {
+        Some((stem, ext)) if !ext.contains('/') => (stem, Some(ext)),
+        _ => (result_key, None),
+    };
+    let Some(rest) = key.strip_prefix(stem).and_then(|r| r.strip_prefix('.')) else {
+        return false;
+    };
+    let tag = match ext {
+        Some(ext) => rest.strip_suffix(ext).and_then(|t| t.strip_suffix('.')),
+        None => Some(rest),
+    };
+    tag.is_some_and(|t| !t.is_empty() && t.len() <= 64 && t.bytes().all(|b| b.is_ascii_hexdigit()))
+}
 /// A file of the job's streaming package (root-relative `rel`), staged for delivery.
 pub fn package_file(job: &str, plan: u64, rel: &str) -> String {
     format!("{}package/{rel}", plan_prefix(job, plan))

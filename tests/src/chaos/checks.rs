@@ -104,11 +104,12 @@ pub fn reference_contents(
 
 /// Each job's end against S3: a done job has every output, each with its source's frame
 /// count, the reference's frames and (a package) the reference's files; a failed one has a
-/// reason and no output. Counts into `report`.
+/// reason, no output, and is one of `may_fail` (the jobs a fault is meant to fail). Counts
+/// into `report`.
 pub fn check_jobs(
     farm: &Farm,
-    views: &[Value],
-    mixed: &[Shape],
+    (views, mixed): (&[Value], &[Shape]),
+    may_fail: &[usize],
     references: &HashMap<String, Content>,
     report: &mut Report,
 ) {
@@ -136,11 +137,22 @@ pub fn check_jobs(
                 }
             }
             Some("failed" | "cancelled") => {
+                let meant = may_fail.contains(&i);
+                if !meant {
+                    report.failed_unexpectedly += 1;
+                }
                 if job["error"]["code"].as_str().is_some_and(|c| !c.is_empty()) {
                     report.failed_with_reason += 1;
                     let code = job["error"]["code"].as_str().unwrap_or_default();
                     let message = job["error"]["message"].as_str().unwrap_or_default();
-                    report.failures.push(format!("job {i}: {code}: {message}"));
+                    let why = if meant {
+                        ""
+                    } else {
+                        " (UNEXPECTED: no fault meant it)"
+                    };
+                    report
+                        .failures
+                        .push(format!("job {i}{why}: {code}: {message}"));
                 }
                 if present > 0 {
                     report.partial += 1;

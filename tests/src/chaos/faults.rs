@@ -115,6 +115,10 @@ pub struct Rig {
     pub restart_broker: bool,
     /// Seconds a store outage lasts; the other faults hold at most 15 s.
     pub outage_secs: u64,
+    /// The jobs (by number) a fault is meant to fail: the rollback job, whose second copy
+    /// is refused. Any other failed job is a bad outcome: every fault is transient, so a
+    /// job must come through once it is over.
+    pub may_fail: Vec<usize>,
 }
 
 impl Rig {
@@ -154,6 +158,7 @@ impl Rig {
             live: Vec::new(),
             restart_broker: false,
             outage_secs: 8,
+            may_fail: Vec::new(),
         };
         for _ in 0..workers {
             rig.add_worker();
@@ -233,14 +238,7 @@ impl Rig {
             Fault::StoreSlowDown | Fault::StoreTooMany | Fault::StoreLatency => {
                 self.store_trouble(fault)
             }
-            Fault::RollbackDeletesFail => {
-                let i = submit(&self.farm, Shape::Files(Fixture::ClosedGopH264));
-                let prefix = format!("/output/chaos/{i}/");
-                self.store_door.refuse_copies(&prefix, 1);
-                self.store_door
-                    .unavailable_deletes(&prefix, Duration::from_secs(10));
-                format!("job {i}: second copy refused, deletes 503 for 10 s")
-            }
+            Fault::RollbackDeletesFail => self.rollback_job(submit),
             Fault::KillDispatcherDelivering => self.kill_while_delivering(),
             Fault::KillDispatcherPackaging => self.kill_while_packaging(submit),
             Fault::KillDispatcherPackagingTwice => {
@@ -286,6 +284,18 @@ impl Rig {
             }
             Fault::ClockJump => self.clock_jump(),
         }
+    }
+
+    /// Submits a job whose delivery is refused part way (its second copy) while deletes
+    /// answer 503 for 10 s: it must fail and take back its first output. The one job a
+    /// fault is meant to fail.
+    fn rollback_job(&mut self, submit: &mut impl FnMut(&Farm, Shape) -> usize) -> String {
+        let i = submit(&self.farm, Shape::Files(Fixture::ClosedGopH264));
+        self.may_fail.push(i);
+        let prefix = format!("/output/chaos/{i}/");
+        self.store_door.refuse_copies(&prefix, 1);
+        (self.store_door).unavailable_deletes(&prefix, Duration::from_secs(10));
+        format!("job {i}: second copy refused, deletes 503 for 10 s")
     }
 
     fn store_trouble(&mut self, fault: Fault) -> String {

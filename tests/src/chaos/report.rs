@@ -11,6 +11,9 @@ pub struct Report {
     pub failed_with_reason: usize,
     /// Their codes (`job N: code`).
     pub failures: Vec<String>,
+    /// Failed jobs that no fault was meant to fail (counted in `failed_with_reason` too
+    /// when they have a reason): a transient fault must not end a job.
+    pub failed_unexpectedly: usize,
     /// Jobs not final at the end.
     pub hung: usize,
     /// Done jobs with an output missing.
@@ -43,10 +46,11 @@ impl Report {
     /// The figures as lines for logs and docs.
     pub fn table(&self) -> String {
         let mut out = format!(
-            "done {} | failed with reason {} | hung {} | lost {} | duplicated {} | corrupt {} | \
-             frames differing {} | partial {} | queued left {} | work objects left {}\n",
+            "done {} | failed with reason {} (unexpectedly {}) | hung {} | lost {} | duplicated {} | \
+             corrupt {} | frames differing {} | partial {} | queued left {} | work objects left {}\n",
             self.done,
             self.failed_with_reason,
+            self.failed_unexpectedly,
             self.hung,
             self.lost,
             self.duplicated,

@@ -199,6 +199,7 @@ fn done(frames: u64) -> SegmentOutcome {
         decode_errors: 0,
         check_seconds: 0.0,
         etags: Vec::new(),
+        keys: Vec::new(),
         attempt: 1,
         card: None,
     }
