@@ -92,7 +92,8 @@ pub(crate) async fn detect_gpus(
     }
     if let Some(g) = &found {
         // Foreign sessions, driver faults and probation, as in the worker service.
-        let probe = tessera_worker::gpu::probe_in_child(Sandbox::current()?);
+        let encode = !settings.software_encode;
+        let probe = tessera_worker::gpu::probe_in_child(Sandbox::current()?, encode);
         g.spawn_refresh(Duration::from_secs(5), shutdown.clone(), probe);
     }
     Ok(found)

@@ -7,11 +7,12 @@
 //! "no session free" (back off, requeue), "driver fault" (mark the card unhealthy) and "this
 //! host cannot do it" (run on the CPU); it needs those answers without FFmpeg types.
 //!
-//! Beside it: the NVDEC smoke check (nvdec.rs) and the GPU path's tests that need no card
+//! Beside it: the NVDEC smoke check (nvdec.rs), the card probe (probe.rs) and the GPU path's tests that need no card
 //! (tests.rs).
 
 mod failure;
 pub(crate) mod nvdec;
+pub(crate) mod probe;
 #[cfg(test)]
 mod tests;
 

@@ -46,6 +46,7 @@ pub use encode::hw::nvenc::nvenc_preset;
 pub use encode::sprite::compose_sprite;
 pub use error::MediaError;
 pub use gpu::nvdec::nvdec_decode_check;
+pub use gpu::probe::probe_card;
 pub use gpu::{release_cuda_devices, warm_cuda_device};
 pub use probe::limits::MAX_VIDEO_FRAMES;
 pub use probe::{probe, probe_within};

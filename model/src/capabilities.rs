@@ -83,6 +83,25 @@ pub struct DecodePlan {
     pub reason: String,
 }
 
+/// What the probe of a card found (`tessera_media::probe_card`): each part a segment needs
+/// worked. Why a report and not a bool: the worker logs which encoder and decoder ran, so a
+/// card that came back from probation says what it was checked with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CardProbeReport {
+    /// The card's CUDA ordinal.
+    pub device: u32,
+    /// The encoder that made the probe's pictures (`h264_nvenc`, or `libx264` on a worker
+    /// that encodes in software).
+    pub encoder: String,
+    /// The decoder and hwaccel that decoded them on the card ("h264 via h264_nvdec").
+    pub decoder: String,
+    /// Pictures decoded into card memory.
+    pub frames: u64,
+    /// The PCI bus id of the card the CUDA context is on, as the driver says (finding 9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_bus_id: Option<String>,
+}
+
 /// What an NVDEC decode of a file did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NvdecReport {

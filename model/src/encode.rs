@@ -260,6 +260,10 @@ pub struct GpuDecode {
     pub uploaded_frames: u64,
     /// Frames that came out of the decoder on the card.
     pub cuda_frames: u64,
+    /// The PCI bus id of the card the child's CUDA context is on, as the driver says
+    /// (`None`: it did not say): the worker checks it is the card it booked (finding 9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_bus_id: Option<String>,
 }
 
 impl GpuDecode {
@@ -269,6 +273,33 @@ impl GpuDecode {
     }
 }
 
+/// Whether two PCI bus ids name the same card: NVML writes an 8-digit domain
+/// ("00000000:5E:00.0"), CUDA a 4-digit one ("0000:5e:00.0"), in either case.
+pub fn same_pci_card(a: &str, b: &str) -> bool {
+    let norm = |s: &str| -> Option<(u32, String)> {
+        let (domain, rest) = s.trim().split_once(':')?;
+        let domain = u32::from_str_radix(domain, 16).ok()?;
+        (!rest.is_empty()).then(|| (domain, rest.to_ascii_lowercase()))
+    };
+    matches!((norm(a), norm(b)), (Some(x), Some(y)) if x == y)
+}
+
 fn yes() -> bool {
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_pci_card;
+
+    #[test]
+    fn nvml_and_cuda_spellings_of_one_card_match_and_others_do_not() {
+        assert!(same_pci_card("00000000:5E:00.0", "0000:5e:00.0"));
+        assert!(same_pci_card("0000:1A:00.0", "0000:1a:00.0"));
+        assert!(!same_pci_card("00000000:5E:00.0", "0000:1a:00.0"));
+        assert!(!same_pci_card("00000001:5E:00.0", "0000:5e:00.0"));
+        assert!(!same_pci_card("", "0000:5e:00.0"));
+        assert!(!same_pci_card("garbage", "garbage"));
+        assert!(!same_pci_card("0000:", "0000:"));
+    }
 }

@@ -51,6 +51,11 @@ impl SegmentRunner {
             self.config.metrics.nvdec_fell_back(frames);
             tracing::warn!(job = %task.job_id, card = ?card, "{warning}");
         }
+        let booked = card.and_then(|c| self.config.gpus.as_ref()?.pci_bus_id_of(c));
+        if let Some(warning) = crate::qc::gpu_card_warning(task.segment, booked.as_deref(), &result)
+        {
+            tracing::warn!(job = %task.job_id, card = ?card, "{warning}");
+        }
         let bytes = self.store_outputs(task, staging, &outputs).await?;
         self.discard_if_ended(task).await?;
         let (ms, media) = (|d: Duration| d.as_millis() as u64, result.media_seconds);

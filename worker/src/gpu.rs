@@ -184,13 +184,19 @@ impl Gpus {
         )))
     }
 
-    /// The CUDA ordinals of the cards this worker uses (what a probe opens).
-    pub fn ordinals_in_use(&self) -> Vec<u32> {
+    /// NVML's PCI bus id of the card at CUDA ordinal `ordinal`, when NVML gave one.
+    pub fn pci_bus_id_of(&self, ordinal: u32) -> Option<String> {
         let inventory = self.inventory.lock().unwrap_or_else(|p| p.into_inner());
-        inventory
-            .cards
-            .iter()
-            .map(|c| self.ordinals.ordinal(c.index).unwrap_or(c.index))
+        (inventory.cards.iter())
+            .find(|c| self.ordinals.ordinal(c.index).unwrap_or(c.index) == ordinal)
+            .and_then(|c| c.pci_bus_id.clone())
+    }
+
+    /// The cards this worker uses: (NVML index, CUDA ordinal, what a probe opens).
+    pub fn cards_in_use(&self) -> Vec<(u32, u32)> {
+        let inventory = self.inventory.lock().unwrap_or_else(|p| p.into_inner());
+        (inventory.cards.iter())
+            .map(|c| (c.index, self.ordinals.ordinal(c.index).unwrap_or(c.index)))
             .collect()
     }
 
@@ -348,9 +354,10 @@ fn unit_need(settings: &GpuSettings) -> SessionNeed {
     }
 }
 
-/// The probation probe through `sandbox`: a media child opens a CUDA context on the card
-/// (no address-space limit, a minute at most) and exits.
-pub fn probe_in_child(sandbox: tessera_farm::sandbox::Sandbox) -> CardProbe {
+/// The card probe through `sandbox` (no address-space limit, a minute at most): a media
+/// child opens a CUDA context on the card, an NVENC session unless the worker `encode`s in
+/// software, and an NVDEC decoder (`tessera_media::probe_card`), and exits.
+pub fn probe_in_child(sandbox: tessera_farm::sandbox::Sandbox, encode: bool) -> CardProbe {
     Arc::new(move |device| {
         let sandbox = sandbox.clone();
         Box::pin(async move {
@@ -359,11 +366,19 @@ pub fn probe_in_child(sandbox: tessera_farm::sandbox::Sandbox) -> CardProbe {
                 ..tessera_farm::sandbox::Limits::default()
             }
             .for_gpu();
-            let op = tessera_farm::sandbox::MediaOp::GpuProbe { device };
-            match sandbox.run::<bool>(&op, limits, &mut |_| {}).await {
-                Ok((ok, _)) => ok,
+            let op = tessera_farm::sandbox::MediaOp::GpuProbe { device, encode };
+            let mut quiet = |_| {};
+            let probed = sandbox
+                .run::<tessera_model::capabilities::CardProbeReport>(&op, limits, &mut quiet);
+            match probed.await {
+                Ok((r, _)) => {
+                    tracing::info!(device, encoder = %r.encoder, decoder = %r.decoder,
+                        frames = r.frames, pci = r.pci_bus_id.as_deref().unwrap_or("?"),
+                        "GPU probe passed");
+                    true
+                }
                 Err(e) => {
-                    tracing::warn!(device, error = %e, "GPU probation probe failed");
+                    tracing::warn!(device, error = %e, "GPU probe failed");
                     false
                 }
             }

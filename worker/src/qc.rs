@@ -93,6 +93,24 @@ pub(crate) fn gpu_decode_warning(segment: u32, result: &EncodeResult) -> Option<
     ))
 }
 
+/// What to warn about the card a GPU encode of segment `segment` ran on: the driver names
+/// another card than the one booked (`booked`, NVML's PCI bus id), so sessions went to a
+/// card whose budget was not charged (the CUDA ordinal mapping is wrong: finding 9).
+pub(crate) fn gpu_card_warning(
+    segment: u32,
+    booked: Option<&str>,
+    result: &EncodeResult,
+) -> Option<String> {
+    let ran = result.gpu_decode.as_ref()?.pci_bus_id.as_deref()?;
+    let booked = booked?;
+    (!tessera_model::encode::same_pci_card(ran, booked)).then(|| {
+        format!(
+            "segment {segment}: encoded on the card at PCI {ran}, but the card booked is at \
+             {booked}: check CUDA_VISIBLE_DEVICES and the device plugin"
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,6 +172,7 @@ mod tests {
             hwaccel: nvdec_planned.then(|| "h264_nvdec".to_string()),
             uploaded_frames,
             cuda_frames,
+            pci_bus_id: None,
         };
         r.gpu_decode = Some(decode(true, 0, 100));
         assert_eq!(gpu_decode_warning(3, &r), None);
@@ -162,6 +181,38 @@ mod tests {
         r.gpu_decode = Some(decode(true, 40, 60));
         let w = gpu_decode_warning(3, &r).expect("named");
         assert!(w.contains("segment 3") && w.contains("40 of 100"), "{w}");
+    }
+
+    /// Finding 9: a segment whose CUDA context was on another card than the one booked is
+    /// named; the same card (NVML's and CUDA's spellings) and an unknown one are not.
+    #[test]
+    fn a_segment_on_another_card_than_booked_is_named() {
+        use tessera_model::encode::GpuDecode;
+        let mut r = result(100, Some(100), Some(199), true);
+        let booked = Some("00000000:5E:00.0");
+        assert_eq!(gpu_card_warning(3, booked, &r), None, "software");
+        let on = |bus: Option<&str>| GpuDecode {
+            nvdec_planned: true,
+            hwaccel: Some("h264_nvdec".into()),
+            uploaded_frames: 0,
+            cuda_frames: 100,
+            pci_bus_id: bus.map(String::from),
+        };
+        r.gpu_decode = Some(on(Some("0000:5e:00.0")));
+        assert_eq!(gpu_card_warning(3, booked, &r), None);
+        assert_eq!(gpu_card_warning(3, None, &r), None, "no NVML id");
+        r.gpu_decode = Some(on(None));
+        assert_eq!(
+            gpu_card_warning(3, booked, &r),
+            None,
+            "the driver did not say"
+        );
+        r.gpu_decode = Some(on(Some("0000:1a:00.0")));
+        let w = gpu_card_warning(3, booked, &r).expect("named");
+        assert!(
+            w.contains("segment 3") && w.contains("0000:1a:00.0") && w.contains("5E"),
+            "{w}"
+        );
     }
 
     fn code(r: Result<(), FarmError>) -> Option<(ErrorCode, ErrorClass)> {

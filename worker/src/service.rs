@@ -398,7 +398,7 @@ async fn open_media(
         .with_spares(1, settings.worker.limits);
     // What the media child's FFmpeg offers; a worker whose child cannot answer does not start.
     let caps = sandbox.capabilities().await?;
-    let probe = crate::gpu::probe_in_child(sandbox.clone());
+    let probe = crate::gpu::probe_in_child(sandbox.clone(), !settings.gpu.software_encode);
     settings.worker.gpus = crate::gpu::for_worker(&settings.gpu, &caps.hw, probe.clone()).await?;
     if let Some(gpus) = &settings.worker.gpus {
         gpus.spawn_refresh(Duration::from_secs(5), shutdown.clone(), probe);

@@ -180,10 +180,10 @@ fn execute(op: &MediaOp, out: &mut dyn Write) -> Result<serde_json::Value, Media
         MediaOp::Stitch(req) => to_json(serde_json::to_value(tessera_media::stitch(req)?)),
         MediaOp::Segment(req) => to_json(serde_json::to_value(tessera_media::segment_track(req)?)),
         MediaOp::Sprite(req) => to_json(serde_json::to_value(tessera_media::compose_sprite(req)?)),
-        MediaOp::GpuProbe { device } => {
-            tessera_media::warm_cuda_device(*device)?;
+        MediaOp::GpuProbe { device, encode } => {
+            let report = tessera_media::probe_card(*device, *encode);
             tessera_media::release_cuda_devices();
-            Ok(serde_json::Value::Bool(true))
+            to_json(serde_json::to_value(report?))
         }
         MediaOp::Quality { output, source } => to_json(serde_json::to_value(
             tessera_media::measure_quality(output, source)?,

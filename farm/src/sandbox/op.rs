@@ -56,10 +56,14 @@ pub enum MediaOp {
     Segment(tessera_model::segmented::SegmentRequest),
     /// Compose a sprite sheet of a package's thumbnail tiles.
     Sprite(tessera_model::images::SpriteRequest),
-    /// Open a CUDA context on a card (the probation probe of a card marked unhealthy).
+    /// Probe a card (`tessera_media::probe_card`): its CUDA context, an NVENC session
+    /// (with `encode`) and an NVDEC decode. At a GPU worker's start and after a probation.
     GpuProbe {
         /// CUDA ordinal of the card.
         device: u32,
+        /// Whether NVENC is tried (false: the worker encodes in software, cards without it).
+        #[serde(default = "yes")]
+        encode: bool,
     },
     /// Say what the linked FFmpeg build can do ([`tessera_model::capabilities::Capabilities`]).
     Capabilities,
@@ -90,4 +94,8 @@ impl MediaOp {
             MediaOp::NvdecCheck { .. } => "nvdec check",
         }
     }
+}
+/// The default of a flag that older parents leave out.
+fn yes() -> bool {
+    true
 }

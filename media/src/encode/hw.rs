@@ -120,6 +120,7 @@ pub(crate) fn encode_hw(
         hwaccel: cuda::hwaccel_name(&decoder),
         uploaded_frames,
         cuda_frames,
+        pci_bus_id: cuda::pci_bus_id(&device),
     };
     let results = renditions
         .into_iter()

@@ -2,7 +2,11 @@
 //! filter graph and encoder, upload, and the log capture that lets GPU failures be classified.
 //!
 //! Why here: like the rest of `ffi`, every `unsafe` block of the GPU path lives in this file
+//! (and pci.rs, the driver call that names the card)
 //! and says which invariant it keeps; callers get owned handles (`HwRef`) and plain results.
+
+mod pci;
+pub(crate) use pci::pci_bus_id;
 
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};

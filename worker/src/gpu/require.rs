@@ -15,37 +15,52 @@ use tessera_model::capabilities::HwCapabilities;
 use super::{CardProbe, GpuMode, GpuSettings, Gpus};
 
 /// The worker's cards for `settings`: `None` (CPU-only) when they are off, or with `auto`
-/// when none is usable; with `require`, the cards, each opening a CUDA context in a media
-/// child (`probe`), or an error naming why the worker cannot encode on its GPU.
+/// when none is usable; with `require`, the cards or an error naming why the worker cannot
+/// encode on its GPU. Either way each card is probed first (`probe`: a CUDA context, an NVENC
+/// session unless the worker encodes in software, an NVDEC decode); one that fails starts
+/// out of scheduling, on probation, and none passing is the same as no card.
 pub async fn for_worker(
     settings: &GpuSettings,
     caps: &HwCapabilities,
     probe: CardProbe,
 ) -> Result<Option<Arc<Gpus>>, FarmError> {
-    if settings.enabled != GpuMode::Require {
-        return Ok(Gpus::detect(settings, caps));
+    let gpus = match settings.enabled {
+        GpuMode::Require => Gpus::find(settings, caps).map_err(refused)?,
+        _ => match Gpus::detect(settings, caps) {
+            Some(gpus) => gpus,
+            None => return Ok(None),
+        },
+    };
+    let usable = probe_all(&gpus, &probe).await;
+    if usable > 0 {
+        tracing::info!(cards = usable, mode = ?settings.enabled, "GPU worker");
+        return Ok(Some(gpus));
     }
-    let gpus = Gpus::find(settings, caps).map_err(refused)?;
+    let why = "no card passed its probe in the media child (CUDA context, NVENC session, NVDEC \
+               decode: the driver, the device plugin or NVIDIA_DRIVER_CAPABILITIES without \
+               `video`)";
+    if settings.enabled == GpuMode::Require {
+        return Err(refused(why.to_string()));
+    }
+    tracing::warn!(reason = why, "no usable GPU: CPU-only worker");
+    Ok(None)
+}
+
+/// Probes every card of `gpus`; one that fails is taken out of scheduling (its probation
+/// probe may bring it back). Returns how many passed.
+async fn probe_all(gpus: &Gpus, probe: &CardProbe) -> usize {
     let mut usable = 0;
-    for ordinal in gpus.ordinals_in_use() {
+    for (index, ordinal) in gpus.cards_in_use() {
         if probe(ordinal).await {
             usable += 1;
         } else {
-            tracing::error!(
-                device = ordinal,
-                "TESSERA_GPU=require: the card cannot open a CUDA context"
-            );
+            tracing::error!(card = index, device = ordinal, "the card failed its probe");
+            let _ = gpus
+                .scheduler
+                .mark_unhealthy(index, "failed its probe at start");
         }
     }
-    if usable == 0 {
-        return Err(refused(
-            "no card opens a CUDA context in the media child (driver, device plugin or \
-             NVIDIA_DRIVER_CAPABILITIES)"
-                .to_string(),
-        ));
-    }
-    tracing::info!(cards = usable, "TESSERA_GPU=require: GPU worker");
-    Ok(Some(gpus))
+    usable
 }
 
 /// The error a required GPU that is not usable ends the worker with.
@@ -64,6 +79,29 @@ mod tests {
 
     fn no_probe() -> CardProbe {
         Arc::new(|_| Box::pin(async { panic!("no card to probe") }))
+    }
+
+    /// A card that fails its probe starts on probation; the others take work.
+    #[tokio::test]
+    async fn a_card_failing_its_probe_starts_out_of_scheduling() {
+        use tessera_gpu::{CardInfo, Inventory, SessionScheduler};
+        let cards = vec![
+            CardInfo::simulated(0, "Tesla T4", "GPU-a"),
+            CardInfo::simulated(1, "Tesla T4", "GPU-b"),
+        ];
+        let inv = Inventory::simulated(cards);
+        let settings = GpuSettings::default();
+        let scheduler = SessionScheduler::new(&inv, &settings.budget);
+        let ordinals = crate::cuda_ordinal::CudaOrdinals::new(&inv.cards, None);
+        let gpus = Gpus::with(scheduler.clone(), inv, &settings, ordinals);
+        let second_fails: CardProbe = Arc::new(|ordinal| Box::pin(async move { ordinal != 1 }));
+        assert_eq!(probe_all(&gpus, &second_fails).await, 1);
+        let health: Vec<bool> = (scheduler.snapshot().cards.iter())
+            .map(|c| c.healthy)
+            .collect();
+        assert_eq!(health, [true, false]);
+        let none_pass: CardProbe = Arc::new(|_| Box::pin(async { false }));
+        assert_eq!(probe_all(&gpus, &none_pass).await, 0);
     }
 
     #[tokio::test]

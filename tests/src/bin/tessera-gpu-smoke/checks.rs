@@ -224,8 +224,9 @@ pub fn fps_text(report: &str) -> String {
         .map_or("-".into(), |f| f.to_string().chars().take(6).collect())
 }
 
-/// `held N, nvidia-smi M, enc E% dec D%` from the sessions the worker held and the
-/// `nvidia-smi` samples taken during the case (`index, sessions, enc %, dec %, gpu %`).
+/// `held N, nvidia-smi M, enc E% dec D%, VRAM V MiB` from the sessions the worker held and
+/// the `nvidia-smi` samples taken during the case (`index, sessions, enc %, dec %, gpu %,
+/// VRAM MiB`; V the peak over the samples of a card).
 pub fn sessions_text(held: u64, samples: &[String]) -> String {
     let col = |s: &String, i: usize| s.split(',').nth(i).map(|c| c.trim().to_string());
     let num = |c: Option<String>| c.and_then(|c| c.parse::<f64>().ok()).unwrap_or(0.0);
@@ -239,6 +240,10 @@ pub fn sessions_text(held: u64, samples: &[String]) -> String {
         let n = samples.len() as f64;
         let avg = |i| samples.iter().map(|s| num(col(s, i))).sum::<f64>() / n;
         text += &format!(", enc {}% dec {}%", avg(2) as i64, avg(3) as i64);
+        let vram = samples.iter().map(|s| num(col(s, 5))).fold(0.0, f64::max);
+        if vram > 0.0 {
+            text += &format!(", VRAM {vram} MiB");
+        }
     }
     text
 }

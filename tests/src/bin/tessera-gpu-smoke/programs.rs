@@ -110,10 +110,11 @@ impl Sampler {
     }
 }
 
-/// One `nvidia-smi` reading per card: `index, sessions, enc %, dec %, gpu %`.
+/// One `nvidia-smi` reading per card: `index, sessions, enc %, dec %, gpu %, VRAM MiB`
+/// (VRAM used: the review's finding 7, how much a budget of children takes, is measured here).
 fn sample() -> Option<String> {
     const QUERY: &str = "--query-gpu=index,encoder.stats.sessionCount,utilization.encoder,\
-                         utilization.decoder,utilization.gpu";
+                         utilization.decoder,utilization.gpu,memory.used";
     let out = Command::new("nvidia-smi")
         .args([QUERY, "--format=csv,noheader,nounits"])
         .stderr(Stdio::null())

@@ -13,8 +13,9 @@ use crate::programs::{limited, on_path, Sampler};
 use crate::smoke::{step, Smoke};
 
 /// The cases that are skipped together when there is no card.
-const ALL_CASES: [&str; 8] = [
+const ALL_CASES: [&str; 9] = [
     "nvdec",
+    "probe",
     "same-size",
     "resize",
     "hevc",
@@ -43,8 +44,9 @@ impl Smoke {
             "cards: {}; NVENC sessions available: {}; cases run with --gpu {mode}",
             inv.cards, inv.nvenc_sessions
         );
-        step("2. NVDEC decode check (in-process, then under RLIMIT_AS = 8 GiB)");
+        step("2. NVDEC decode check (in-process, then under RLIMIT_AS = 8 GiB), the card probe");
         self.nvdec();
+        self.card_probe(mode, inv.cards);
         let sampler = Sampler::start(self.out.join("nvidia-smi.csv"));
         let (budgets, av1) = self.budgets();
         let ran = self.cases(&sampler, mode, &budgets, &av1);
@@ -155,6 +157,40 @@ impl Smoke {
         let text = self.to_file(self.tessera_cmd(&["gpu"]), "gpu.txt");
         print!("{text}");
         Inventory::from_json(&self.to_file(self.tessera_cmd(&["gpu", "--json"]), "gpu.json"))
+    }
+
+    /// The worker's card probe (`tessera gpu --probe`): on a card it must pass, NVENC
+    /// included unless the cases run `--gpu decode`; on the self-test without a card it must
+    /// fail (what keeps a card that cannot encode out after its probation).
+    fn card_probe(&mut self, mode: &str, cards: usize) {
+        let mut args = vec!["gpu", "--probe", "--device", "0"];
+        if mode == "decode" {
+            args.push("--decode-only");
+        }
+        let (status, text) = self.to_file_status(self.tessera_cmd(&args), "probe.txt", true);
+        let passed = status.is_some_and(|s| s.success());
+        let said = (text.lines().rev())
+            .find(|l| l.contains("card probe"))
+            .unwrap_or("no probe line");
+        let said: String = said.trim_start_matches("error: ").chars().take(90).collect();
+        print!("{text}");
+        let row = match (cards > 0, passed) {
+            (true, true) => Row::new("probe", &format!("passed: {said}"), "-", "-"),
+            (true, false) => Row::new("probe", &format!("FAILED: {said}"), "-", "-"),
+            (false, false) => Row::new(
+                "catch-probe",
+                &format!("passed: caught without a card: {said}"),
+                "-",
+                "-",
+            ),
+            (false, true) => Row::new(
+                "catch-probe",
+                "FAILED: the probe passed without a card",
+                "-",
+                "-",
+            ),
+        };
+        self.rows.push(row);
     }
 
     /// The NVDEC check of the H.264 clip against its frame count, then the same under an

@@ -138,6 +138,15 @@ fn fps_and_sessions_text() {
         "held 2, nvidia-smi 3, enc 50% dec 70%"
     );
     assert_eq!(sessions_text(0, &[]), "held 0, nvidia-smi ?");
+    // With the VRAM column: its peak over the samples.
+    let samples = vec![
+        "0, 1, 40, 60, 80, 900".to_string(),
+        "0, 3, 60, 80, 90, 2150".to_string(),
+    ];
+    assert_eq!(
+        sessions_text(2, &samples),
+        "held 2, nvidia-smi 3, enc 50% dec 70%, VRAM 2150 MiB"
+    );
 }
 
 #[test]
