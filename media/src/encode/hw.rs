@@ -13,6 +13,7 @@ pub(crate) mod nvenc;
 mod rendition;
 mod upload;
 
+use std::cell::{Cell, RefCell};
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Instant;
@@ -35,26 +36,65 @@ use upload::Uploader;
 
 /// Encodes the frames of `[start_pts, end_pts)` from the chunk on card `hw.device`;
 /// `progress` gets the running count of frames encoded. The request is already checked.
+///
+/// When NVDEC was planned but does not take the stream before its first frame (the decoder
+/// fell back to software inside FFmpeg, or AV1's native decoder, which decodes only through
+/// NVDEC, found none), the segment starts again with a software decode on the request's
+/// threads and one upload a frame (second GPU review, failure 2 and M1): before, the fallback
+/// decoded on one thread, or AV1 failed the segment as `gpu_request_unsupported`. Its report
+/// still says NVDEC was planned, so the worker warns and counts the frames.
 pub(crate) fn encode_hw(
     req: &EncodeRequest,
     hw: &HardwareEncode,
     progress: &mut dyn FnMut(u64),
 ) -> Result<EncodeResult, MediaError> {
-    let started = Instant::now();
-    let dev = hw.device;
-    let caps = hw_capabilities();
-    if !caps.gpu_path() {
+    if !hw_capabilities().gpu_path() {
         return Err(gpu_unavailable(
-            dev,
+            hw.device,
             "this FFmpeg build lacks the CUDA hwaccel or the scale_cuda filter",
         ));
     }
-    let settings = rendition_settings(req, hw, &caps)?;
+    match encode_on_card(req, hw, progress)? {
+        Ok(result) => Ok(result),
+        Err(reason) => {
+            tracing::warn!(device = hw.device, %reason, threads = req.threads,
+                "NVDEC did not take the segment's first frame: decoding it in software");
+            let software = HardwareEncode {
+                nvdec: false,
+                ..hw.clone()
+            };
+            let mut result = encode_on_card(req, &software, progress)?
+                .map_err(|reason| gpu_unavailable(hw.device, reason))?;
+            if let Some(d) = result.gpu_decode.as_mut() {
+                d.nvdec_planned = true;
+            }
+            Ok(result)
+        }
+    }
+}
+
+/// Whether NVDEC is lost for a segment: it was planned, and no frame has come out yet when
+/// a software frame comes out (`software_frame`) or the decoder fails (`failed`). Later, a
+/// restart would cost the frames already encoded: the segment goes on (a software frame is
+/// uploaded and counted; an error stops it, as `decode_failure` says).
+fn nvdec_lost(nvdec: bool, frames_seen: u64, software_frame: bool, failed: bool) -> bool {
+    nvdec && frames_seen == 0 && (software_frame || failed)
+}
+
+/// One attempt at [`encode_hw`]: `Ok(Err(reason))` when NVDEC was lost before the first
+/// frame (see [`nvdec_lost`]), nothing encoded yet.
+fn encode_on_card(
+    req: &EncodeRequest,
+    hw: &HardwareEncode,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Result<EncodeResult, String>, MediaError> {
+    let started = Instant::now();
+    let dev = hw.device;
+    let settings = rendition_settings(req, hw, &hw_capabilities())?;
     let _capture = LogCapture::start();
     cuda::clear_log();
     let device = cuda::device(dev)
         .map_err(|f| gpu_error(dev, GpuStage::Device, &f, |r| gpu_unavailable(dev, r)))?;
-
     let chunk = req.chunk.as_path();
     let mut ictx = open_input(chunk)?;
     let stream = chunk_stream(&ictx, chunk)?;
@@ -65,23 +105,20 @@ pub(crate) fn encode_hw(
     let upload_format = ff::format::Pixel::from_str(plan.gpu_format)
         .map_err(|e| MediaError::encode("hwupload", e))?;
     let mut uploader = Uploader::new(device.clone(), upload_format, dev);
-    let (sw, sh) = req
-        .source
-        .source_size
-        .unwrap_or((decoder.width(), decoder.height()));
-    let stream_rate = Some(stream.avg_frame_rate())
-        .filter(|r| r.numerator() > 0 && r.denominator() > 0)
-        .or(Some(stream.rate()));
-    let mut renditions = req
-        .outputs
-        .iter()
-        .zip(settings)
-        .map(|(o, s)| HwRendition::new(req, o, s, (sw, sh), stream_rate))
-        .collect::<Result<Vec<_>, _>>()?;
-
+    let mut renditions = hw_renditions(req, settings, &decoder, &stream)?;
     let mut gate = RangeGate::new(req, chunk_tb);
     let (mut cuda_frames, mut uploaded_frames) = (0u64, 0u64);
+    let (seen, lost) = (Cell::new(0u64), RefCell::new(None::<String>));
     let mut on_frame = |frame: &mut ff::frame::Video| -> Result<(), MediaError> {
+        let software = frame.format() != ff::format::Pixel::CUDA;
+        if nvdec_lost(nvdec, seen.get(), software, false) {
+            let why = lost
+                .borrow_mut()
+                .insert("its first frame was decoded in software".into())
+                .clone();
+            return Err(gpu_unavailable(dev, why));
+        }
+        seen.set(seen.get() + 1);
         let Some(pts) = gate.admit_frame(frame) else {
             return Ok(());
         };
@@ -102,16 +139,26 @@ pub(crate) fn encode_hw(
         progress(gate.in_range);
         Ok(())
     };
-    let reject = |e: ff::Error| decode_failure(e, dev, nvdec, chunk);
+    let reject = |e: ff::Error| {
+        let stop = decode_failure(e, dev, nvdec, chunk)?;
+        if nvdec_lost(nvdec, seen.get(), false, true) {
+            *lost.borrow_mut() = Some(format!("the decoder failed before its first frame: {stop}"));
+        }
+        Some(stop)
+    };
     // Not on the GPU path yet: NVDEC's frame pool with skipped frames is unproven on a card.
-    let rejected = decode_all(
+    let decoded = decode_all(
         &mut ictx,
         &mut decoder,
         chunk,
         &mut on_frame,
         Some(&reject),
         None,
-    )?;
+    );
+    let rejected = match (decoded, lost.take()) {
+        (Err(_), Some(why)) => return Ok(Err(why)),
+        (decoded, _) => decoded?,
+    };
     if gate.decoded == 0 {
         return Err(MediaError::decode(chunk, "no frame could be decoded"));
     }
@@ -126,14 +173,31 @@ pub(crate) fn encode_hw(
         .into_iter()
         .map(|r| r.finish(&device, req, dev))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(EncodeResult {
+    Ok(Ok(EncodeResult {
         decoded_frames: gate.decoded,
         frames_in_range: gate.in_range,
         renditions: results,
         media_seconds: started.elapsed().as_secs_f64(),
         decode_errors: rejected + gate.damaged,
         gpu_decode: Some(gpu_decode),
-    })
+    }))
+}
+
+/// Each output's rendition (its scale_cuda graph and encoder open at the first frame), at the
+/// source's size (the request's, else the decoder's) and the stream's frame rate.
+fn hw_renditions(
+    req: &EncodeRequest,
+    settings: Vec<NvencSettings>,
+    decoder: &ff::decoder::Video,
+    stream: &ff::format::stream::Stream,
+) -> Result<Vec<HwRendition>, MediaError> {
+    let size = (req.source.source_size).unwrap_or((decoder.width(), decoder.height()));
+    let stream_rate = Some(stream.avg_frame_rate())
+        .filter(|r| r.numerator() > 0 && r.denominator() > 0)
+        .or(Some(stream.rate()));
+    (req.outputs.iter().zip(settings))
+        .map(|(o, s)| HwRendition::new(req, o, s, size, stream_rate))
+        .collect()
 }
 
 /// The GPU path's answer to a decode error: `None` skips the packet, `Some` stops the segment.
@@ -286,5 +350,22 @@ mod tests {
         let stop = decode_failure(enomem, 1, true, chunk).expect("stops the segment");
         assert_eq!(stop.code().as_str(), "gpu_request_unsupported", "{stop}");
         assert!(stop.to_string().contains("/work/chunk.nut"), "{stop}");
+    }
+
+    /// GPU re-review, failure 2 and M1: NVDEC is given up for a segment (a restart with a
+    /// software decode) only while planned and before its first frame; later, or on the
+    /// software path, the segment goes on.
+    #[test]
+    fn nvdec_is_given_up_only_before_the_first_frame() {
+        // A software frame first, or a decoder that fails first (AV1's native decoder
+        // without AV1 NVDEC): restart.
+        assert!(nvdec_lost(true, 0, true, false));
+        assert!(nvdec_lost(true, 0, false, true));
+        // A CUDA frame first: nothing lost.
+        assert!(!nvdec_lost(true, 0, false, false));
+        // After frames came out, or never planned: go on.
+        assert!(!nvdec_lost(true, 1, true, false));
+        assert!(!nvdec_lost(true, 5, false, true));
+        assert!(!nvdec_lost(false, 0, true, true));
     }
 }

@@ -172,7 +172,11 @@ impl Smoke {
         let said = (text.lines().rev())
             .find(|l| l.contains("card probe"))
             .unwrap_or("no probe line");
-        let said: String = said.trim_start_matches("error: ").chars().take(90).collect();
+        let said: String = said
+            .trim_start_matches("error: ")
+            .chars()
+            .take(90)
+            .collect();
         print!("{text}");
         let row = match (cards > 0, passed) {
             (true, true) => Row::new("probe", &format!("passed: {said}"), "-", "-"),
