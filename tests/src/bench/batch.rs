@@ -303,6 +303,28 @@ pub fn ffmpeg_round(uploads: &[Upload], work: &Path) -> Side {
     }
 }
 
+/// CPU-seconds of one decode of each of ffmpeg's MP4 outputs in `work` (two at a time, the
+/// loop filter skipped as the farm's QC gate does): what checking them would cost.
+pub fn ffmpeg_check_round(uploads: &[Upload], work: &Path) -> f64 {
+    let list = work.join("outputs.txt");
+    let names: Vec<String> = (uploads.iter())
+        .filter_map(|u| u.path.file_name())
+        .map(|n| work.join(format!("{}.mp4", n.to_string_lossy())))
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    std::fs::write(&list, names.join("\n") + "\n").expect("write the output list");
+    let script = "ffmpeg -hide_banner -loglevel error -nostdin -skip_loop_filter all -flags2 fast \
+                  -i \"$0\" -f null -";
+    let list_s = list.to_string_lossy().into_owned();
+    let args = [
+        "-d", "\\n", "-a", &list_s, "-P", "2", "-n", "1", "sh", "-c", script,
+    ];
+    let cpu_before = children_ticks();
+    let run = run_command("xargs".as_ref(), args, ROUND_TIMEOUT);
+    run.assert_success();
+    (children_ticks() - cpu_before) as f64 / cpu::clock_ticks()
+}
+
 /// `uptime`'s load averages, for the record (the machine may be shared).
 pub fn load_line() -> String {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
@@ -321,6 +343,7 @@ pub fn run_round(farm: &mut BatchFarm, n: usize) -> Round {
         let x = ffmpeg_round(&farm.uploads, work.path());
         (x, farm.round(n))
     };
+    let ffmpeg_check_cpu_s = ffmpeg_check_round(&farm.uploads, work.path());
     Round {
         farm_first,
         farm: side,
@@ -329,5 +352,6 @@ pub fn run_round(farm: &mut BatchFarm, n: usize) -> Round {
         output_min: farm.uploads.iter().map(|u| u.duration_s).sum::<f64>() / 60.0,
         segments,
         ops,
+        ffmpeg_check_cpu_s,
     }
 }
