@@ -303,8 +303,9 @@ pub fn ffmpeg_round(uploads: &[Upload], work: &Path) -> Side {
     }
 }
 
-/// CPU-seconds of one decode of each of ffmpeg's MP4 outputs in `work` (two at a time, the
-/// loop filter skipped as the farm's QC gate does): what checking them would cost.
+/// CPU-seconds of one decode of each of ffmpeg's MP4 outputs in `work`, as the farm's QC gate
+/// decodes (one thread a decoder, the loop filter skipped; two files at a time): what
+/// checking them would cost.
 pub fn ffmpeg_check_round(uploads: &[Upload], work: &Path) -> f64 {
     let list = work.join("outputs.txt");
     let names: Vec<String> = (uploads.iter())
@@ -313,7 +314,7 @@ pub fn ffmpeg_check_round(uploads: &[Upload], work: &Path) -> f64 {
         .map(|p| p.to_string_lossy().into_owned())
         .collect();
     std::fs::write(&list, names.join("\n") + "\n").expect("write the output list");
-    let script = "ffmpeg -hide_banner -loglevel error -nostdin -skip_loop_filter all -flags2 fast \
+    let script = "ffmpeg -hide_banner -loglevel error -nostdin -threads 1 -skip_loop_filter all -flags2 fast \
                   -i \"$0\" -f null -";
     let list_s = list.to_string_lossy().into_owned();
     let args = [
