@@ -152,19 +152,12 @@ fn inventory() -> (Vec<serde_json::Value>, Option<String>, u32) {
     }
 }
 
-/// The card probe of `device` in a media child, as the worker runs it (`MediaOp::GpuProbe`).
+/// The card probe of `device` in a media child, as the worker runs it.
 async fn card_probe(
     sandbox: &Sandbox,
     device: u32,
     encode: bool,
 ) -> anyhow::Result<CardProbeReport> {
-    let op = MediaOp::GpuProbe { device, encode };
-    let limits = Limits {
-        timeout: Duration::from_secs(60),
-        ..Limits::default()
-    }
-    .for_gpu();
-    let (report, _) = (sandbox.run(&op, limits, &mut |_| {}).await)
-        .map_err(|e| anyhow::anyhow!("card probe of card {device} failed: {e}"))?;
-    Ok(report)
+    (tessera_worker::gpu::probe_card(sandbox, device, encode).await)
+        .map_err(|e| anyhow::anyhow!("card probe of card {device} failed: {e}"))
 }

@@ -19,8 +19,10 @@ use tessera_model::wire::SegmentTask;
 
 use crate::cuda_ordinal::CudaOrdinals;
 
+mod probe;
 mod render;
 mod require;
+pub use probe::{probe_card, probe_in_child, CardProbe};
 pub use require::for_worker;
 use tokio_util::sync::CancellationToken;
 
@@ -72,11 +74,6 @@ pub struct Gpus {
     in_flight: Arc<AtomicUsize>,
     ordinals: CudaOrdinals,
 }
-
-/// Opens a CUDA context on a card (by CUDA ordinal) in a media child: the probation probe.
-pub type CardProbe = Arc<
-    dyn Fn(u32) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>> + Send + Sync,
->;
 
 impl std::fmt::Debug for Gpus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -184,11 +181,16 @@ impl Gpus {
         )))
     }
 
+    /// The CUDA ordinal of the card at NVML index `index` (what a child opens).
+    fn ordinal(&self, index: u32) -> u32 {
+        self.ordinals.ordinal(index).unwrap_or(index)
+    }
+
     /// NVML's PCI bus id of the card at CUDA ordinal `ordinal`, when NVML gave one.
     pub fn pci_bus_id_of(&self, ordinal: u32) -> Option<String> {
         let inventory = self.inventory.lock().unwrap_or_else(|p| p.into_inner());
         (inventory.cards.iter())
-            .find(|c| self.ordinals.ordinal(c.index).unwrap_or(c.index) == ordinal)
+            .find(|c| self.ordinal(c.index) == ordinal)
             .and_then(|c| c.pci_bus_id.clone())
     }
 
@@ -196,7 +198,7 @@ impl Gpus {
     pub fn cards_in_use(&self) -> Vec<(u32, u32)> {
         let inventory = self.inventory.lock().unwrap_or_else(|p| p.into_inner());
         (inventory.cards.iter())
-            .map(|c| (c.index, self.ordinals.ordinal(c.index).unwrap_or(c.index)))
+            .map(|c| (c.index, self.ordinal(c.index)))
             .collect()
     }
 
@@ -299,7 +301,7 @@ impl Gpus {
         let index = lease.card_index();
         HardwareEncode {
             // CUDA ordinal, not the NVML index; detection kept only cards CUDA sees.
-            device: self.ordinals.ordinal(index).unwrap_or(index),
+            device: self.ordinal(index),
             nvdec: lease.nvdec(),
             spatial_aq: self.settings.spatial_aq,
             temporal_aq: self.settings.temporal_aq,
@@ -325,7 +327,7 @@ impl Gpus {
                     _ = tokio::time::sleep(every) => {}
                 }
                 for index in gpus.scheduler.due_for_probation() {
-                    let ordinal = gpus.ordinals.ordinal(index).unwrap_or(index);
+                    let ordinal = gpus.ordinal(index);
                     let passed = probe(ordinal).await;
                     let _ = gpus.scheduler.probation_result(index, passed);
                 }
@@ -352,38 +354,6 @@ fn unit_need(settings: &GpuSettings) -> SessionNeed {
     } else {
         SessionNeed::encode(1)
     }
-}
-
-/// The card probe through `sandbox` (no address-space limit, a minute at most): a media
-/// child opens a CUDA context on the card, an NVENC session unless the worker `encode`s in
-/// software, and an NVDEC decoder (`tessera_media::probe_card`), and exits.
-pub fn probe_in_child(sandbox: tessera_farm::sandbox::Sandbox, encode: bool) -> CardProbe {
-    Arc::new(move |device| {
-        let sandbox = sandbox.clone();
-        Box::pin(async move {
-            let limits = tessera_farm::sandbox::Limits {
-                timeout: Duration::from_secs(60),
-                ..tessera_farm::sandbox::Limits::default()
-            }
-            .for_gpu();
-            let op = tessera_farm::sandbox::MediaOp::GpuProbe { device, encode };
-            let mut quiet = |_| {};
-            let probed = sandbox
-                .run::<tessera_model::capabilities::CardProbeReport>(&op, limits, &mut quiet);
-            match probed.await {
-                Ok((r, _)) => {
-                    tracing::info!(device, encoder = %r.encoder, decoder = %r.decoder,
-                        frames = r.frames, pci = r.pci_bus_id.as_deref().unwrap_or("?"),
-                        "GPU probe passed");
-                    true
-                }
-                Err(e) => {
-                    tracing::warn!(device, error = %e, "GPU probe failed");
-                    false
-                }
-            }
-        })
-    })
 }
 
 /// The NVDEC format of a source from its FFmpeg codec and pixel format names; `None` for

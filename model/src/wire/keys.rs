@@ -102,9 +102,16 @@ pub fn output(job: &str, plan: u64, output: u32, ext: &str) -> String {
 /// twice; with one key the later copy would replace the object the earlier one checked and
 /// reported (review N6, chaos C53). The dispatcher delivers the key of the first result.
 pub fn attempt(result_key: &str, tag: &str) -> String {
-    match result_key.rsplit_once('.') {
-        Some((stem, ext)) if !ext.contains('/') => format!("{stem}.{tag}.{ext}"),
-        _ => format!("{result_key}.{tag}"),
+    match stem_and_extension(result_key) {
+        (stem, Some(ext)) => format!("{stem}.{tag}.{ext}"),
+        (_, None) => format!("{result_key}.{tag}"),
+    }
+}
+/// `key` split before its extension (the part after the last `.` of its last folder), if any.
+fn stem_and_extension(key: &str) -> (&str, Option<&str>) {
+    match key.rsplit_once('.') {
+        Some((stem, ext)) if !ext.contains('/') => (stem, Some(ext)),
+        _ => (key, None),
     }
 }
 /// Whether `key` is [`attempt`]`(result_key, tag)` for some hex `tag` (or `result_key`
@@ -113,10 +120,7 @@ pub fn is_attempt_of(key: &str, result_key: &str) -> bool {
     if key == result_key {
         return true;
     }
-    let (stem, ext) = match result_key.rsplit_once('.') {
-        Some((stem, ext)) if !ext.contains('/') => (stem, Some(ext)),
-        _ => (result_key, None),
-    };
+    let (stem, ext) = stem_and_extension(result_key);
     let Some(rest) = key.strip_prefix(stem).and_then(|r| r.strip_prefix('.')) else {
         return false;
     };
