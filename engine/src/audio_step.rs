@@ -167,6 +167,7 @@ pub(crate) fn whole_audio(
         copy_tracks,
         bitrate_per_channel,
         stereo_downmix: req.stereo_downmix,
+        run_shifts_seconds: info.run_shifts_seconds.clone(),
     })
 }
 
@@ -192,6 +193,7 @@ pub(crate) fn spawn_audio(
         bitrate_per_channel,
         output: staging.join("audio-encoded.nut"),
         stereo_downmix: req.stereo_downmix,
+        run_shifts_seconds: info.run_shifts_seconds.clone(),
     };
     let children = ctx
         .sandbox
@@ -279,6 +281,7 @@ mod tests {
             title: None,
             subtitles: Vec::new(),
             warnings: Vec::new(),
+            run_shifts_seconds: Vec::new(),
         }
     }
 

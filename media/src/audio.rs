@@ -5,8 +5,12 @@
 //! frame-size rounding per segment); audio is cheap enough to do in one pass beside the video.
 //!
 //! This file picks the tracks and routes each packet (copied, or to its track's transcoder);
-//! a transcoded track's decode-resample-encode chain is transcoder.rs.
+//! a transcoded track's decode-resample-encode chain is transcoder.rs, the AAC layout it is
+//! coded in layout.rs, and where each of its decoded frames goes on the output's timeline
+//! (overlaps trimmed, gaps filled) timeline.rs.
 
+mod layout;
+pub(crate) mod timeline;
 mod transcoder;
 
 use std::path::Path;

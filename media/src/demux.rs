@@ -142,8 +142,11 @@ pub(crate) fn read_packet(
 
 /// A packet's (pts, dts), falling back to each other; `None` when it has neither.
 ///
-/// Why one function: probe and split must skip exactly the same packets, or the packet
-/// indices in a plan would point at the wrong packets.
+/// The probe's index counts every video packet, timed or not (an MPEG program stream carries
+/// H.264 and HEVC in PES packets that may hold two access units, of which only the first gets
+/// the PES's timestamp, and a recording cut mid-PES starts with one: their pictures are frames
+/// of the source all the same). The probe gives the untimed ones times (scan.rs, reorder.rs);
+/// the split takes them from the probe, so probe and split count the same packets.
 pub(crate) fn packet_times(packet: &ff::Packet) -> Option<(i64, i64)> {
     let pts = packet.pts().or(packet.dts())?;
     Some((pts, packet.dts().unwrap_or(pts)))

@@ -12,8 +12,10 @@
 mod bitstream;
 mod duration;
 mod hdr;
+mod head;
 pub(crate) mod limits;
 mod reorder;
+mod repairs;
 mod scan;
 mod streams;
 mod subtitles;
@@ -27,6 +29,7 @@ use crate::ffi;
 use crate::MediaError;
 use duration::{checked_duration, covered_until, Header};
 use limits::MAX_VIDEO_FRAMES;
+use repairs::audio_repairs;
 use scan::{scan_packets, AudioSpan, VideoScan};
 use streams::{describe_audio, describe_ignored, describe_video};
 use subtitles::Collector;
@@ -69,21 +72,21 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
         &mut subtitles,
         max_frames,
     )?;
-    let VideoScan {
+    let vtb = video.time_base;
+    let VideoTimes {
         mut packets,
         references,
-        pts_missing,
-        pts_differ,
+        derived_pts,
+        mut warnings,
+        run_shifts,
         untimed,
-    } = scan;
-    let vtb = video.time_base;
-    // Whether the container stores presentation times at all (see `reorder`).
-    let derive = reorder::needs_derived_pts(pts_missing, pts_differ, video_delay);
-    let (derived_pts, warnings) = repair_pts(path, video_index, vtb, &mut packets, derive)?;
+    } = video_times(path, video_index, vtb, scan, video_delay)?;
     let dts_rule = derive_dts(&mut packets, &references);
     let (frames, video_start, video_end) = shown_span(path, &packets, untimed, vtb)?;
     video.frames = frames as u64;
+    let run_shifts_seconds: Vec<f64> = run_shifts.iter().map(|&s| vtb.seconds(s)).collect();
     let start_seconds = audio_timing(&mut audio, &spans, video_start);
+    warnings.extend(audio_repairs(&audio, &spans, &run_shifts_seconds));
     let duration_seconds = checked_duration(
         path,
         container_header(&ictx),
@@ -105,10 +108,89 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
             title,
             subtitles: subtitles.finish(),
             warnings,
+            run_shifts_seconds,
         },
         packets,
         dts_rule,
         derived_pts,
+    })
+}
+
+/// The video's times from its scan, repaired (see [`repair_pts`]), untimed packets placed, and
+/// the undecodable head of a recording cut mid-GOP discarded, with their warnings.
+struct VideoTimes {
+    packets: Vec<PacketEntry>,
+    references: Vec<bool>,
+    derived_pts: Option<DerivedPts>,
+    warnings: Vec<String>,
+    /// The shift of each run after the first (video time base).
+    run_shifts: Vec<i64>,
+    untimed: u64,
+}
+
+/// Makes the [`VideoTimes`] of a scan of `path`'s video stream `video_index`.
+fn video_times(
+    path: &Path,
+    video_index: usize,
+    vtb: Rational,
+    scan: VideoScan,
+    video_delay: i32,
+) -> Result<VideoTimes, MediaError> {
+    let VideoScan {
+        mut packets,
+        references,
+        pts_missing,
+        pts_differ,
+        untimed,
+        filled,
+        ..
+    } = scan;
+    // Whether the container stores presentation times at all (see `reorder`).
+    let derive = reorder::needs_derived_pts(pts_missing, pts_differ, video_delay);
+    if !filled.is_empty() && !derive && video_delay > 0 {
+        // Untimed pictures of a reordering codec (H.264 or HEVC in a program stream): their
+        // place in display order is the decoder's word (only such files pay the decode).
+        let ranks = reorder::display_ranks(path, video_index, packets.len())?;
+        reorder::place_untimed(&mut packets, &filled, &ranks);
+    }
+    let (mut derived_pts, mut warnings, run_shifts) =
+        repair_pts(path, video_index, vtb, &mut packets, derive)?;
+    if !filled.is_empty() && derived_pts.is_none() {
+        // The filled-in times must reach the split, which reads the container's (none).
+        derived_pts = Some(DerivedPts {
+            pts: packets.iter().map(|p| p.pts).collect(),
+            hidden: Vec::new(),
+        });
+    }
+    // The head of a recording cut mid-GOP: packets the display-order decode showed nothing
+    // for, and those the head's own decode finds (head.rs).
+    let first_shown = packets.iter().position(|p| !p.discard).unwrap_or(0);
+    let hidden_head = derived_pts.as_ref().map_or(0, |d| {
+        d.hidden
+            .iter()
+            .filter(|&&h| (h as usize) < first_shown)
+            .count()
+    });
+    let undecodable =
+        head::discard_undecodable_head(path, video_index, &mut packets)? + hidden_head;
+    if undecodable > 0 {
+        let what = match undecodable {
+            1 => "video packet cannot".to_string(),
+            n => format!("{n} video packets cannot"),
+        };
+        warnings.push(format!(
+            "the first {what} be decoded (the recording starts in the middle of a GOP, \
+             before its first keyframe): the output starts at the first picture that decodes, \
+             the audio keeps its offset from it"
+        ));
+    }
+    Ok(VideoTimes {
+        packets,
+        references,
+        derived_pts,
+        warnings,
+        run_shifts,
+        untimed,
     })
 }
 
@@ -126,17 +208,20 @@ fn chapters(ictx: &ff::format::context::Input) -> Vec<Chapter> {
         .collect()
 }
 
+/// What [`repair_pts`] gives: the repaired times when any repair applied, a warning per jump
+/// back, and the shift of each run after the first (video time base).
+type Repaired = (Option<DerivedPts>, Vec<String>, Vec<i64>);
+
 /// Repairs the video's presentation times in `packets`: derived from the decoder's display
 /// order where the container stores none (`derive`, see `reorder`), recordings joined byte
-/// for byte laid one after the other, frames that share a time moved a tick apart. Gives the
-/// repaired times when any repair applied, and a warning per jump back.
+/// for byte laid one after the other, frames that share a time moved a tick apart.
 fn repair_pts(
     path: &Path,
     video_index: usize,
     vtb: Rational,
     packets: &mut [PacketEntry],
     derive: bool,
-) -> Result<(Option<DerivedPts>, Vec<String>), MediaError> {
+) -> Result<Repaired, MediaError> {
     let mut derived_pts = if derive {
         let ranks = reorder::display_ranks(path, video_index, packets.len())?;
         let dts: Vec<i64> = packets.iter().map(|p| p.dts).collect();
@@ -155,7 +240,9 @@ fn repair_pts(
     let mut warnings = Vec::new();
     let mut pts_now: Vec<i64> = packets.iter().map(|p| p.pts).collect();
     let threshold = tessera_model::timestamps::jump_threshold(&pts_now, vtb.ticks(1.0));
+    let before: Vec<i64> = pts_now.clone();
     let jumps = tessera_model::timestamps::rejoin_runs(&mut pts_now, threshold);
+    let run_shifts: Vec<i64> = jumps.iter().map(|&(i, _)| pts_now[i] - before[i]).collect();
     // Frames that share a time (a coarse time base): a tick apart, every one kept, in the
     // order the decoder shows them (which only a decode pass can tell; only such files pay).
     let separated = if tessera_model::timestamps::has_equal_pts(&pts_now) {
@@ -189,7 +276,7 @@ fn repair_pts(
             hidden,
         });
     }
-    Ok((derived_pts, warnings))
+    Ok((derived_pts, warnings, run_shifts))
 }
 
 /// Sets every packet's dts from the pts by one rule, and each recovery point's distance.

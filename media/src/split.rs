@@ -70,7 +70,7 @@ fn split_chunks(
     let mut deriver = dts_rule.deriver();
 
     while let Some(mut packet) = read_packet(&mut ictx, input)? {
-        if packet.stream() != vindex || packet_times(&packet).is_none() {
+        if packet.stream() != vindex {
             continue;
         }
         let i = packet_index;
@@ -80,6 +80,7 @@ fn split_chunks(
             open.push((next_segment, octx, out_tb));
             next_segment += 1;
         }
+        // An untimed packet has a derived pts (the probe fills its times, scan.rs).
         let (stored, _) = packet_times(&packet).unwrap_or_default();
         // The probe's derived pts where the container stores none (see `reorder`).
         let pts = derived_pts

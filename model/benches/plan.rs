@@ -92,6 +92,7 @@ fn probe(packets: Vec<PacketEntry>) -> Probe {
             title: None,
             subtitles: Vec::new(),
             warnings: Vec::new(),
+            run_shifts_seconds: Vec::new(),
         },
         dts_rule: DtsRule::of(&packets.iter().map(|p| p.pts).collect::<Vec<_>>()),
         packets,

@@ -25,9 +25,15 @@ pub struct AudioRequest {
     pub bitrate_per_channel: u64,
     /// The NUT file to write, one stream per kept track.
     pub output: PathBuf,
-    /// Mix tracks of more than two channels down to stereo (else 5.1 is coded as AAC 5.1).
+    /// Mix tracks of more than two channels down to stereo (else every layout up to 7.1 keeps
+    /// its channels).
     #[serde(default)]
     pub stereo_downmix: bool,
+    /// Seconds the probe moved each later run of the video's timestamps by (recordings joined
+    /// byte for byte whose timestamps start over, [`crate::probe::ProbeInfo::run_shifts_seconds`]):
+    /// the audio's runs move by the same, so each recording keeps its own sync.
+    #[serde(default)]
+    pub run_shifts_seconds: Vec<f64>,
 }
 
 /// What became of one track.

@@ -189,6 +189,12 @@ pub struct ProbeInfo {
     /// ...), carried into the job's warnings.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// Seconds each later run of the video's timestamps was moved by, in order: recordings
+    /// joined byte for byte whose timestamps start over are laid one after the other, and the
+    /// audio step moves the audio's runs by the same, so each recording keeps its own sync.
+    /// Empty when the timestamps never jump back.
+    #[serde(default)]
+    pub run_shifts_seconds: Vec<f64>,
 }
 
 /// One chapter of the source: where it starts and ends (seconds, the source's timeline) and

@@ -258,7 +258,12 @@ pub(crate) fn build_recipe_in(dir: &Path, stem: &str, recipe: &Recipe) -> PathBu
                 _ => args.push(step_refs(stem, a, &made)),
             }
         }
-        if args.first().is_some_and(|a| a == "cat") {
+        if args.first().is_some_and(|a| a == "tail") {
+            // A recording joined mid-stream: the bytes from a share of the file on, at a
+            // packet boundary (`tail FILE PERMILLE ALIGN`).
+            fs::write(&out, tail_bytes(stem, &args[1..]))
+                .unwrap_or_else(|e| panic!("{stem}: write {}: {e}", out.display()));
+        } else if args.first().is_some_and(|a| a == "cat") {
             // Files joined byte for byte (recordings appended to one another).
             let mut bytes = Vec::new();
             for f in &args[1..] {
@@ -281,6 +286,21 @@ pub(crate) fn build_recipe_in(dir: &Path, stem: &str, recipe: &Recipe) -> PathBu
     fs::rename(&made, &path)
         .unwrap_or_else(|e| panic!("cannot move {} to {}: {e}", made.display(), path.display()));
     path
+}
+
+/// The bytes of `tail FILE PERMILLE ALIGN` (see [`Recipe`]).
+fn tail_bytes(stem: &str, args: &[String]) -> Vec<u8> {
+    let [file, permille, align] = args else {
+        panic!("{stem}: tail takes FILE PERMILLE ALIGN, got {args:?}");
+    };
+    let num = |s: &str| -> usize {
+        s.parse()
+            .unwrap_or_else(|e| panic!("{stem}: tail: bad number {s}: {e}"))
+    };
+    let (permille, align) = (num(permille), num(align).max(1));
+    let bytes = fs::read(file).unwrap_or_else(|e| panic!("{stem}: read {file}: {e}"));
+    let from = bytes.len() * permille.min(1000) / 1000 / align * align;
+    bytes[from..].to_vec()
 }
 
 /// `arg` with every `{stepN}` replaced by the output of step N (which must be made already).

@@ -16,6 +16,10 @@
 //!   [`Report`].
 //! - [`playback`]: what a file plays as ([`Summary`]) and whether an output plays as
 //!   its source ([`playback::compare_media`]).
+//! - [`summary`]: what a file plays as ([`summary::Summary`]: frames in playing order, audio
+//!   tracks, metadata), which playback and sync read.
+//! - [`sync`]: A/V sync at every second, from the white flash and beep markers the matrix
+//!   sources carry ([`sync::check_sync`], part of [`playback::compare_media`]).
 //! - [`check`]: the invariants of a transcode run ([`check_transcode`],
 //!   [`transcode_and_check`]).
 //! - [`matrix`]: a generated matrix of inputs (container x video x audio x
@@ -58,6 +62,8 @@ pub mod s3_faults;
 pub mod soak;
 pub mod stills;
 pub mod streaming;
+pub mod summary;
+pub mod sync;
 pub mod upgrade;
 pub mod webdriver;
 

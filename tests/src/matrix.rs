@@ -25,9 +25,11 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use crate::fixture::{build_recipe, Recipe};
+use crate::sync::{beep_source, flash_filter};
 
 mod axes;
 mod bad;
+mod edges;
 mod field;
 mod row;
 
@@ -35,8 +37,12 @@ pub use axes::{
     audio_fits, av1_encoder, timing_fits, video_fits, Audio, Container, Labels, Timing, Video,
 };
 pub use bad::{bad_inputs, BadInput};
+pub use edges::{
+    edge_cases, edge_cases_with_seed, edge_sample, CutCodec, CutContainer, EdgeCase, EdgeClass,
+    Layout, EDGE_SEGMENT_SECONDS, LAYOUTS,
+};
 pub use field::{field_cases, FieldCase, FieldClass, FIELD_SEGMENT_SECONDS};
-pub use row::{check, check_field, markdown_report, summary_line, Row, TABLE_HEADER};
+pub use row::{check, check_edge, check_field, markdown_report, summary_line, Row, TABLE_HEADER};
 
 /// The seed [`matrix`] uses (the full matrix in `scripts/input-matrix.sh`).
 pub const MATRIX_SEED: u64 = 0x7e55_e2a0;
@@ -190,7 +196,9 @@ impl Case {
             _ if odd => format!("{}x{}", width + 2, height + 2),
             _ => format!("{width}x{height}"),
         };
-        let mut src = format!("testsrc2=size={size}:rate=25:duration={secs}");
+        // A white frame and a beep at every second: the sync oracle's markers.
+        let flash = flash_filter("25");
+        let mut src = format!("testsrc2=size={size}:rate=25:duration={secs},{flash}");
         if odd {
             // Crop in 4:4:4: in 4:2:0 crop rounds the size down to even.
             src.push_str(&format!(
@@ -210,12 +218,9 @@ impl Case {
             _ => 1,
         };
         let mut args = vec![format!("-f lavfi -i {src}")];
-        for i in 0..tracks {
-            args.push(format!(
-                "-f lavfi -i sine=frequency={}:sample_rate={}:duration={secs}",
-                440 + 220 * i,
-                sample_rate(c)
-            ));
+        // Mono, as the `sine` tone was: the channel counts stay what the encoders make.
+        for _ in 0..tracks {
+            args.push(beep_source("mono", sample_rate(c), secs));
         }
         args.push("-map 0:v".into());
         args.extend((1..=tracks).map(|i| format!("-map {i}:a")));

@@ -1,175 +1,16 @@
-//! What a file plays as, and whether an output plays as its source: the ffprobe/ffmpeg oracle's
-//! [`Summary`] of a file (frames in playing order, audio tracks, metadata) and
-//! [`compare_media`], the invariants of an output against its source that need no report:
-//! every source frame once, in order, with its timestamp; A/V offset and audio duration kept;
-//! size, rotation and colour kept; quality good.
+//! Whether an output plays as its source: [`compare_media`], the invariants of an output
+//! against its source that need no report: every source frame once, in order, with its
+//! timestamp; A/V offset and audio duration kept, and sync at every flash/beep marker
+//! ([`crate::sync`]); size, rotation and colour kept; quality good. What a file plays as (the
+//! oracle's [`Summary`]) is [`crate::summary`], re-exported here.
 
-use crate::probe::{
-    first_presented, format_start, frame_count, probe_stream_frames, psnr, stream_info, Frame,
-    StreamInfo,
-};
-use std::path::{Path, PathBuf};
+use crate::probe::{psnr, StreamInfo};
+pub use crate::summary::{lay_out, played_in_order, AudioTrack, Jump, Summary};
 
 /// Audio tracks' durations may differ from the source's by this much (s).
 pub const AUDIO_DURATION_TOLERANCE_S: f64 = 0.1;
 /// Minimum acceptable PSNR of output against source (dB).
 pub const MIN_PSNR_DB: f64 = 30.0;
-
-/// One audio track as the oracle sees it.
-#[derive(Debug, Clone)]
-pub struct AudioTrack {
-    /// Stream metadata (codec, language, ...).
-    pub info: StreamInfo,
-    /// Decoded frames.
-    pub frames: Vec<Frame>,
-    /// When the container presents the first sample ([`first_presented`]), if known.
-    pub presented: Option<f64>,
-}
-
-impl AudioTrack {
-    /// When the first sample is presented (s): the container's word ([`first_presented`]) or
-    /// the first decoded frame, whichever is earlier (a decoder's delay does not move the
-    /// track; priming a container trims is not presented).
-    pub fn first_ts(&self) -> f64 {
-        let decoded = self.frames.first().map_or(f64::NAN, |f| f.ts);
-        match self.presented {
-            Some(p) if p < decoded => p,
-            _ => decoded,
-        }
-    }
-
-    /// Decoded duration: end of the last frame minus start of the first.
-    pub fn duration(&self) -> f64 {
-        let (Some(first), Some(last)) = (self.frames.first(), self.frames.last()) else {
-            return 0.0;
-        };
-        let rate = self.info.sample_rate.unwrap_or(48_000) as f64;
-        let last_len = last.duration.unwrap_or(last.samples as f64 / rate);
-        last.ts + last_len - self.first_ts().min(first.ts)
-    }
-}
-
-/// Everything the checks need to know about one file.
-#[derive(Debug, Clone)]
-pub struct Summary {
-    /// The file.
-    pub path: PathBuf,
-    /// Container `start_time` (s), as ffprobe reports it.
-    pub start: f64,
-    /// Decoded video frame count (`-count_frames`).
-    pub frame_count: u64,
-    /// Decoded video frames, presentation order.
-    pub video: Vec<Frame>,
-    /// First video stream's metadata.
-    pub video_info: StreamInfo,
-    /// Audio tracks in container order.
-    pub audio: Vec<AudioTrack>,
-}
-
-impl Summary {
-    /// Probes `path` with ffprobe (decodes every frame).
-    pub fn of(path: &Path) -> Summary {
-        let streams = stream_info(path);
-        let video_info = streams
-            .iter()
-            .find(|s| s.codec_type == "video")
-            .cloned()
-            .unwrap_or_else(|| panic!("{} has no video stream", path.display()));
-        let audio = streams
-            .iter()
-            .filter(|s| s.codec_type == "audio")
-            .enumerate()
-            .map(|(i, info)| AudioTrack {
-                info: info.clone(),
-                frames: probe_stream_frames(path, &format!("a:{i}")),
-                presented: first_presented(
-                    path,
-                    &format!("a:{i}"),
-                    info.sample_rate.unwrap_or(48_000),
-                ),
-            })
-            .collect();
-        let mut audio: Vec<AudioTrack> = audio;
-        for a in &mut audio {
-            played_in_order(&mut a.frames);
-        }
-        let mut video = probe_stream_frames(path, "v:0");
-        played_in_order(&mut video);
-        Summary {
-            path: path.to_path_buf(),
-            start: format_start(path),
-            frame_count: frame_count(path),
-            video,
-            video_info,
-            audio,
-        }
-    }
-
-    /// The presentation start: the earliest first decoded frame over the
-    /// video and audio streams. Unlike the container's `start_time` it does
-    /// not count packets that are decoded but never shown (AAC priming and
-    /// Opus pre-skip, which MKV/WebM expose as negative timestamps).
-    pub fn presentation_start(&self) -> f64 {
-        self.video
-            .first()
-            .map(|f| f.ts)
-            .into_iter()
-            .chain(
-                self.audio
-                    .iter()
-                    .map(AudioTrack::first_ts)
-                    .filter(|t| !t.is_nan()),
-            )
-            .fold(f64::INFINITY, f64::min)
-    }
-
-    /// Video frame timestamps relative to [`Summary::presentation_start`].
-    pub fn rel_times(&self) -> Vec<f64> {
-        let start = self.presentation_start();
-        self.video.iter().map(|f| f.ts - start).collect()
-    }
-
-    /// The shortest interval between consecutive video frames: "one frame
-    /// duration" for tolerances (1/fps for constant frame rate).
-    pub fn min_frame_interval(&self) -> f64 {
-        self.video
-            .windows(2)
-            .map(|w| w[1].ts - w[0].ts)
-            .filter(|d| *d > 1e-6)
-            .fold(f64::INFINITY, f64::min)
-            .min(0.1)
-    }
-
-    /// First audio timestamp minus first video timestamp for track `i`.
-    pub fn av_offset(&self, i: usize) -> f64 {
-        self.audio[i].first_ts() - self.video.first().map_or(f64::NAN, |f| f.ts)
-    }
-}
-
-/// Frames as they play: where timestamps jump back by half a second or more (recordings
-/// joined byte for byte, each starting over), the rest follows the frame before by that
-/// frame's duration (else the interval before it), as tessera is to lay the parts out.
-pub fn played_in_order(frames: &mut [Frame]) {
-    const JUMP_S: f64 = 0.5;
-    for i in 1..frames.len() {
-        let (prev, here) = (frames[i - 1], frames[i].ts);
-        if here < prev.ts - JUMP_S {
-            let interval = i
-                .checked_sub(2)
-                .map(|j| prev.ts - frames[j].ts)
-                .filter(|d| *d > 0.0);
-            let step = prev
-                .duration
-                .filter(|d| *d > 0.0)
-                .or(interval)
-                .unwrap_or(0.0);
-            let shift = prev.ts + step - here;
-            for f in &mut frames[i..] {
-                f.ts += shift;
-            }
-        }
-    }
-}
 
 fn known(v: &Option<String>) -> Option<&str> {
     v.as_deref()
@@ -177,12 +18,14 @@ fn known(v: &Option<String>) -> Option<&str> {
 }
 
 /// The invariants of an output `o` against its source `s` that need no report: every frame
-/// once with its time, the audio tracks (offset, duration, channels, language), size,
-/// aspect, rotation and colour, and PSNR. Adds what is violated to `p`; returns the PSNR.
+/// once with its time, the audio tracks (offset, duration, channels, language, sync at every
+/// marker), size, aspect, rotation and colour, and PSNR. Adds what is violated to `p`;
+/// returns the PSNR.
 pub fn compare_media(s: &Summary, o: &Summary, p: &mut Vec<String>) -> f64 {
     let tol = s.min_frame_interval() + 1e-3;
     check_video(s, o, tol, p);
     check_audio(s, o, tol, p);
+    crate::sync::check_sync(s, o, tol, p);
     check_metadata(&s.video_info, &o.video_info, p);
     let db = psnr(&o.path, &s.path);
     if db.is_nan() || db < MIN_PSNR_DB {

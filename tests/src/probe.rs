@@ -33,6 +33,23 @@ fn string(v: &Value) -> Option<String> {
     v.as_str().map(str::to_owned)
 }
 
+/// Video packets of `path` as the demuxer reads them (`-count_packets`): more than
+/// [`frame_count`] when some cannot be decoded (a recording that begins mid-GOP).
+pub fn packet_count(path: &Path) -> u64 {
+    let v = ffprobe_json(
+        path,
+        &[
+            "-count_packets",
+            "-select_streams",
+            "v:0",
+            "-show_entries",
+            "stream=nb_read_packets",
+        ],
+    );
+    num(&v["streams"][0]["nb_read_packets"])
+        .unwrap_or_else(|| panic!("no nb_read_packets for {}: {v}", path.display())) as u64
+}
+
 /// Number of video frames the decoder outputs for the first video stream
 /// (`-count_frames`, `nb_read_frames`); edit lists and discard flags apply.
 pub fn frame_count(path: &Path) -> u64 {

@@ -1,13 +1,15 @@
-//! The recordings from the field that issue 27 found failing, through the distributed farm
-//! (dispatcher and two workers over a real RabbitMQ and Garage, driven through the HTTP API)
-//! at the production segment length: each output must pass the whole oracle the one-process
-//! farm's must (`matrix::check_field`), frame for frame.
+//! The recordings from the field that issues 27 and 44 found failing, through the distributed
+//! farm (dispatcher and two workers over a real RabbitMQ and Garage, driven through the HTTP
+//! API) at the production segment length: each output must pass the whole oracle the
+//! one-process farm's must (`matrix::check_field`, `matrix::check_edge`), frame for frame and
+//! in sync at every second.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::json;
 use tessera_tests::farm::Farm;
-use tessera_tests::matrix::{field_cases, FieldClass};
+use tessera_tests::matrix::{edge_cases, field_cases, EdgeCase, FieldClass};
 use tessera_tests::playback::{compare_media, Summary};
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(600);
@@ -28,59 +30,100 @@ const ISSUE_27: [FieldClass; 7] = [
 #[test]
 fn field_recordings_through_the_distributed_farm_are_frame_exact() {
     let farm = Farm::start("field", 2);
-    let cases: Vec<_> = field_cases()
+    let cases: Vec<(String, PathBuf)> = field_cases()
         .into_iter()
         .filter(|c| ISSUE_27.contains(&c.class))
+        .map(|c| (c.name(), c.build()))
         .collect();
     assert_eq!(cases.len(), ISSUE_27.len());
-    // All jobs at once: the farm interleaves their segments, as it would a day of uploads.
-    let mut jobs = Vec::new();
+    let failed = through_the_farm(&farm, "field", &cases);
+    assert!(
+        failed.is_empty(),
+        "{} of {} field recordings failed through the farm:\n  {}",
+        failed.len(),
+        cases.len(),
+        failed.join("\n  ")
+    );
+}
+
+/// Issue 44's three inputs, made again from their description (H.264 in TS cut mid-GOP, 7.1
+/// PCM in MOV, two TS recordings joined with their own AAC priming), through the distributed
+/// farm: frame-exact and in sync at every second (the oracle's flash and beep pairs), and the
+/// repairs named in the job's warnings.
+#[test]
+fn issue_44_inputs_through_the_distributed_farm_are_in_sync() {
+    let farm = Farm::start("sync", 2);
+    let cases: Vec<EdgeCase> = edge_cases()
+        .into_iter()
+        .filter(|c| c.class.axis() == "reported")
+        .collect();
+    assert_eq!(cases.len(), 3);
+    let named: Vec<(String, PathBuf)> = cases.iter().map(|c| (c.name(), c.build())).collect();
+    let mut failed = through_the_farm(&farm, "sync", &named);
     for case in &cases {
-        let src = case.build();
+        let Some(want) = case.expected_warning() else {
+            continue;
+        };
+        let job = farm
+            .jobs()
+            .into_iter()
+            .find(|j| j["outputs"].to_string().contains(&case.name()));
+        let warnings = job.as_ref().map(|j| j["warnings"].to_string());
+        if !warnings.as_ref().is_some_and(|w| w.contains(want)) {
+            failed.push(format!(
+                "{}: no warning saying {want:?}: {warnings:?}",
+                case.name()
+            ));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{} problems with issue 44's inputs through the farm:\n  {}",
+        failed.len(),
+        failed.join("\n  ")
+    );
+}
+
+/// Uploads every `(name, source)`, submits them all at once (the farm interleaves their
+/// segments, as it would a day of uploads), and checks each output against its source with
+/// the whole oracle; gives one line per failure.
+fn through_the_farm(farm: &Farm, prefix: &str, cases: &[(String, PathBuf)]) -> Vec<String> {
+    let mut jobs = Vec::new();
+    for (name, src) in cases {
         let ext = src.extension().and_then(|e| e.to_str()).unwrap_or("bin");
-        let key = format!("field/{}.{ext}", case.name());
-        farm.upload(&src, "input", &key);
+        let key = format!("{prefix}/{name}.{ext}");
+        farm.upload(src, "input", &key);
         let id = farm.submit(
             &format!("s3://input/{key}"),
-            &format!("s3://output/{}.mp4", case.name()),
+            &format!("s3://output/{name}.mp4"),
             json!({"preset": "veryfast"}),
             json!({}),
         );
-        jobs.push((case, src, id));
+        jobs.push((name, src, id));
     }
     let mut failed = Vec::new();
-    for (case, src, id) in &jobs {
+    for (name, src, id) in &jobs {
         let job = farm.wait_job(id, JOB_TIMEOUT);
         if job["state"] != "done" {
-            failed.push(format!(
-                "{}: job ended {}: {job}",
-                case.name(),
-                job["state"]
-            ));
+            failed.push(format!("{name}: job ended {}: {job}", job["state"]));
             continue;
         }
         let out = tempfile::Builder::new()
             .prefix("tessera-field-")
             .tempdir()
             .expect("temp dir");
-        let local = out.path().join(format!("{}.mp4", case.name()));
-        farm.download("output", &format!("{}.mp4", case.name()), &local);
+        let local = out.path().join(format!("{name}.mp4"));
+        farm.download("output", &format!("{name}.mp4"), &local);
         let mut problems = Vec::new();
         let (s, o) = (Summary::of(src), Summary::of(&local));
         compare_media(&s, &o, &mut problems);
         if !problems.is_empty() {
-            failed.push(format!("{}: {}", case.name(), problems.join("; ")));
+            failed.push(format!("{name}: {}", problems.join("; ")));
         } else {
-            println!("ok: {} ({} frames)", case.name(), o.frame_count);
+            println!("ok: {name} ({} frames)", o.frame_count);
         }
     }
-    assert!(
-        failed.is_empty(),
-        "{} of {} field recordings failed through the farm:\n  {}",
-        failed.len(),
-        jobs.len(),
-        failed.join("\n  ")
-    );
+    failed
 }
 
 /// Through the API, 5.1 stays 5.1 unless the job asks `"stereo_downmix": true`.

@@ -8,8 +8,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 
 use tessera_tests::matrix::{
-    bad_inputs, check, check_field, field_cases, markdown_report, matrix, sample, summary_line,
-    Audio, Container, FieldClass, Row, Timing, Video, TABLE_HEADER,
+    bad_inputs, check, check_edge, check_field, edge_cases, edge_cases_with_seed, edge_sample,
+    field_cases, markdown_report, matrix, sample, summary_line, Audio, Container, EdgeClass,
+    FieldClass, Row, Timing, Video, TABLE_HEADER,
 };
 use tessera_tests::Job;
 
@@ -116,6 +117,56 @@ fn field_sample_passes() {
     assert_rows_pass(&rows);
 }
 
+/// Sources at the edges of sync (issue 44), one fixed-seed case of each new axis (a recording
+/// cut mid-GOP, a channel layout, two recordings joined with an audio overlap or gap) and the
+/// three inputs the issue reported: each transcoded frame-exact and in sync at every second.
+#[test]
+fn edge_sample_passes() {
+    let cases = edge_sample(SAMPLE_SEED);
+    for axis in ["cut", "layout", "join"] {
+        assert!(
+            cases.iter().any(|c| c.class.axis() == axis),
+            "no {axis} case"
+        );
+    }
+    for reported in [
+        EdgeClass::ReportedMidGop,
+        EdgeClass::ReportedSevenOne,
+        EdgeClass::ReportedJoin,
+    ] {
+        assert!(cases.iter().any(|c| c.class == reported), "no {reported:?}");
+    }
+    println!("{TABLE_HEADER}");
+    let rows: Vec<Row> = cases.iter().map(|c| printed(check_edge(c))).collect();
+    assert_rows_pass(&rows);
+}
+
+/// The edge generator covers every value of its axes once, with unique names.
+#[test]
+fn edge_cases_cover_their_axes() {
+    let cases = edge_cases();
+    let names: HashSet<String> = cases.iter().map(|c| c.name()).collect();
+    assert_eq!(names.len(), cases.len(), "edge case names must be unique");
+    let count = |axis: &str| cases.iter().filter(|c| c.class.axis() == axis).count();
+    // TS and PS x H.264, HEVC, MPEG-2; 8 layouts and 8 mono tracks; overlap and gap x with
+    // and without a size change; the three reported inputs.
+    assert_eq!(
+        [
+            count("cut"),
+            count("layout"),
+            count("join"),
+            count("reported")
+        ],
+        [6, 9, 4, 3]
+    );
+    // A seeded figure is in its range and differs between seeds somewhere.
+    let other: Vec<u32> = edge_cases()
+        .into_iter()
+        .map(|c| tessera_tests::matrix::EdgeCase { seed: 7, ..c }.figure())
+        .collect();
+    assert!(cases.iter().zip(&other).any(|(c, o)| c.figure() != *o));
+}
+
 /// Fails unless every row passed (or is a known open case, which must still fail).
 fn assert_rows_pass(rows: &[Row]) {
     println!("{}", summary_line(rows));
@@ -202,8 +253,17 @@ fn full_matrix() {
         .into_iter()
         .filter(|c| wanted(c.name()))
         .collect();
+    let edge_seed = std::env::var("TESSERA_EDGE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(tessera_tests::matrix::MATRIX_SEED);
+    let edges: Vec<_> = edge_cases_with_seed(edge_seed)
+        .into_iter()
+        .filter(|c| wanted(c.name()))
+        .collect();
     let mut rows = run_rows(&cases);
     rows.extend(run_field_rows(&field));
+    rows.extend(edges.iter().map(|c| printed(check_edge(c))));
     println!("{}", summary_line(&rows));
     if let Some(path) = std::env::var_os("TESSERA_MATRIX_REPORT").filter(|p| !p.is_empty()) {
         let path = PathBuf::from(path);

@@ -149,6 +149,7 @@ impl SegmentRunner {
             bitrate_per_channel: audio.bitrate_per_channel,
             output: output.clone(),
             stereo_downmix: audio.stereo_downmix,
+            run_shifts_seconds: audio.run_shifts_seconds.clone(),
         };
         let op = MediaOp::Audio(request);
         let (result, stats): (AudioResult, _) =

@@ -64,6 +64,7 @@ fn job_schema() -> Value {
         "outputs": {"type": "array", "items": {"type": "string"}}, "encode_fps": maybe("number"),
         "frames": maybe("integer"), "median_segment_overhead_s": maybe("number"),
         "priority": maybe("integer"), "hardware": maybe("string"), "psnr": maybe("number"),
+        "warnings": {"type": "array", "items": {"type": "string"}, "description": "what the job repaired or left out of the source (audio gaps filled, pictures that cannot be decoded, streams not carried); empty until the job is done"},
         "timings": {"type": "object", "properties": {"created_at": {"type": "integer"},
             "updated_at": {"type": "integer"}, "wall_s": maybe("number")}},
         "error": {"type": "object", "nullable": true, "required": ["code"], "properties": {

@@ -10,6 +10,8 @@ use std::path::Path;
 use ff::Rescale as _;
 use ffmpeg_next as ff;
 
+use super::layout::{layouts_to_try, open_aac};
+use super::timeline::{Repair, Timeline, HOLD_SECONDS};
 use crate::demux::{open_audio_decoder, skip_samples};
 use crate::{ffi, nut, MediaError};
 use tessera_model::audio::AudioRequest;
@@ -39,6 +41,8 @@ pub(crate) struct Transcoder {
     /// Where the container presents the track's first sample (input time base): the first
     /// packet not discarded, plus the samples its side data says to skip.
     first_presented: Option<i64>,
+    /// Where each decoded frame goes: at its timestamp, overlaps trimmed, gaps filled.
+    timeline: Timeline,
 }
 
 /// Where a transcoded track's packets go: the output, its path for errors, the track's
@@ -61,29 +65,36 @@ impl Transcoder {
         input: &Path,
         req: &AudioRequest,
     ) -> Result<Transcoder, MediaError> {
-        let bitrate_per_channel = req.bitrate_per_channel;
         let decoder = open_audio_decoder(stream, input)?;
-        let layout = output_layout(decoder.channels(), req.stereo_downmix);
         let rate = if AAC_RATES.contains(&decoder.rate()) {
             decoder.rate()
         } else {
             48000
         };
-        let codec = ff::encoder::find(ff::codec::Id::AAC)
-            .ok_or_else(|| MediaError::encode("aac", "encoder not in this FFmpeg build"))?;
-        let mut enc = ff::codec::Context::new_with_codec(codec)
-            .encoder()
-            .audio()
-            .map_err(|e| MediaError::encode("aac", e))?;
-        enc.set_rate(rate as i32);
-        enc.set_channel_layout(layout);
-        enc.set_format(ff::format::Sample::F32(ff::format::sample::Type::Planar));
-        enc.set_time_base(ff::Rational::new(1, rate as i32));
-        enc.set_bit_rate((bitrate_per_channel * layout.channels().max(1) as u64) as usize);
-        enc.set_flags(ff::codec::Flags::GLOBAL_HEADER);
-        let encoder = enc
-            .open_as(codec)
-            .map_err(|e| MediaError::encode("aac", format!("cannot open: {e}")))?;
+        let wanted = layouts_to_try(decoder.channel_layout(), decoder.channels(), req);
+        let mut refused = Vec::new();
+        let (encoder, layout) = wanted
+            .iter()
+            .find_map(
+                |&layout| match open_aac(layout, rate, req.bitrate_per_channel) {
+                    Ok(encoder) => Some((encoder, layout)),
+                    Err(e) => {
+                        refused.push(e);
+                        None
+                    }
+                },
+            )
+            .ok_or_else(|| {
+                refused
+                    .pop()
+                    .unwrap_or_else(|| MediaError::encode("aac", "no layout"))
+            })?;
+        if layout.channels() != i32::from(decoder.channels().max(1)) && !req.stereo_downmix {
+            tracing::warn!(
+                input = %input.display(), channels = decoder.channels(), coded = layout.channels(),
+                "the AAC encoder takes no layout of this track's channel count; mixed down"
+            );
+        }
         let frame_size = (encoder.frame_size() as usize).max(1);
         Ok(Transcoder {
             decoder,
@@ -97,12 +108,18 @@ impl Transcoder {
             in_tb: stream.time_base(),
             bias: 0,
             first_presented: None,
+            timeline: Timeline::new(rate, &req.run_shifts_seconds),
         })
     }
 
     /// Decodes one packet and encodes what it completes (a corrupt packet costs a few ms
     /// of sound, not the job).
     pub(crate) fn feed(&mut self, packet: &ff::Packet, out: &mut Sink) -> Result<(), MediaError> {
+        // A packet the decoder refuses (the partial frame where a recording was cut) presents
+        // nothing: the track starts at the first one it takes.
+        if self.decoder.send_packet(packet).is_err() {
+            return Ok(());
+        }
         if self.first_presented.is_none() && !ffi::packet_is_discard(packet) {
             // Skip samples count at the decoder's rate (unknown: nothing to skip).
             let skip = match self.decoder.rate() {
@@ -111,27 +128,34 @@ impl Transcoder {
             };
             self.first_presented = packet.pts().map(|p| p + skip);
         }
-        if self.decoder.send_packet(packet).is_ok() {
-            pump(self, out, false)?;
-        }
-        Ok(())
+        pump(self, out, false)
     }
 
     /// Drains the decoder, the resampler and the encoder (end of input).
     pub(crate) fn finish(&mut self, out: &mut Sink) -> Result<(), MediaError> {
         let _ = self.decoder.send_eof();
-        pump(self, out, true)
+        pump(self, out, true)?;
+        self.log_repairs(out.path);
+        Ok(())
     }
-}
 
-/// The AAC layout a track of `channels` channels is coded in: mono and 5.1 as they are (AAC
-/// has one 5.1, which a 5.1(side) source maps to, as FFmpeg's encoder does), everything else,
-/// or anything over two channels with `stereo_downmix`, as stereo.
-fn output_layout(channels: u16, stereo_downmix: bool) -> ff::ChannelLayout {
-    match channels.max(1) {
-        1 => ff::ChannelLayout::MONO,
-        6 if !stereo_downmix => ff::ChannelLayout::_5POINT1_BACK,
-        _ => ff::ChannelLayout::STEREO,
+    /// Logs what the timeline repaired (the probe names the same repairs in the job's
+    /// warnings, see `probe::audio_repairs`).
+    fn log_repairs(&self, path: &Path) {
+        let rate = f64::from(self.rate);
+        let at = |samples: i64| (samples - self.bias) as f64 / rate;
+        for repair in self.timeline.repairs.iter().take(20) {
+            match *repair {
+                Repair::Gap { at: a, samples } => tracing::info!(
+                    output = %path.display(), at_s = at(a), ms = samples as f64 * 1e3 / rate,
+                    "audio gap filled with silence"
+                ),
+                Repair::Overlap { at: a, samples } => tracing::info!(
+                    output = %path.display(), at_s = at(a), ms = samples as f64 * 1e3 / rate,
+                    "audio overlap trimmed"
+                ),
+            }
+        }
     }
 }
 
@@ -171,7 +195,7 @@ fn pump(t: &mut Transcoder, out: &mut Sink, flush: bool) -> Result<(), MediaErro
             if let Some(old) = t.resampler.as_mut() {
                 let mut rest = ff::frame::Audio::empty();
                 if old.flush(&mut rest).is_ok() && rest.samples() > 0 {
-                    push_samples(&mut t.fifo, &rest);
+                    push_samples(&mut t.fifo, &rest, 0);
                 }
             }
             let r = ff::software::resampling::Context::get(
@@ -192,14 +216,26 @@ fn pump(t: &mut Transcoder, out: &mut Sink, flush: bool) -> Result<(), MediaErro
         resampler
             .run(&decoded, &mut resampled)
             .map_err(|e| MediaError::encode("swresample", e))?;
-        push_samples(&mut t.fifo, &resampled);
+        let ts = decoded
+            .timestamp()
+            .map(|ts| ts.rescale(t.in_tb, ff::Rational::new(1, t.rate as i32)));
+        let held = t.fifo[0].len();
+        let written = t.next_pts.unwrap_or(0) + held as i64;
+        let place = t
+            .timeline
+            .place(ts, resampled.samples() as i64, written, held as i64);
+        for buf in t.fifo.iter_mut() {
+            buf.truncate(held - place.cut as usize);
+            buf.resize(buf.len() + place.silence as usize, 0.0);
+        }
+        push_samples(&mut t.fifo, &resampled, place.skip as usize);
         emit_frames(t, out, false)?;
     }
     if flush {
         if let Some(r) = &mut t.resampler {
             let mut rest = ff::frame::Audio::empty();
             if r.flush(&mut rest).is_ok() && rest.samples() > 0 {
-                push_samples(&mut t.fifo, &rest);
+                push_samples(&mut t.fifo, &rest, 0);
             }
         }
         emit_frames(t, out, true)?;
@@ -211,19 +247,28 @@ fn pump(t: &mut Transcoder, out: &mut Sink, flush: bool) -> Result<(), MediaErro
     Ok(())
 }
 
-fn push_samples(fifo: &mut [Vec<f32>], frame: &ff::frame::Audio) {
+/// Appends the samples of `frame` after the first `skip` of them.
+fn push_samples(fifo: &mut [Vec<f32>], frame: &ff::frame::Audio, skip: usize) {
     let n = frame.samples();
+    let skip = skip.min(n);
     for (ch, buf) in fifo.iter_mut().enumerate() {
         if ch < frame.planes() {
-            buf.extend_from_slice(&frame.plane::<f32>(ch)[..n]);
+            buf.extend_from_slice(&frame.plane::<f32>(ch)[skip..n]);
         }
     }
 }
 
+/// Encodes full frames from the fifo, holding back [`HOLD_SECONDS`] of sound for an overlap to
+/// cut (timeline.rs); with `last`, everything.
 fn emit_frames(t: &mut Transcoder, out: &mut Sink, last: bool) -> Result<(), MediaError> {
+    let hold = if last {
+        0
+    } else {
+        (HOLD_SECONDS * f64::from(t.rate)) as usize
+    };
     loop {
         let available = t.fifo[0].len();
-        if available == 0 || (available < t.frame_size && !last) {
+        if available == 0 || (available < t.frame_size + hold && !last) {
             return Ok(());
         }
         let n = available.min(t.frame_size);
@@ -262,22 +307,4 @@ fn write_packets(t: &mut Transcoder, out: &mut Sink) -> Result<(), MediaError> {
         *out.packets += 1;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn surround_stays_surround_unless_mixed_down() {
-        assert_eq!(output_layout(1, false), ff::ChannelLayout::MONO);
-        assert_eq!(output_layout(2, false), ff::ChannelLayout::STEREO);
-        assert_eq!(output_layout(6, false), ff::ChannelLayout::_5POINT1_BACK);
-        assert_eq!(output_layout(6, true), ff::ChannelLayout::STEREO);
-        // Mono is never "mixed down" to two channels.
-        assert_eq!(output_layout(1, true), ff::ChannelLayout::MONO);
-        // Layouts AAC has no configuration for here go to stereo either way.
-        assert_eq!(output_layout(4, false), ff::ChannelLayout::STEREO);
-        assert_eq!(output_layout(0, false), ff::ChannelLayout::MONO);
-    }
 }

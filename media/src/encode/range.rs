@@ -155,7 +155,8 @@ pub(crate) type RejectPolicy<'a> = Option<&'a dyn Fn(ff::Error) -> Option<MediaE
 /// Feeds every packet of stream 0 to the decoder and hands each frame to `on_frame`, then
 /// drains the decoder. Rejected packets are skipped (logged) unless `reject` says otherwise.
 ///
-/// Returns how many packets the decoder rejected: with the gate's count of damaged frames,
+/// Returns how many packets of the range the decoder rejected (a lead-in packet's rejection is
+/// not counted): with the gate's count of damaged frames,
 /// the job compares their share with its limit (`source_corrupt`), so a broken upload is
 /// refused instead of delivered garbled.
 pub(crate) fn decode_all(
@@ -173,13 +174,11 @@ pub(crate) fn decode_all(
         if packet.stream() != 0 {
             continue;
         }
-        if let Some(lead_in) = lead_in {
+        let in_lead = lead_in.is_some_and(|l| packet.pts().is_some_and(|p| l.holds(p)));
+        if lead_in.is_some() && in_lead != skipping {
             // Lead-in frames nothing refers to are never shown nor needed: not decoded.
-            let skip = packet.pts().is_some_and(|p| lead_in.holds(p));
-            if skip != skipping {
-                crate::ffi::skip_nonref_frames(decoder, skip);
-                skipping = skip;
-            }
+            crate::ffi::skip_nonref_frames(decoder, in_lead);
+            skipping = in_lead;
         }
         // Only this call's log lines may classify its failure (GPU re-review, M5): an earlier
         // line (a fallen-back NVDEC init) must not name a later decode error.
@@ -188,7 +187,9 @@ pub(crate) fn decode_all(
             if let Some(err) = reject.and_then(|f| f(e)) {
                 return Err(err);
             }
-            rejected += 1;
+            // A lead-in packet shows in another segment, which counts its damage, or nowhere
+            // (the undecodable head of a recording cut mid-GOP): not charged here.
+            rejected += u64::from(!in_lead);
             tracing::debug!(error = %e, "decoder rejected a packet");
         }
         rejected += drain_frames(decoder, &mut frame, on_frame, reject)?;

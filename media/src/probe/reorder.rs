@@ -33,6 +33,17 @@ pub(crate) fn display_ranks(
     video_index: usize,
     indexed: usize,
 ) -> Result<Vec<Option<usize>>, MediaError> {
+    display_ranks_of_first(path, video_index, indexed, usize::MAX)
+}
+
+/// [`display_ranks`] of the first `limit` indexed packets only: the decode stops there (the
+/// probe's check of a stream's head, head.rs); later packets get no rank.
+pub(crate) fn display_ranks_of_first(
+    path: &Path,
+    video_index: usize,
+    indexed: usize,
+    limit: usize,
+) -> Result<Vec<Option<usize>>, MediaError> {
     let mut ictx = open_input(path)?;
     let stream = ictx
         .stream(video_index)
@@ -54,8 +65,11 @@ pub(crate) fn display_ranks(
     };
     let mut seq = 0usize;
     while let Some(mut packet) = read_packet(&mut ictx, path)? {
-        if packet.stream() != video_index || crate::demux::packet_times(&packet).is_none() {
+        if packet.stream() != video_index {
             continue;
+        }
+        if seq >= limit {
+            break;
         }
         packet.set_pts(Some(seq as i64));
         packet.set_dts(Some(seq as i64));
@@ -106,9 +120,84 @@ pub(crate) fn derive_pts(dts: &[i64], ranks: &[Option<usize>]) -> DerivedPts {
     DerivedPts { pts, hidden }
 }
 
+/// Presentation times for the packets at `untimed` (those the index counts without a time of
+/// their own, scan.rs), the other packets keeping the container's: each untimed picture goes
+/// between the pictures shown just before and after it (`ranks`, the decoder's display order),
+/// at the midpoint when both are timed, else a frame step (the smallest pts step) from the
+/// one that is. A packet the decoder showed nothing for is discarded.
+///
+/// Why not [`derive_pts`] for all: the container's times are right where it gives them, and
+/// the slot rule assumes a stream whose every picture shows from its start, which a recording
+/// cut mid-GOP is not.
+pub(crate) fn place_untimed(
+    packets: &mut [tessera_model::probe::PacketEntry],
+    untimed: &[usize],
+    ranks: &[Option<usize>],
+) {
+    let timed: std::collections::HashSet<usize> = (0..packets.len())
+        .filter(|i| untimed.binary_search(i).is_err())
+        .collect();
+    // Display rank -> pts of the timed pictures.
+    let mut by_rank = std::collections::BTreeMap::new();
+    for (i, r) in ranks.iter().enumerate() {
+        if let (Some(r), true) = (r, timed.contains(&i)) {
+            by_rank.insert(*r, packets[i].pts);
+        }
+    }
+    let timed_pts: Vec<i64> = by_rank.values().copied().collect();
+    let step = {
+        let mut sorted = timed_pts.clone();
+        sorted.sort_unstable();
+        tessera_model::timestamps::smallest_step(&sorted)
+    };
+    for &i in untimed {
+        let Some(rank) = ranks.get(i).copied().flatten() else {
+            packets[i].discard = true;
+            continue;
+        };
+        let before = by_rank.range(..rank).next_back().map(|(_, &p)| p);
+        let after = by_rank.range(rank + 1..).next().map(|(_, &p)| p);
+        packets[i].pts = match (before, after) {
+            (Some(b), Some(a)) => b + (a - b) / 2,
+            (Some(b), None) => b + step,
+            (None, Some(a)) => a - step,
+            (None, None) => packets[i].dts,
+        };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn packet(pts: i64) -> tessera_model::probe::PacketEntry {
+        tessera_model::probe::PacketEntry {
+            pts,
+            dts: pts,
+            key: false,
+            discard: false,
+            recovery: None,
+        }
+    }
+
+    #[test]
+    fn an_untimed_picture_goes_between_its_display_neighbours() {
+        // Decode order I0 P4 B2 b1 b3 (40 ms frames); b1 came without a time (filled with its
+        // dts, 120), and a last packet the decoder showed nothing for.
+        let mut p: Vec<_> = [0, 160, 80, 120, 120, 200]
+            .into_iter()
+            .map(packet)
+            .collect();
+        let ranks = [Some(0), Some(4), Some(2), Some(1), Some(3), None];
+        place_untimed(&mut p, &[3, 5], &ranks);
+        assert_eq!(p[3].pts, 40, "between ranks 0 (0) and 2 (80)");
+        assert!(p[5].discard);
+        assert_eq!([p[0].pts, p[1].pts, p[2].pts, p[4].pts], [0, 160, 80, 120]);
+        // The last picture shown: a step after the one before it.
+        let mut q: Vec<_> = [0, 40, 0].into_iter().map(packet).collect();
+        place_untimed(&mut q, &[2], &[Some(0), Some(1), Some(2)]);
+        assert_eq!(q[2].pts, 80);
+    }
 
     #[test]
     fn b_pyramid_order_becomes_presentation_times() {

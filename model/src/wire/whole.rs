@@ -74,6 +74,9 @@ pub struct WholeAudio {
     /// Mix tracks of more than two channels down to stereo.
     #[serde(default)]
     pub stereo_downmix: bool,
+    /// The video's run shifts (see [`crate::audio::AudioRequest::run_shifts_seconds`]).
+    #[serde(default)]
+    pub run_shifts_seconds: Vec<f64>,
 }
 
 impl WholeTask {

@@ -12,6 +12,7 @@
 use super::axes::Labels;
 use super::{hash, MATRIX_SEED};
 use crate::fixture::{build_recipe, Recipe};
+use crate::sync::{beep_source, flash_filter};
 
 /// Segment length for field cases: the production default of `tessera transcode`.
 pub const FIELD_SEGMENT_SECONDS: u32 = 10;
@@ -204,12 +205,13 @@ impl FieldClass {
     #[rustfmt::skip] // a recipe per arm reads better than rustfmt's columns
     pub(crate) fn recipe(self, seed: u64) -> Recipe {
         let d = self.seconds(seed);
-        // One ffmpeg step: a test pattern of `size` at `rate`, a tone at `hz`, then `args`.
+        // One ffmpeg step: a test pattern of `size` at `rate` and mono audio at `hz`, with
+        // the sync oracle's flash and beep at every second, then `args`.
         let clip = |ext: &'static str, (size, rate): (&str, &str), hz: u32, args: String| Recipe {
             ext,
             steps: vec![format!(
-                "-f lavfi -i testsrc2=size={size}:rate={rate}:duration={d} \
-                 -f lavfi -i sine=frequency=440:sample_rate={hz}:duration={d} {args}"
+                "-f lavfi -i testsrc2=size={size}:rate={rate}:duration={d},{} {} {args}",
+                flash_filter(rate), beep_source("mono", hz, d)
             )],
         };
         let x264 = "-c:v libx264 -preset veryfast -pix_fmt yuv420p";
@@ -278,20 +280,22 @@ impl FieldClass {
 /// otherwise both start at the same time and the timestamps jump back at the join.
 fn joined(d: u32, [first, second]: [(&str, &str); 2], continuous: bool) -> Recipe {
     let half = d / 2;
-    let part = |(size, pix): (&str, &str), secs: u32, freq: u32, offset: u32| {
+    // Each recording with the sync oracle's flash and beep at each of its own seconds.
+    let part = |(size, pix): (&str, &str), secs: u32, offset: u32| {
         format!(
-            "-f lavfi -i testsrc2=size={size}:rate=25:duration={secs} \
-             -f lavfi -i sine=frequency={freq}:sample_rate=48000:duration={secs} \
+            "-f lavfi -i testsrc2=size={size}:rate=25:duration={secs},{} {} \
              -c:v libx264 -preset veryfast -pix_fmt {pix} -c:a aac -b:a 96k -f mpegts \
-             -output_ts_offset {offset}"
+             -output_ts_offset {offset}",
+            flash_filter("25"),
+            beep_source("mono", 48_000, secs)
         )
     };
     let second_at = if continuous { 10 + half } else { 10 };
     Recipe {
         ext: "ts",
         steps: vec![
-            part(first, half, 440, 10),
-            part(second, d - half, 660, second_at),
+            part(first, half, 10),
+            part(second, d - half, second_at),
             "cat {step0} {step1}".into(),
         ],
     }

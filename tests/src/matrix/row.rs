@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::axes::Labels;
+use super::edges::{EdgeCase, EDGE_SEGMENT_SECONDS};
 use super::field::{FieldCase, FIELD_SEGMENT_SECONDS};
 use super::{Case, MATRIX_SEED};
 use crate::check::measure_transcode;
@@ -197,6 +198,17 @@ pub fn check_field(case: &FieldCase) -> Row {
     )
 }
 
+/// [`check`] for a source at the edges of sync (issue 44), at [`EDGE_SEGMENT_SECONDS`]; a
+/// case whose source the farm must repair needs the repair's warning in the report.
+pub fn check_edge(case: &EdgeCase) -> Row {
+    check_built(
+        (case.name(), case.labels()),
+        || case.build(),
+        EDGE_SEGMENT_SECONDS,
+        case.expected_warning(),
+    )
+}
+
 fn check_built(
     (name, labels): (String, Labels),
     build: impl FnOnce() -> std::path::PathBuf + std::panic::UnwindSafe,
@@ -307,6 +319,14 @@ pub fn markdown_report(rows: &[Row]) -> String {
          (`tests/src/matrix/field.rs`): broadcast, legacy and phone sources of 21-29 s \
          (seeded), cut at the production default of {FIELD_SEGMENT_SECONDS} s segments, \
          so the halved last round puts cuts between keyframes (inside open GOPs). \
+         The last rows are sources at the edges of sync (`tests/src/matrix/edges.rs`, \
+         segments of {EDGE_SEGMENT_SECONDS} s): recordings cut at a seeded transport packet or \
+         pack offset (MPEG-TS and MPEG-PS, H.264, HEVC and MPEG-2), every channel layout up to \
+         7.1 and eight mono tracks, two recordings joined with an audio overlap or gap of \
+         seeded size, and the three inputs of issue 44. Every source carries a white flash and \
+         a beep at each whole second; the sync oracle (`tests/src/sync.rs`) finds every pair \
+         in source and output and requires each output pair's A/V offset to equal the \
+         source's within one frame, from the first second to the last. \
          \"max ts err\" compares frames pairwise; \"reason\" is tessera's error line or the \
          first violated invariant.\n\n",
         utc_date(),
