@@ -11,6 +11,7 @@
 
 mod bitstream;
 mod duration;
+mod first_sound;
 mod hdr;
 mod head;
 pub(crate) mod limits;
@@ -85,7 +86,8 @@ pub fn probe_within(path: &Path, max_frames: usize) -> Result<Probe, MediaError>
     let (frames, video_start, video_end) = shown_span(path, &packets, untimed, vtb)?;
     video.frames = frames as u64;
     let run_shifts_seconds: Vec<f64> = run_shifts.iter().map(|&s| vtb.seconds(s)).collect();
-    let start_seconds = audio_timing(&mut audio, &spans, video_start);
+    let first_sounds = first_sound::first_sounds(path, &audio)?;
+    let start_seconds = audio_timing(&mut audio, &spans, &first_sounds, video_start);
     warnings.extend(audio_repairs(&audio, &spans, &run_shifts_seconds));
     let duration_seconds = checked_duration(
         path,
@@ -326,13 +328,22 @@ fn shown_span(
 }
 
 /// Sets each audio track's start and duration from what the scan saw of it (the first sound
-/// heard comes after the samples its decoder skips; runs joined one after the other add up),
-/// and gives the earliest start of any stream, the video's `video_start` included.
-fn audio_timing(audio: &mut [AudioInfo], spans: &[AudioSpan], video_start: f64) -> f64 {
+/// heard comes after the samples its decoder skips, and no earlier than its first decoded
+/// frame, `first_sounds`; runs joined one after the other add up), and gives the earliest
+/// start of any stream, the video's `video_start` included.
+fn audio_timing(
+    audio: &mut [AudioInfo],
+    spans: &[AudioSpan],
+    first_sounds: &[Option<f64>],
+    video_start: f64,
+) -> f64 {
     let mut start_seconds = video_start;
-    for (info, seen) in audio.iter_mut().zip(spans) {
+    for (k, (info, seen)) in audio.iter_mut().zip(spans).enumerate() {
         if let Some((first, end)) = seen.span {
-            let first = first.max(seen.skip_until.unwrap_or(i64::MIN));
+            let decoded = first_sounds.get(k).copied().flatten();
+            let first = first
+                .max(seen.skip_until.unwrap_or(i64::MIN))
+                .max(decoded.map_or(i64::MIN, |s| info.time_base.ticks(s)));
             let s = info.time_base.seconds(first);
             info.start_seconds = Some(s);
             info.duration_seconds = info.time_base.seconds(end - first);

@@ -24,15 +24,18 @@ pub struct AudioTrack {
 }
 
 impl AudioTrack {
-    /// When the first sample is presented (s): the container's word ([`first_presented`]) or
-    /// the first decoded frame, whichever is earlier (a decoder's delay does not move the
-    /// track; priming a container trims is not presented).
+    /// When the first sample is heard (s): the first decoded frame's time (priming a container
+    /// trims is not presented, FFmpeg's decoder drops it), or the container's word
+    /// ([`first_presented`]) when nothing decodes. A decoder's delay (WMA: its first packets
+    /// only prime it, and its first frame is stamped two frames after the container's start)
+    /// is where the sound is: the sync markers of the matrix line up with the flashes from
+    /// the decoded frame's time, not from the container's start.
     pub fn first_ts(&self) -> f64 {
-        let decoded = self.frames.first().map_or(f64::NAN, |f| f.ts);
-        match self.presented {
-            Some(p) if p < decoded => p,
-            _ => decoded,
-        }
+        self.frames
+            .first()
+            .map(|f| f.ts)
+            .or(self.presented)
+            .unwrap_or(f64::NAN)
     }
 
     /// Decoded duration: end of the last frame minus start of the first.

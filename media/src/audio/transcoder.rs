@@ -165,15 +165,13 @@ fn pump(t: &mut Transcoder, out: &mut Sink, flush: bool) -> Result<(), MediaErro
     let mut decoded = ff::frame::Audio::empty();
     while t.decoder.receive_frame(&mut decoded).is_ok() {
         if t.next_pts.is_none() {
-            // The first sound is where the container presents it. A decoder with a delay
-            // (WMA, Vorbis: the first packets only prime it) stamps its first frame a packet
-            // or two later; laying the samples from there would move the track away from
-            // the video by that delay.
-            let decoded_ts = decoded.timestamp();
-            let ts = match (t.first_presented, decoded_ts) {
-                (Some(p), Some(d)) => p.min(d),
-                (p, d) => d.or(p).unwrap_or(0),
-            };
+            // The first sound is where the decoder stamps its first frame (where the
+            // container presents the track only when the frame has no time). A decoder with
+            // a delay (WMA: the first packets only prime it) stamps its first frame a packet
+            // or two after the container's start, and that is where its sound is: the sync
+            // oracle's beeps line up with their flashes from there, and were 92 ms early
+            // laid from the container's start (an ASF of the input matrix).
+            let ts = decoded.timestamp().or(t.first_presented).unwrap_or(0);
             let samples = ts.rescale(t.in_tb, ff::Rational::new(1, t.rate as i32));
             t.next_pts = Some(samples + t.bias);
         }
