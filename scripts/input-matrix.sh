@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs the whole generated input matrix (tests/src/matrix.rs) against the
-# tessera binary: prints one table row per combination (name, container,
+# Runs the whole generated input matrix (tests/src/matrix.rs: the cross product, the
+# recordings from the field and the sources at the edges of sync) against the
+# tessera binary, every case under the sync oracle (a flash and a beep every
+# second, tests/src/sync.rs): prints one table row per combination (name, container,
 # video, audio, timing, result, frames expected/got, max timestamp error,
 # PSNR, reason) and "N passed, M failed", and writes the table as markdown
 # to docs/input-matrix.md.
@@ -9,6 +11,9 @@
 #   TESSERA_BIN=target/debug/tessera scripts/input-matrix.sh   # no build
 #   TESSERA_MATRIX_FILTER=mkv- scripts/input-matrix.sh         # a subset
 #                                        # (the report is then not written)
+#   TESSERA_EDGE_SEED=7 TESSERA_MATRIX_FILTER=cut-,join- scripts/input-matrix.sh
+#                                        # the edge cases (recordings cut mid-GOP, joins) at
+#                                        # another seed: other cut offsets and join sizes
 #
 # Clips are made with the ffmpeg CLI and cached in target/tessera-fixtures
 # (or $TESSERA_FIXTURE_DIR). The full run takes about ten minutes on two

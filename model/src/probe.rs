@@ -117,9 +117,10 @@ pub struct AudioInfo {
     /// Whether the container trims this track (edit-list discard): a stream copy would not
     /// reproduce the trim exactly, so such a track is re-encoded.
     pub trimmed: bool,
-    /// Whether a packet starts before the one ahead of it (recordings joined byte for byte,
-    /// timestamps that overlap or start over): a stream copy would write time backwards, so
-    /// such a track is re-encoded, its samples laid end to end.
+    /// Whether its packets do not follow on (recordings joined byte for byte, timestamps that
+    /// overlap, leave a gap or start over): a stream copy would keep the overlap or the gap,
+    /// so such a track is re-encoded, each frame laid at its own time (overlaps trimmed, gaps
+    /// filled with silence).
     #[serde(default)]
     pub discontinuous: bool,
 }
