@@ -62,3 +62,39 @@ pub(crate) fn first_sounds(
     }
     Ok(found)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 1 s clip of `codec` audio in `file` (ffmpeg CLI), its audio track as the probe
+    /// describes it.
+    fn clip(dir: &Path, file: &str, codec: &str) -> (std::path::PathBuf, Vec<AudioInfo>) {
+        let path = dir.join(file);
+        let made = std::process::Command::new("ffmpeg")
+            .args(["-v", "error", "-f", "lavfi", "-i", "sine=d=1:r=44100"])
+            .args(["-c:a", codec])
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let ictx = open_input(&path).unwrap();
+        let audio = super::super::streams::describe_audio(&ictx, &path);
+        (path, audio)
+    }
+
+    #[test]
+    fn a_decoder_delay_is_where_the_first_sound_is() {
+        crate::init();
+        let dir = tempfile::tempdir().unwrap();
+        // WMA primes its decoder with its first packets: the first frame comes two frames
+        // (2 x 2048 samples) after the container's start.
+        let (wma, audio) = clip(dir.path(), "a.asf", "wmav2");
+        let first = first_sounds(&wma, &audio).unwrap()[0].unwrap();
+        let start = audio[0].start_seconds.unwrap_or(0.0);
+        assert!(first - start > 0.05, "first sound {first}, start {start}");
+        // PCM sounds from its first packet.
+        let (pcm, audio) = clip(dir.path(), "a.wav", "pcm_s16le");
+        assert_eq!(first_sounds(&pcm, &audio).unwrap(), vec![Some(0.0)]);
+    }
+}
