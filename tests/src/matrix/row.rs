@@ -250,6 +250,14 @@ fn check_built(
                 row.max_ts_error = max_ts_error(&c.src.rel_times(), &c.out.rel_times());
                 row.psnr = Some(c.psnr);
                 row.problems = problems;
+                // Every source here is a clean encode (a cut's undecodable head is not damage):
+                // nothing may be charged against `source_corrupt`.
+                if c.report.decode_errors > 0 {
+                    row.problems.push(format!(
+                        "{} decode errors charged to a clean source",
+                        c.report.decode_errors
+                    ));
+                }
                 if let Some(w) = warning {
                     if !c.report.warnings.iter().any(|r| r.contains(w)) {
                         row.problems.push(format!(
@@ -327,6 +335,8 @@ pub fn markdown_report(rows: &[Row]) -> String {
          a beep at each whole second; the sync oracle (`tests/src/sync.rs`) finds every pair \
          in source and output and requires each output pair's A/V offset to equal the \
          source's within one frame, from the first second to the last. \
+         No case may have a decode error charged against `source_corrupt` (every source is a \
+         clean encode; a cut's undecodable head is not damage). \
          \"max ts err\" compares frames pairwise; \"reason\" is tessera's error line or the \
          first violated invariant.\n\n",
         utc_date(),
