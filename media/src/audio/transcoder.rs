@@ -224,7 +224,17 @@ fn pump(t: &mut Transcoder, out: &mut Sink, flush: bool) -> Result<(), MediaErro
             .place(ts, resampled.samples() as i64, written, held as i64);
         for buf in t.fifo.iter_mut() {
             buf.truncate(held - place.cut as usize);
-            buf.resize(buf.len() + place.silence as usize, 0.0);
+        }
+        // A gap is filled a second at a time, encoded as it goes: a hostile file's hour-long
+        // gap costs time, never an hour of samples in memory at once.
+        let mut silence = place.silence.max(0) as usize;
+        while silence > 0 {
+            let n = silence.min(t.rate as usize);
+            for buf in t.fifo.iter_mut() {
+                buf.resize(buf.len() + n, 0.0);
+            }
+            silence -= n;
+            emit_frames(t, out, false)?;
         }
         push_samples(&mut t.fifo, &resampled, place.skip as usize);
         emit_frames(t, out, false)?;
