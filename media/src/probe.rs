@@ -149,11 +149,12 @@ fn video_times(
     } = scan;
     // Whether the container stores presentation times at all (see `reorder`).
     let derive = reorder::needs_derived_pts(pts_missing, pts_differ, video_delay);
+    let mut unshown_untimed = 0;
     if !filled.is_empty() && !derive && video_delay > 0 {
         // Untimed pictures of a reordering codec (H.264 or HEVC in a program stream): their
         // place in display order is the decoder's word (only such files pay the decode).
         let ranks = reorder::display_ranks(path, video_index, packets.len())?;
-        reorder::place_untimed(&mut packets, &filled, &ranks);
+        unshown_untimed = reorder::place_untimed(&mut packets, &filled, &ranks);
     }
     let (mut derived_pts, mut warnings, run_shifts) =
         repair_pts(path, video_index, vtb, &mut packets, derive)?;
@@ -164,8 +165,8 @@ fn video_times(
             hidden: Vec::new(),
         });
     }
-    // The head of a recording cut mid-GOP: packets the display-order decode showed nothing
-    // for, and those the head's own decode finds (head.rs).
+    // The head of a recording cut mid-GOP: packets the display-order decodes showed nothing
+    // for (untimed ones included), and those the head's own decode finds (head.rs).
     let first_shown = packets.iter().position(|p| !p.discard).unwrap_or(0);
     let hidden_head = derived_pts.as_ref().map_or(0, |d| {
         d.hidden
@@ -173,8 +174,9 @@ fn video_times(
             .filter(|&&h| (h as usize) < first_shown)
             .count()
     });
-    let undecodable =
-        head::discard_undecodable_head(path, video_index, &mut packets)? + hidden_head;
+    let undecodable = head::discard_undecodable_head(path, video_index, &mut packets)?
+        + hidden_head
+        + unshown_untimed;
     if undecodable > 0 {
         let what = match undecodable {
             1 => "video packet cannot".to_string(),

@@ -124,7 +124,7 @@ pub(crate) fn derive_pts(dts: &[i64], ranks: &[Option<usize>]) -> DerivedPts {
 /// their own, scan.rs), the other packets keeping the container's: each untimed picture goes
 /// between the pictures shown just before and after it (`ranks`, the decoder's display order),
 /// at the midpoint when both are timed, else a frame step (the smallest pts step) from the
-/// one that is. A packet the decoder showed nothing for is discarded.
+/// one that is. A packet the decoder showed nothing for is discarded; gives how many were.
 ///
 /// Why not [`derive_pts`] for all: the container's times are right where it gives them, and
 /// the slot rule assumes a stream whose every picture shows from its start, which a recording
@@ -133,7 +133,7 @@ pub(crate) fn place_untimed(
     packets: &mut [tessera_model::probe::PacketEntry],
     untimed: &[usize],
     ranks: &[Option<usize>],
-) {
+) -> usize {
     let timed: std::collections::HashSet<usize> = (0..packets.len())
         .filter(|i| untimed.binary_search(i).is_err())
         .collect();
@@ -150,9 +150,11 @@ pub(crate) fn place_untimed(
         sorted.sort_unstable();
         tessera_model::timestamps::smallest_step(&sorted)
     };
+    let mut discarded = 0;
     for &i in untimed {
         let Some(rank) = ranks.get(i).copied().flatten() else {
             packets[i].discard = true;
+            discarded += 1;
             continue;
         };
         let before = by_rank.range(..rank).next_back().map(|(_, &p)| p);
@@ -164,6 +166,7 @@ pub(crate) fn place_untimed(
             (None, None) => packets[i].dts,
         };
     }
+    discarded
 }
 
 #[cfg(test)]
@@ -189,7 +192,7 @@ mod tests {
             .map(packet)
             .collect();
         let ranks = [Some(0), Some(4), Some(2), Some(1), Some(3), None];
-        place_untimed(&mut p, &[3, 5], &ranks);
+        assert_eq!(place_untimed(&mut p, &[3, 5], &ranks), 1);
         assert_eq!(p[3].pts, 40, "between ranks 0 (0) and 2 (80)");
         assert!(p[5].discard);
         assert_eq!([p[0].pts, p[1].pts, p[2].pts, p[4].pts], [0, 160, 80, 120]);
