@@ -36,35 +36,30 @@ fn string(v: &Value) -> Option<String> {
 /// Video packets of `path` as the demuxer reads them (`-count_packets`): more than
 /// [`frame_count`] when some cannot be decoded (a recording that begins mid-GOP).
 pub fn packet_count(path: &Path) -> u64 {
-    let v = ffprobe_json(
-        path,
-        &[
-            "-count_packets",
-            "-select_streams",
-            "v:0",
-            "-show_entries",
-            "stream=nb_read_packets",
-        ],
-    );
-    num(&v["streams"][0]["nb_read_packets"])
-        .unwrap_or_else(|| panic!("no nb_read_packets for {}: {v}", path.display())) as u64
+    video_count(path, "packets")
 }
 
 /// Number of video frames the decoder outputs for the first video stream
 /// (`-count_frames`, `nb_read_frames`); edit lists and discard flags apply.
 pub fn frame_count(path: &Path) -> u64 {
+    video_count(path, "frames")
+}
+
+/// ffprobe's `-count_<what>` of the first video stream (`nb_read_<what>`).
+fn video_count(path: &Path, what: &str) -> u64 {
+    let field = format!("nb_read_{what}");
     let v = ffprobe_json(
         path,
         &[
-            "-count_frames",
+            &format!("-count_{what}"),
             "-select_streams",
             "v:0",
             "-show_entries",
-            "stream=nb_read_frames",
+            &format!("stream={field}"),
         ],
     );
-    num(&v["streams"][0]["nb_read_frames"])
-        .unwrap_or_else(|| panic!("no nb_read_frames for {}: {v}", path.display())) as u64
+    num(&v["streams"][0][&field])
+        .unwrap_or_else(|| panic!("no {field} for {}: {v}", path.display())) as u64
 }
 
 /// When the stream `selector` (e.g. `a:0`) presents its first sample by the container's word:

@@ -20,8 +20,8 @@
 //!   for that run (the probe's `run_shifts_seconds`: each recording keeps its own sync), or,
 //!   when the video has no such run, laid right after the samples so far.
 //!
-//! The first frame fixes the mapping: its distance from where the container presents the track
-//! (a decoder's delay, WMA and Vorbis) is kept for every later frame, so a constant delay never
+//! The first frame fixes the mapping: the transcoder lays it where the decoder stamps it (plus
+//! the job's bias), and that distance is kept for every later frame, so a constant offset never
 //! reads as a gap.
 
 /// How far a frame may sit from where the samples so far end before it is moved (s): well
@@ -63,7 +63,7 @@ pub(crate) struct Timeline {
     jump: i64,
     /// The video's shift for each run after the first (samples).
     run_shifts: Vec<i64>,
-    /// Subtracted from a frame's timestamp: its decoder's delay, fixed by the first frame.
+    /// Subtracted from a frame's timestamp: the first frame's distance from where it was laid.
     delay: Option<i64>,
     /// Runs begun after the first.
     runs: usize,
