@@ -41,7 +41,7 @@ if [[ -z ${TESSERA_VARIANT+x} ]] && ! docker image inspect "$registry/worker:lat
 fi
 . scripts/compose-images.sh && tessera_service_images
 for image in "$registry/dispatcher:latest${TESSERA_VARIANT:-}" "$registry/worker:latest${TESSERA_VARIANT:-}" \
-             "$registry/cli:latest" "${RABBITMQ_IMAGE:-rabbitmq:3.10}"; do
+             "$registry/cli:latest" "${RABBITMQ_IMAGE:-$tessera_rabbitmq_official}"; do
   if ! docker image inspect "$image" >/dev/null 2>&1; then
     echo "autoscale-replay: no image $image: run scripts/docker-images.sh first" >&2
     exit 1

@@ -31,12 +31,13 @@
 # base images are made from Debian's archive when they cannot be pulled, under names of their
 # own: tessera-local/debian:bookworm-slim (mmdebstrap minbase) for BASE_IMAGE and
 # tessera-local/minimal (libc, CA certificates, tini: docker/minimal-root.sh on an mmdebstrap
-# tree) for MINIMAL_IMAGE. Users build docker/Dockerfile as it is.
+# tree) for MINIMAL_IMAGE (scripts/local-images.sh). Users build docker/Dockerfile as it is.
 #
-# The compose farm (docker/compose.yaml) also needs `rabbitmq:3.10` and `dxflrs/garage`; where
-# they cannot be pulled, stand-ins are built from docker/local/ (Debian's rabbitmq-server 3.10,
-# and the host's `garage` binary) under tessera-local/ names, never the public ones
-# (scripts/compose-images.sh points compose at them).
+# The compose farm (docker/compose.yaml) also needs `rabbitmq:4.3` and `dxflrs/garage`; where
+# they cannot be pulled, stand-ins are built from docker/local/ under tessera-local/ names,
+# never the public ones (scripts/compose-images.sh points compose at them):
+# tessera-local/rabbitmq:4.0, Debian 13's rabbitmq-server 4.0 on tessera-local/debian:trixie-slim
+# (scripts/local-images.sh), and tessera-local/garage from the host's `garage` binary.
 #
 # Images to publish hold release builds only (the default); `--profile debug` is for tests.
 set -euo pipefail
@@ -44,13 +45,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${CARGO_HOME:-${HOME:-/root}/.cargo}/bin:$PATH"
 say() { printf '==> %s\n' "$*"; }
 die() { printf 'docker-images: %s\n' "$*" >&2; exit 1; }
-# Whether IMAGE is here or can be pulled (30 s at most: offline, a pull may hang on DNS).
-have() { docker image inspect "$1" >/dev/null 2>&1 || timeout 30 docker pull -q "$1" >/dev/null 2>&1; }
-# docker_build ARGS...: the classic builder, quiet; its output only when it fails.
-docker_build() {
-  local out
-  out=$(DOCKER_BUILDKIT=0 docker build -q "$@" 2>&1) || { printf '%s\n' "$out" >&2; return 1; }
-}
+# mmdebstrap_tree, tessera_debian_base, tessera_rabbitmq; tessera_have IMAGE (here or can be
+# pulled); tessera_docker_build (the classic builder, quiet).
+# shellcheck source=scripts/local-images.sh
+. scripts/local-images.sh
+docker_build() { tessera_docker_build "$@"; }
 
 registry=${TESSERA_REGISTRY:-tessera}
 full_only=0
@@ -84,39 +83,19 @@ if [[ $full_only == 0 && ! -x $static_dir/tessera-dispatcher ]]; then
 fi
 
 # --- base images ----------------------------------------------------------------------------
-# mmdebstrap_tree DIR [PACKAGES]: a Debian 12 minbase root in DIR, documentation left out
-# (the copyright files kept).
-mmdebstrap_tree() {
-  command -v mmdebstrap >/dev/null || apt-get install -y -q mmdebstrap >/dev/null
-  mmdebstrap --variant=minbase --quiet ${2:+--include="$2"} \
-    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-    --dpkgopt='path-exclude=/usr/share/man/*' \
-    --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias' \
-    --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
-    bookworm "$1" \
-    "deb http://deb.debian.org/debian bookworm main" \
-    "deb http://deb.debian.org/debian bookworm-updates main" \
-    "deb http://deb.debian.org/debian-security bookworm-security main"
-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 base_args=()
-if have debian:bookworm-slim; then
-  base=debian:bookworm-slim
-else
-  base=tessera-local/debian:bookworm-slim
-  if ! docker image inspect "$base" >/dev/null 2>&1; then
-    say "$base: debian:bookworm-slim cannot be pulled; making it from Debian's archive"
-    mmdebstrap_tree "$tmp/slim"
-    tar -C "$tmp/slim" -c . | docker import --change 'CMD ["bash"]' - "$base" >/dev/null
-    rm -rf "$tmp/slim"
-  fi
+# debian:bookworm-slim, else tessera-local/debian:bookworm-slim (made from Debian's archive).
+base=''
+tessera_debian_base bookworm base
+if [[ $base == tessera-local/* ]]; then
   # The Dockerfile's minimal-base stage is built from BASE_IMAGE with apt; this is the same
   # root made here, so the build needs no network.
   minimal=tessera-local/minimal
   if ! docker image inspect "$minimal" >/dev/null 2>&1; then
     say "$minimal: libc, CA certificates and tini from Debian's archive (docker/minimal-root.sh)"
-    mmdebstrap_tree "$tmp/full" ca-certificates,tini
+    mmdebstrap_tree bookworm "$tmp/full" ca-certificates,tini
     sh docker/minimal-root.sh "$tmp/full" "$tmp/min"
     tar --numeric-owner -C "$tmp/min" -c . | docker import - "$minimal" >/dev/null
     rm -rf "$tmp/full" "$tmp/min"
@@ -183,16 +162,10 @@ fi
 # Where the official images cannot be pulled, stand-ins under tessera-local/ names (never the
 # public ones); scripts/compose-images.sh points compose at them.
 garage_image=dxflrs/garage:v${GARAGE_VERSION:-2.5.0}
-rabbitmq_image=rabbitmq:3.10
-if ! have "$rabbitmq_image"; then
-  rabbitmq_image=tessera-local/rabbitmq:3.10
-  if ! docker image inspect "$rabbitmq_image" >/dev/null 2>&1; then
-    say "rabbitmq:3.10: no registry; building the stand-in $rabbitmq_image from docker/local (Debian's rabbitmq-server)"
-    docker_build --build-arg BASE_IMAGE="$base" -f docker/local/rabbitmq.Dockerfile \
-      -t "$rabbitmq_image" docker/local
-  fi
-fi
-if ! have "$garage_image"; then
+# rabbitmq:4.3, else the stand-in tessera-local/rabbitmq:4.0 (on its own Debian 13 base).
+rabbitmq_image=''
+tessera_rabbitmq rabbitmq_image
+if ! tessera_have "$garage_image"; then
   garage_image=tessera-local/${garage_image##*/}
   if ! docker image inspect "$garage_image" >/dev/null 2>&1; then
     garage_bin=$(command -v garage || true)

@@ -64,36 +64,26 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The Debian 12 base the images start from: debian:bookworm-slim or the local
-# tessera-local/debian:bookworm-slim when either is here, else made from Debian's archive
-# (mmdebstrap, then docker import) under the local name, as scripts/docker-images.sh does.
+# mmdebstrap_tree, tessera_debian_base, tessera_rabbitmq (scripts/local-images.sh: the bases
+# and the broker's stand-in, made as scripts/docker-images.sh makes them).
+# shellcheck source=scripts/local-images.sh
+. scripts/local-images.sh
+
+# The Debian 12 base the images start from: debian:bookworm-slim when it is here or can be
+# pulled, else tessera-local/debian:bookworm-slim, made from Debian's archive (mmdebstrap,
+# then docker import) when absent.
 ensure_base() {
-  for image in debian:bookworm-slim tessera-local/debian:bookworm-slim; do
-    if docker image inspect "$image" >/dev/null 2>&1; then base=$image; return; fi
-  done
-  base=tessera-local/debian:bookworm-slim
-  say "$base: making it from Debian's archive (mmdebstrap)"
-  command -v mmdebstrap >/dev/null || apt-get install -y -q mmdebstrap >/dev/null
-  local tar
-  tar=$(mktemp --suffix=.tar)
-  nice mmdebstrap --variant=minbase --quiet \
-    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
-    --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
-    bookworm "$tar" "deb http://deb.debian.org/debian bookworm main" \
-    "deb http://deb.debian.org/debian-security bookworm-security main"
-  docker import --change 'CMD ["bash"]' "$tar" "$base" >/dev/null
-  rm -f "$tar"
+  base=''
+  tessera_debian_base bookworm base
 }
 
-# The broker and store images docker/compose.yaml names, built from docker/local/ on $base
-# when absent (no registry answers here; users pull the official ones).
+# The broker and store images docker/compose.yaml names, built from docker/local/ when absent
+# (no registry answers here; users pull the official ones): the broker's stand-in
+# tessera-local/rabbitmq:4.0 on its own Debian 13 base, the store's on $base.
 ensure_services() {
-  if ! docker image inspect rabbitmq:3.10 >/dev/null 2>&1 \
-     && ! docker image inspect tessera-local/rabbitmq:3.10 >/dev/null 2>&1; then
-    say "rabbitmq:3.10: building the stand-in tessera-local/rabbitmq:3.10 from docker/local"
-    sed "s|^FROM debian:bookworm-slim|FROM $base|" docker/local/rabbitmq.Dockerfile \
-      | dbuild --build-arg BASE_IMAGE="$base" -t tessera-local/rabbitmq:3.10 -f - docker/local
-  fi
+  local rabbitmq_image=''
+  tessera_rabbitmq rabbitmq_image
+  say "broker: $rabbitmq_image"
   if ! docker image inspect dxflrs/garage:v2.5.0 >/dev/null 2>&1 \
      && ! docker image inspect tessera-local/garage:v2.5.0 >/dev/null 2>&1; then
     say "dxflrs/garage:v2.5.0: building the stand-in tessera-local/garage:v2.5.0 from the host's garage"

@@ -137,6 +137,8 @@ impl WorkerSettings<'_> {
             gpus: None,
             metrics: Default::default(),
             delivery_limit: DELIVERY_LIMIT,
+            // In one process a delivery is lost only with a task that panicked: as few.
+            lost_limit: DELIVERY_LIMIT,
             limits: self.limits,
             retry_backoff: Duration::from_millis(500),
             // The one-process farm only stops when its job is over or cancelled.

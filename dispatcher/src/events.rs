@@ -217,7 +217,7 @@ impl EventRouter {
                         Err(Unrouted::Poison(d)) => {
                             let bytes = d.body.len();
                             tracing::warn!(bytes, "event naming no job dead-lettered");
-                            let _ = d.acker.nack(false).await;
+                            let _ = d.acker.reject(false).await;
                         }
                     },
                     Ok(None) => break,

@@ -76,12 +76,12 @@ impl Fleet {
 }
 
 /// Reads the status queue into `fleet` until `shutdown`, declaring it and consuming again (1 s
-/// doubling to 30 s) whenever the broker drops the consumer (a restart deletes the queue). An
+/// doubling to 30 s) whenever the broker drops the consumer (a restart, a deleted queue). An
 /// unreadable report is dropped and logged.
 pub async fn listen(queue: Arc<dyn Queue>, fleet: Fleet, shutdown: CancellationToken) {
     let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30)).jittered();
     while !shutdown.is_cancelled() {
-        // Declared before every consume: a broker restart deletes the (non-durable) queue.
+        // Declared before every consume: the queue may have been deleted meanwhile.
         let consumed = match tessera_farm::queue::declare_status_queue(&*queue).await {
             Ok(()) => queue.consume(QUEUE_STATUS, PREFETCH).await,
             Err(e) => Err(e),

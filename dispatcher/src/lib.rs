@@ -73,7 +73,7 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
     // Held until the process exits: one dispatcher per database, and per broker below.
     let _lock = instance::lock_database(&settings.db)?;
     let db = Db::open(&settings.db)?;
-    let Some(queue) = connect_queue(&settings, &shutdown).await else {
+    let Some(queue) = connect_queue(&settings, &shutdown).await? else {
         return Ok(());
     };
     let events = instance::claim_events(&*queue).await?;
@@ -151,19 +151,22 @@ pub async fn serve(settings: Settings, shutdown: CancellationToken) -> Result<()
 /// Connects to RabbitMQ and declares the farm's queues, waiting (jittered, 1 s doubling to
 /// 30 s, each failure logged) until it can or `shutdown`: then None. Why wait: a dispatcher
 /// started while the broker restarts or is unreachable (a rollout, a partition) would
-/// otherwise exit and leave its start to a supervisor's own backoff, as workers do not.
+/// otherwise exit and leave its start to a supervisor's own backoff, as workers do not. A
+/// broker that answers but refuses a queue (its version or an operator's policy forbids an
+/// argument) is an error naming the queue and the refusal: waiting would not change it.
 async fn connect_queue(
     settings: &Settings,
     shutdown: &CancellationToken,
-) -> Option<Arc<dyn Queue>> {
+) -> Result<Option<Arc<dyn Queue>>, FarmError> {
     let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30)).jittered();
     loop {
         match declare_queues(settings).await {
-            Ok(queue) => return Some(queue),
+            Ok(queue) => return Ok(Some(queue)),
+            Err(e @ FarmError::QueueRefused { .. }) => return Err(e),
             Err(e) => {
                 tracing::warn!(error = %e, retry_in = ?backoff.current(), "broker unavailable");
                 if !backoff.wait(shutdown).await {
-                    return None;
+                    return Ok(None);
                 }
             }
         }

@@ -18,22 +18,14 @@ use tessera_farm::queue::{dead_letter_queue, Delivery, Queue};
 use tessera_model::error_code::{ErrorClass, ErrorCode};
 use tessera_model::wire::{
     encode_message, newer_wire_version, task_identity, SegmentOutcome, TaskEvent, TaskRef,
-    QUEUE_CUT_CPU, QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH, QUEUE_WHOLE_CPU,
-    WIRE_VERSION,
+    QUEUE_EVENTS, WIRE_VERSION,
 };
 use tokio_util::sync::CancellationToken;
 
 /// The queues whose dead letters end a job: both encode queues and the cut queue, the
 /// stitch queue, the whole-input queue, and the events queue (an event the dispatcher could
 /// not read).
-pub const DEAD_LETTER_SOURCES: [&str; 6] = [
-    QUEUE_ENCODE_CPU,
-    QUEUE_CUT_CPU,
-    QUEUE_ENCODE_GPU,
-    QUEUE_STITCH,
-    QUEUE_WHOLE_CPU,
-    QUEUE_EVENTS,
-];
+pub const DEAD_LETTER_SOURCES: [&str; 6] = tessera_farm::queue::FARM_QUEUES;
 
 /// The failure event for a message dead-lettered from `source`, or `None` when the message
 /// names no job and task (nothing waits for it).
@@ -194,13 +186,16 @@ async fn forward_one(
 mod tests {
     use super::*;
     use tessera_farm::queue::MemoryQueue;
+    use tessera_model::wire::{
+        QUEUE_CUT_CPU, QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_STITCH, QUEUE_WHOLE_CPU,
+    };
 
     async fn dead_letter(q: &MemoryQueue, queue: &str, body: &[u8], requeue: bool) {
         q.declare(queue).await.unwrap();
         q.publish(queue, body.to_vec()).await.unwrap();
         let mut c = q.consume(queue, 1).await.unwrap();
         let d = c.next().await.unwrap().unwrap();
-        d.acker.nack(requeue).await.unwrap();
+        d.acker.reject(requeue).await.unwrap();
     }
 
     #[tokio::test]

@@ -122,7 +122,7 @@ pub(crate) async fn next_event(
             }
             Err(e) => {
                 tracing::warn!(error = %e, "unreadable event dropped");
-                let _ = delivery.acker.nack(false).await;
+                let _ = delivery.acker.reject(false).await;
             }
         }
     }

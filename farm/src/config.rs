@@ -25,9 +25,14 @@ pub struct ServiceArgs {
     /// RabbitMQ URI, e.g. amqp://user:pass@host:5672/%2f [default: amqp://guest:guest@127.0.0.1:5672/%2f].
     #[arg(long, env = "TESSERA_AMQP_URL", hide_env_values = true)]
     pub amqp_url: Option<String>,
-    /// Messages a segment may be delivered before it is dead-lettered [default: 5].
+    /// Attempts of a task that may fail on their own (child crashed, out of memory or time,
+    /// a retryable error) before the task fails its job [default: 5].
     #[arg(long, env = "TESSERA_DELIVERY_LIMIT")]
     pub delivery_limit: Option<u32>,
+    /// Deliveries of a task that may end with their worker gone (killed, node or connection
+    /// lost) before the broker dead-letters it; at least --delivery-limit [default: 20].
+    #[arg(long, env = "TESSERA_LOST_LIMIT")]
+    pub lost_limit: Option<u32>,
     /// S3 endpoint URL (MinIO, Garage, Ceph); unset for AWS.
     #[arg(long, env = "TESSERA_S3_ENDPOINT")]
     pub s3_endpoint: Option<String>,
@@ -58,6 +63,7 @@ pub struct ServiceArgs {
 pub struct ServiceFile {
     amqp_url: Option<String>,
     delivery_limit: Option<u32>,
+    lost_limit: Option<u32>,
     s3_endpoint: Option<String>,
     s3_public_endpoint: Option<String>,
     s3_region: Option<String>,
@@ -91,6 +97,10 @@ impl ServiceConfig {
                 .or(5)
                 .get()
                 .max(1);
+        rabbit.lost_limit = Setting::layered("lost_limit", args.lost_limit, file.lost_limit)
+            .or(20)
+            .get()
+            .max(rabbit.delivery_limit);
         let work_bucket = Setting::layered(
             "work_bucket",
             args.work_bucket.clone(),

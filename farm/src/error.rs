@@ -48,6 +48,17 @@ pub enum FarmError {
         /// What went wrong.
         reason: String,
     },
+    /// The broker refused a declaration (an argument its version or an operator's policy
+    /// does not allow, a same-named queue declared otherwise). Why apart from `Queue`: a
+    /// refusal is the same on every try, so a process starting stops and says so instead of
+    /// waiting for a broker that is up and answering.
+    #[error("queue {queue}: the broker refused it: {reason}")]
+    QueueRefused {
+        /// Queue name.
+        queue: String,
+        /// The broker's reply (its code and text) and what to do about it.
+        reason: String,
+    },
     /// The object store failed.
     #[error("store {key}: {reason}")]
     Store {
@@ -107,6 +118,7 @@ impl FarmError {
             FarmError::ChildCrashed { .. } => ErrorCode::ChildCrashed,
             FarmError::ChildTimeout { .. } => ErrorCode::ChildTimeout,
             FarmError::Queue { .. } => ErrorCode::QueueError,
+            FarmError::QueueRefused { .. } => ErrorCode::QueueRefused,
             FarmError::Store { .. } => ErrorCode::StoreError,
             FarmError::StoreUnavailable { .. } => ErrorCode::StoreUnavailable,
             FarmError::InvalidKey(_) => ErrorCode::InvalidKey,
@@ -159,6 +171,10 @@ impl FarmError {
                 detail: detail + note,
             },
             E::Queue { queue, reason } => E::Queue {
+                queue,
+                reason: reason + note,
+            },
+            E::QueueRefused { queue, reason } => E::QueueRefused {
                 queue,
                 reason: reason + note,
             },

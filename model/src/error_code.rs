@@ -129,6 +129,9 @@ catalog! {
     ChildTimeout = "child_timeout", Retry, 500;
     /// The queue (embedded or RabbitMQ) failed.
     QueueError = "queue_error", Retry, 503;
+    /// The broker refused a queue as declared (an argument its version or policy does not
+    /// allow, a queue of the same name declared otherwise): waiting does not change it.
+    QueueRefused = "queue_refused", Abort, 500;
     /// The object store failed (missing object, access denied).
     StoreError = "store_error", Retry, 500;
     /// The object store could not be reached or answered "try later".

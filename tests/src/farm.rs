@@ -110,6 +110,8 @@ impl Farm {
             )
             .env("TESSERA_WORK_BUCKET", "work")
             .env("TESSERA_DELIVERY_LIMIT", "3")
+            // As few deliveries lost with their worker: the kill tests stay short.
+            .env("TESSERA_LOST_LIMIT", "3")
             .env("TESSERA_LOG", "info");
     }
 

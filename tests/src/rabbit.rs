@@ -1,8 +1,14 @@
 //! The real RabbitMQ broker for tests: a fresh vhost per test, removed afterwards.
 //!
-//! Why: queue tests must run against the broker the farm uses (RabbitMQ 3.10 at
-//! 127.0.0.1:5672, guest/guest) without seeing each other's queues; a vhost per test gives
-//! each its own namespace, and deleting it cleans up queues, exchanges and connections.
+//! Why: queue tests must run against the broker the farm uses (by default Debian 12's
+//! RabbitMQ 3.10 at 127.0.0.1:5672, guest/guest) without seeing each other's queues; a vhost
+//! per test gives each its own namespace, and deleting it cleans up queues, exchanges and
+//! connections.
+//!
+//! Another broker (RabbitMQ 4.x in a container: `scripts/rabbit4.sh start`) is chosen by
+//! `TESSERA_TEST_RABBIT_ADDR` (its AMQP address) and `TESSERA_TEST_RABBITMQCTL` (the command
+//! that runs its `rabbitmqctl`, e.g. `docker exec tessera-rabbit4 rabbitmqctl`); such a
+//! broker must already run, the tests never start it.
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
@@ -14,8 +20,25 @@ use tessera_farm::queue::RabbitConfig;
 
 use crate::run::{run_command, Run};
 
-/// The broker's AMQP address.
-pub const RABBIT_ADDR: &str = "127.0.0.1:5672";
+/// The default broker's AMQP address.
+const DEFAULT_ADDR: &str = "127.0.0.1:5672";
+/// The variable naming another broker's AMQP address.
+pub const ADDR_ENV: &str = "TESSERA_TEST_RABBIT_ADDR";
+/// The variable naming the command that runs that broker's `rabbitmqctl`.
+pub const CTL_ENV: &str = "TESSERA_TEST_RABBITMQCTL";
+
+/// The broker's AMQP address (`host:port`).
+pub fn rabbit_addr() -> String {
+    std::env::var(ADDR_ENV)
+        .ok()
+        .filter(|a| !a.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_ADDR.to_string())
+}
+
+/// Whether the tests run against a broker named by [`ADDR_ENV`] rather than the local one.
+pub fn other_broker() -> bool {
+    rabbit_addr() != DEFAULT_ADDR
+}
 /// Limit for one `rabbitmqctl` call.
 const CTL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Limit for the broker to start.
@@ -25,13 +48,19 @@ const START_TIMEOUT: Duration = Duration::from_secs(120);
 static BROKER: Mutex<bool> = Mutex::new(false);
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
-/// Runs `rabbitmqctl` with a timeout.
+/// Runs the broker's `rabbitmqctl` ([`CTL_ENV`], else the local one) with a timeout.
 pub fn rabbitmqctl(args: &[&str]) -> Run {
-    run_command(Path::new("rabbitmqctl"), args, CTL_TIMEOUT)
+    let command = std::env::var(CTL_ENV).unwrap_or_default();
+    let mut words = command.split_whitespace();
+    let Some(program) = words.next() else {
+        return run_command(Path::new("rabbitmqctl"), args, CTL_TIMEOUT);
+    };
+    let all: Vec<&str> = words.chain(args.iter().copied()).collect();
+    run_command(Path::new(program), &all, CTL_TIMEOUT)
 }
 
 fn broker_listening() -> bool {
-    let addr: SocketAddr = RABBIT_ADDR.parse().expect("broker address");
+    let addr: SocketAddr = rabbit_addr().parse().expect("broker address");
     TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok()
 }
 
@@ -43,6 +72,11 @@ pub fn ensure_broker() {
         *ready = true;
         return;
     }
+    assert!(
+        !other_broker(),
+        "no broker answers at {} ({ADDR_ENV}): start it first (scripts/rabbit4.sh start)",
+        rabbit_addr()
+    );
     let start = run_command(
         Path::new("rabbitmq-server"),
         ["-detached"],
@@ -59,7 +93,7 @@ pub fn ensure_broker() {
     while !broker_listening() {
         assert!(
             Instant::now() < deadline,
-            "RabbitMQ does not listen on {RABBIT_ADDR}"
+            "RabbitMQ does not listen on {DEFAULT_ADDR}"
         );
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -119,13 +153,16 @@ impl TestVhost {
 
     /// The AMQP URI of this vhost as `guest` with another password (to test refusals).
     pub fn uri_with_password(&self, password: &str) -> String {
-        format!("amqp://guest:{password}@{RABBIT_ADDR}/{}", self.name)
+        format!("amqp://guest:{password}@{}/{}", rabbit_addr(), self.name)
     }
 
     /// A queue config for this vhost with short timeouts for tests.
+    /// `delivery_limit` is both the own-failure and the lost limit: the queue layer's tests
+    /// count the broker's deliveries.
     pub fn config(&self, delivery_limit: u32) -> RabbitConfig {
         let mut cfg = RabbitConfig::new(self.uri());
         cfg.delivery_limit = delivery_limit;
+        cfg.lost_limit = delivery_limit;
         cfg.connect_timeout = Duration::from_secs(10);
         cfg.op_timeout = Duration::from_secs(10);
         cfg
@@ -244,14 +281,21 @@ impl TestVhost {
 
     /// One numeric column of `rabbitmqctl list_queues` for `queue`; 0 when it is not declared.
     fn queue_column(&self, queue: &str, column: &str) -> u64 {
+        self.queue_info(queue, column)
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// One column of `rabbitmqctl list_queues` for `queue` as the broker prints it
+    /// (`durable` gives `true`/`false`); `None` when the queue is not declared.
+    pub fn queue_info(&self, queue: &str, column: &str) -> Option<String> {
         let run = rabbitmqctl(&["list_queues", "-p", &self.name, "--silent", "name", column]);
         run.assert_success();
         run.stdout
             .lines()
             .filter_map(|l| l.split_once('\t'))
             .find(|(name, _)| *name == queue)
-            .and_then(|(_, n)| n.trim().parse().ok())
-            .unwrap_or(0)
+            .map(|(_, value)| value.trim().to_string())
     }
 
     /// How many client connections this vhost has now.
@@ -266,5 +310,37 @@ impl Drop for TestVhost {
         if !run.status.success() {
             eprintln!("could not delete vhost {}\n{}", self.name, run.describe());
         }
+    }
+}
+
+/// How long something expected from the broker may take to arrive.
+pub const ARRIVE: Duration = Duration::from_secs(15);
+
+/// A queue connection to `vhost` with `delivery_limit` (both limits, [`TestVhost::config`]).
+pub async fn connect(vhost: &TestVhost, delivery_limit: u32) -> tessera_farm::queue::RabbitQueue {
+    tessera_farm::queue::RabbitQueue::connect(vhost.config(delivery_limit))
+        .await
+        .expect("connect to RabbitMQ")
+}
+
+/// The next delivery, which must arrive within [`ARRIVE`].
+pub async fn next(c: &mut Box<dyn tessera_farm::queue::Consumer>) -> tessera_farm::queue::Delivery {
+    tokio::time::timeout(ARRIVE, c.next())
+        .await
+        .expect("no delivery in time")
+        .expect("consumer failed")
+        .expect("consumer ended")
+}
+
+/// Polls `ready_len` until it equals `want` (dead-lettering and requeues are asynchronous).
+pub async fn wait_ready_len(q: &tessera_farm::queue::RabbitQueue, queue: &str, want: u32) {
+    let deadline = Instant::now() + ARRIVE;
+    loop {
+        let n = q.ready_len(queue).await.expect("ready_len");
+        if n == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{queue}: {n} ready, want {want}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -31,7 +31,7 @@ fn peek(farm: &Farm, queue: &str) -> Vec<u8> {
         let mut c = q.consume(queue, 1).await.expect("consume");
         let d = c.next().await.expect("next").expect("a task");
         let body = d.body.clone();
-        d.acker.nack(true).await.expect("requeue");
+        d.acker.reject(true).await.expect("requeue");
         body
     })
 }

@@ -1,26 +1,19 @@
-//! `RabbitQueue` against the real broker (RabbitMQ 3.10 at 127.0.0.1:5672): the semantics of
-//! the embedded queue (ack, redelivery count, delivery limit, dead-lettering, prefetch, requeue
-//! of unsettled work) plus what only a broker has (connections that close or break, confirms,
-//! authentication). Each test runs in a vhost of its own.
+//! `RabbitQueue` against the real broker (Debian's RabbitMQ 3.10 at 127.0.0.1:5672, or 4.x:
+//! tests/src/rabbit.rs): the semantics of the embedded queue (ack, redelivery count, delivery
+//! limit, dead-lettering, prefetch, requeue of unsettled work) plus what only a broker has
+//! (connections that close or break, confirms, authentication). Each test runs in a vhost of
+//! its own. Declarations: rabbit_declare.rs.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use tessera_farm::queue::{dead_letter_queue, Consumer, Delivery, Queue, RabbitQueue};
+use tessera_farm::queue::{dead_letter_queue, Consumer, Queue, RabbitQueue};
 use tessera_farm::FarmError;
-use tessera_tests::rabbit::TestVhost;
+use tessera_tests::rabbit::{connect, next, wait_ready_len, TestVhost, ARRIVE};
 
 const QUEUE: &str = "tessera.test.work";
 /// How long "nothing arrives" is watched for.
 const QUIET: Duration = Duration::from_millis(1500);
-/// How long something expected may take to arrive.
-const ARRIVE: Duration = Duration::from_secs(15);
-
-async fn connect(vhost: &TestVhost, delivery_limit: u32) -> RabbitQueue {
-    RabbitQueue::connect(vhost.config(delivery_limit))
-        .await
-        .expect("connect to RabbitMQ")
-}
 
 /// A queue declared in a fresh vhost.
 async fn setup(tag: &str, delivery_limit: u32) -> (TestVhost, RabbitQueue) {
@@ -30,32 +23,10 @@ async fn setup(tag: &str, delivery_limit: u32) -> (TestVhost, RabbitQueue) {
     (vhost, q)
 }
 
-/// The next delivery, which must arrive within [`ARRIVE`].
-async fn next(c: &mut Box<dyn Consumer>) -> Delivery {
-    tokio::time::timeout(ARRIVE, c.next())
-        .await
-        .expect("no delivery in time")
-        .expect("consumer failed")
-        .expect("consumer ended")
-}
-
 /// Asserts that nothing is delivered within [`QUIET`].
 async fn assert_quiet(c: &mut Box<dyn Consumer>, why: &str) {
     if let Ok(got) = tokio::time::timeout(QUIET, c.next()).await {
         panic!("{why}: got {got:?}");
-    }
-}
-
-/// Polls `ready_len` until it equals `want` (dead-lettering and requeues are asynchronous).
-async fn wait_ready_len(q: &RabbitQueue, queue: &str, want: u32) {
-    let deadline = Instant::now() + ARRIVE;
-    loop {
-        let n = q.ready_len(queue).await.expect("ready_len");
-        if n == want {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{queue}: {n} ready, want {want}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -79,14 +50,14 @@ async fn publish_consume_ack_removes_the_message() {
 }
 
 #[tokio::test]
-async fn nack_requeue_counts_redeliveries() {
+async fn a_requeue_counts_redeliveries() {
     let (_vhost, q) = setup("redeliver", 5).await;
     q.publish(QUEUE, b"x".to_vec()).await.unwrap();
     let mut c = q.consume(QUEUE, 1).await.unwrap();
     for attempt in 0..3 {
         let d = next(&mut c).await;
         assert_eq!((d.body.as_slice(), d.redeliveries), (&b"x"[..], attempt));
-        d.acker.nack(true).await.unwrap();
+        d.acker.reject(true).await.unwrap();
     }
     next(&mut c).await.acker.ack().await.unwrap();
     q.close().await;
@@ -102,7 +73,7 @@ async fn check_delivery_limit(vhost: &TestVhost, queue: &str, limit: u32) {
     for attempt in 0..limit {
         let d = next(&mut c).await;
         assert_eq!(d.redeliveries, attempt, "limit {limit}");
-        d.acker.nack(true).await.unwrap();
+        d.acker.reject(true).await.unwrap();
     }
     assert_quiet(&mut c, "past the delivery limit nothing is redelivered").await;
     wait_ready_len(&q, &dead_letter_queue(queue), 1).await;
@@ -122,13 +93,13 @@ async fn delivery_limit_dead_letters() {
 }
 
 #[tokio::test]
-async fn nack_without_requeue_dead_letters_at_once() {
-    let (_vhost, q) = setup("nack", 5).await;
+async fn a_reject_without_requeue_dead_letters_at_once() {
+    let (_vhost, q) = setup("reject", 5).await;
     q.publish(QUEUE, b"bad".to_vec()).await.unwrap();
     let mut c = q.consume(QUEUE, 1).await.unwrap();
     let d = next(&mut c).await;
     assert_eq!(d.redeliveries, 0);
-    d.acker.nack(false).await.unwrap();
+    d.acker.reject(false).await.unwrap();
     let mut dead = q.consume(&dead_letter_queue(QUEUE), 1).await.unwrap();
     let d = next(&mut dead).await;
     assert_eq!(d.body, b"bad");
@@ -359,56 +330,6 @@ async fn concurrent_publishes_arrive_exactly_once() {
 }
 
 #[tokio::test]
-async fn declare_is_idempotent_and_undeclared_is_an_error() {
-    let (vhost, q) = setup("declare", 5).await;
-    q.declare(QUEUE).await.expect("declare twice");
-    connect(&vhost, 5)
-        .await
-        .declare(QUEUE)
-        .await
-        .expect("declare from another connection");
-    assert_eq!(q.ready_len(&dead_letter_queue(QUEUE)).await.unwrap(), 0);
-    let queues = vhost.list_queues();
-    for name in [QUEUE.to_string(), dead_letter_queue(QUEUE)] {
-        let line = queues
-            .lines()
-            .find(|l| l.split('\t').next() == Some(name.as_str()));
-        let line = line.unwrap_or_else(|| panic!("{name} missing from\n{queues}"));
-        assert!(
-            line.contains("quorum"),
-            "{name} must be a quorum queue: {line}"
-        );
-    }
-    let work = queues
-        .lines()
-        .find(|l| l.starts_with(&format!("{QUEUE}\t")));
-    let work = work.unwrap();
-    // 5 deliveries = the first one and 4 returns (RabbitMQ counts returns).
-    for arg in [
-        r#"{"x-delivery-limit",4}"#,
-        r#"{"x-dead-letter-exchange","tessera.dlx"}"#,
-        r#"{"x-dead-letter-routing-key","tessera.test.work.dead"}"#,
-    ] {
-        assert!(work.contains(arg), "{QUEUE} lacks {arg}: {work}");
-    }
-    let heartbeats = vhost.list_connections(&["timeout"]);
-    assert!(
-        !heartbeats.trim().is_empty() && heartbeats.lines().all(|l| l.trim() == "30"),
-        "heartbeat must be 30 s: {heartbeats:?}"
-    );
-    let err = q.publish("tessera.test.nowhere", b"x".to_vec()).await;
-    assert!(
-        err.is_err(),
-        "publishing to an undeclared queue must not vanish"
-    );
-    assert!(q.ready_len("tessera.test.nowhere").await.is_err());
-    // The client still works after those broker-side errors.
-    q.publish(QUEUE, b"ok".to_vec()).await.unwrap();
-    wait_ready_len(&q, QUEUE, 1).await;
-    q.close().await;
-}
-
-#[tokio::test]
 async fn wrong_password_fails_clearly_and_in_time() {
     let vhost = TestVhost::new("auth");
     let secret = "not-the-password-42";
@@ -438,48 +359,4 @@ async fn wrong_password_fails_clearly_and_in_time() {
         msg.contains("ACCESS_REFUSED") || msg.to_lowercase().contains("auth"),
         "the error must say the login was refused: {msg}"
     );
-}
-
-/// A reports queue on the broker keeps the newest `max_len` messages, drops unread ones after
-/// their time to live, has no dead-letter queue, and is declared alike from any connection
-/// (the workers and the dispatcher both declare it).
-#[tokio::test]
-async fn a_reports_queue_keeps_the_newest_and_lets_old_ones_expire() {
-    const REPORTS: &str = "tessera.test.reports";
-    let vhost = TestVhost::new("reports");
-    let q = connect(&vhost, 5).await;
-    let ttl = Duration::from_millis(1500);
-    q.declare_reports(REPORTS, 3, ttl).await.expect("declare");
-    connect(&vhost, 5)
-        .await
-        .declare_reports(REPORTS, 3, ttl)
-        .await
-        .expect("declared alike from another connection");
-    for i in 0..5u8 {
-        q.publish(REPORTS, vec![b'0' + i]).await.expect("publish");
-    }
-    assert_eq!(q.ready_len(REPORTS).await.unwrap(), 3, "the oldest dropped");
-    let mut c = q.consume(REPORTS, 10).await.expect("consume");
-    let mut got = Vec::new();
-    for _ in 0..3 {
-        let d = next(&mut c).await;
-        got.push(d.body.clone());
-        d.acker.ack().await.expect("ack");
-    }
-    assert_eq!(got, [b"2".to_vec(), b"3".to_vec(), b"4".to_vec()]);
-    drop(c);
-    q.publish(REPORTS, b"stale".to_vec())
-        .await
-        .expect("publish");
-    wait_ready_len(&q, REPORTS, 0).await;
-    let queues = vhost.list_queues();
-    assert!(
-        !queues.contains(&dead_letter_queue(REPORTS)),
-        "no dead-letter queue: {queues}"
-    );
-    let line = queues
-        .lines()
-        .find(|l| l.starts_with(&format!("{REPORTS}\t")))
-        .unwrap_or_else(|| panic!("{REPORTS} missing from\n{queues}"));
-    assert!(line.contains("classic"), "{line}");
 }

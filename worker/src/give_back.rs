@@ -6,7 +6,7 @@
 //! against the queue's delivery limit, so a long segment on a busy spot pool could be
 //! dead-lettered and fail its job. Like store and unfit faults (retry.rs), a cut-off task is
 //! published again with its `bounces` counted up and the old delivery acked; past
-//! [`MAX_BOUNCES`] give-backs it is requeued as before, so a task that somehow causes every
+//! [`MAX_BOUNCES`](crate::attempts::MAX_BOUNCES) give-backs it is requeued as before, so a task that somehow causes every
 //! drain still ends at the delivery limit.
 //!
 //! How: every delivery the consume loop starts is held here through a wrapping acker, which
@@ -20,7 +20,7 @@ use async_trait::async_trait;
 use tessera_farm::queue::{Acker, Delivery, Queue};
 use tessera_farm::FarmError;
 
-use crate::retry::{bounced, bounces, MAX_BOUNCES};
+use crate::attempts::Attempts;
 
 /// A delivery's own acker, and whether the task settled it.
 struct Held {
@@ -38,16 +38,17 @@ impl Acker for HeldAcker {
         self.0.acker.ack().await
     }
 
-    async fn nack(&self, requeue: bool) -> Result<(), FarmError> {
+    async fn reject(&self, requeue: bool) -> Result<(), FarmError> {
         self.0.settled.store(true, Ordering::SeqCst);
-        self.0.acker.nack(requeue).await
+        self.0.acker.reject(requeue).await
     }
 }
 
-/// A started task's delivery: its body and queue, to publish it again.
+/// A started task's delivery: its body, counters and queue, to publish it again.
 struct Tracked {
     held: Arc<Held>,
     body: Vec<u8>,
+    attempts: Attempts,
     queue: String,
 }
 
@@ -69,6 +70,7 @@ impl GiveBack {
     /// Holds `delivery` (from `queue`) and returns it with the acker its task must use.
     pub(crate) fn track(&mut self, delivery: Delivery, queue: &str) -> Delivery {
         self.prune();
+        let attempts = Attempts::of(&delivery);
         let held = Arc::new(Held {
             acker: delivery.acker,
             settled: AtomicBool::new(false),
@@ -76,6 +78,7 @@ impl GiveBack {
         self.tracked.push(Tracked {
             held: held.clone(),
             body: delivery.body.clone(),
+            attempts,
             queue: queue.to_string(),
         });
         Delivery {
@@ -97,36 +100,56 @@ impl GiveBack {
             if t.held.settled.load(Ordering::SeqCst) {
                 continue;
             }
-            give_back(&*self.queue, &t.queue, &t.body, &*t.held.acker).await;
+            give_back(&*self.queue, &t.queue, &t.body, t.attempts, &*t.held.acker).await;
         }
     }
 
     /// Gives back a delivery no task started (it waited in the loop's channel).
     pub(crate) async fn give_back_unstarted(&self, delivery: Delivery, queue: &str) {
-        give_back(&*self.queue, queue, &delivery.body, &*delivery.acker).await;
+        let attempts = Attempts::of(&delivery);
+        give_back(
+            &*self.queue,
+            queue,
+            &delivery.body,
+            attempts,
+            &*delivery.acker,
+        )
+        .await;
     }
 }
 
-/// Publishes `body` to `queue` again, bounce-counted, and acks the old delivery; requeues it
-/// (spending a delivery) when it was given back [`MAX_BOUNCES`] times or the publish fails.
-async fn give_back(queue: &dyn Queue, name: &str, body: &[u8], acker: &dyn Acker) {
-    let n = bounces(body);
-    if n < MAX_BOUNCES {
-        match queue.publish(name, bounced(body)).await {
+/// Publishes `body` to `queue` again, bounce-counted (its other counters carried on), and
+/// acks the old delivery; requeues it (spending a delivery) when it was given back
+/// [`MAX_BOUNCES`](crate::attempts::MAX_BOUNCES) times or the publish fails.
+async fn give_back(
+    queue: &dyn Queue,
+    name: &str,
+    body: &[u8],
+    attempts: Attempts,
+    acker: &dyn Acker,
+) {
+    if !attempts.worn_out() {
+        let next = attempts.bounced();
+        match queue.publish(name, next.written(body)).await {
             Ok(()) => {
-                tracing::info!(queue = name, bounces = n + 1, "drained task given back");
+                tracing::info!(
+                    queue = name,
+                    bounces = next.bounces,
+                    "drained task given back"
+                );
                 let _ = acker.ack().await;
                 return;
             }
             Err(e) => tracing::warn!(queue = name, error = %e, "drained task requeued"),
         }
     }
-    let _ = acker.nack(true).await;
+    let _ = acker.reject(true).await;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attempts::MAX_BOUNCES;
     use tessera_farm::queue::MemoryQueue;
 
     async fn next(queue: &MemoryQueue) -> Delivery {
@@ -153,7 +176,7 @@ mod tests {
         held.give_back_all().await;
         let again = next(&queue).await;
         assert_eq!(again.redeliveries, 0, "the give-back spent a delivery");
-        assert_eq!(bounces(&again.body), 1);
+        assert_eq!(Attempts::in_body(&again.body).bounces, 1);
         again.acker.ack().await.unwrap();
         assert_eq!(queue.ready_len("w"), 0);
     }
@@ -174,6 +197,6 @@ mod tests {
         held.give_back_unstarted(d, "w").await;
         let again = next(&queue).await;
         assert_eq!(again.redeliveries, 1);
-        assert_eq!(bounces(&again.body), MAX_BOUNCES);
+        assert_eq!(Attempts::in_body(&again.body).bounces, MAX_BOUNCES);
     }
 }

@@ -9,6 +9,7 @@
 //! (stitch.rs); then it drains, giving back what the drain cut off (give_back.rs).
 //! fitness.rs, drain.rs and spot.rs decide when it takes work.
 
+mod attempts;
 mod consume;
 pub mod cores;
 mod cuda_ordinal;
@@ -76,8 +77,13 @@ pub struct WorkerConfig {
     /// worker cuts from the job's source (source_cache.rs). They share the segment slots
     /// with the CPU queue.
     pub cut_queue: Option<String>,
-    /// The queue's delivery limit: the last attempt reports failure instead of requeueing.
+    /// Attempts of a task that may fail on their own: the last one reports the failure
+    /// instead of retrying (attempts.rs).
     pub delivery_limit: u32,
+    /// Deliveries of a task that may end without a verdict (its worker gone) before it is
+    /// lost: the broker dead-letters a message at this count, and a worker fails a copy
+    /// that reached it across copies (attempts.rs).
+    pub lost_limit: u32,
     /// Limits for each media child.
     pub limits: Limits,
     /// First retry backoff; doubled per attempt, capped at 30 s.

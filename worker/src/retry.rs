@@ -1,6 +1,7 @@
-//! What happens to a task attempt that failed: retried with backoff, given back as a fresh
-//! message when the fault is not the task's (S3 unreachable, a GPU without a free session),
-//! or reported as failed and settled (acked for input errors, dead-lettered at the limit).
+//! What happens to a task attempt that failed: retried with backoff as a fresh copy that
+//! counts the failure (attempts.rs), given back as a fresh message when the fault is not the
+//! task's (S3 unreachable, a GPU without a free session), or reported as failed and settled
+//! (acked for input errors, dead-lettered at the limit).
 //!
 //! Why apart: the retry policy is the subtle part of a worker; keeping it in one place keeps
 //! the task runners readable.
@@ -8,40 +9,16 @@
 use std::time::Duration;
 
 use tessera_farm::backoff::Backoff;
-use tessera_farm::queue::Delivery;
+use tessera_farm::queue::{Delivery, Queue};
 use tessera_farm::FarmError;
 use tessera_model::error_code::ErrorClass;
 use tessera_model::wire::{encode_message, SegmentOutcome, QUEUE_EVENTS};
 
+use crate::attempts::Attempts;
 use crate::segment::{SegmentRunner, Ticket};
 
-/// How many times a task may go back as a fresh message for a fault not its own (store
-/// down, no GPU session, an unfit worker) before it fails with that fault. Why a cap: a
-/// need no worker can meet (a codec no worker has, more sessions than any card) would
-/// otherwise circle forever and its job never end.
-pub(crate) const MAX_BOUNCES: u64 = 20;
-
-/// How many times the task in `body` was given back (its `bounces` field; 0 when absent).
-pub(crate) fn bounces(body: &[u8]) -> u64 {
-    serde_json::from_slice::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| v.get("bounces").and_then(serde_json::Value::as_u64))
-        .unwrap_or(0)
-}
-
-/// `body` with its `bounces` field counted up (unchanged when it is not a JSON object).
-pub(crate) fn bounced(body: &[u8]) -> Vec<u8> {
-    match serde_json::from_slice::<serde_json::Value>(body) {
-        Ok(serde_json::Value::Object(mut task)) => {
-            let n = task.get("bounces").and_then(serde_json::Value::as_u64);
-            task.insert("bounces".into(), (n.unwrap_or(0) + 1).into());
-            serde_json::to_vec(&task).unwrap_or_else(|_| body.to_vec())
-        }
-        _ => body.to_vec(),
-    }
-}
-
 impl SegmentRunner {
+    /// Settles an attempt that ended in `err`: see the module's documentation.
     pub(crate) async fn fail(
         &self,
         ticket: Ticket<'_>,
@@ -52,85 +29,82 @@ impl SegmentRunner {
         let (job, task) = (ticket.job, ticket.task);
         let err = crate::fitness::disk_full_is_unfit(err);
         self.config.metrics.failed();
-        let attempt = delivery.redeliveries + 1;
-        let last = attempt >= self.config.delivery_limit;
+        let attempts = Attempts::of(&delivery);
+        // Counted by the task (attempts.rs): the same on every broker version.
+        let attempt = attempts.failed + 1;
         tracing::warn!(
-            job, %task, attempt, code = %err.code(), error = %err, "task attempt failed"
+            job, %task, attempt, lost = attempts.lost, code = %err.code(), error = %err,
+            "task attempt failed"
         );
-        // Faults that are not the task's give it back as a fresh message (its deliveries
-        // are not spent), up to MAX_BOUNCES times; past that it fails with the last fault.
-        let worn_out = bounces(&delivery.body) >= MAX_BOUNCES;
-        if matches!(err, FarmError::StoreUnavailable { .. }) && !worn_out {
-            // S3 is down or overloaded: wait until it answers again.
+        if let FarmError::WorkerUnfit {
+            reason,
+            pause: true,
+        } = &err
+        {
+            // A full disk: this worker takes no work until space returns.
+            self.fitness.pause(reason);
+        }
+        match verdict(&err, &attempts, self.config.delivery_limit) {
+            Verdict::Bounce => {
+                self.before_bounce(job, &err).await;
+                republish(&*self.queue, delivery, origin, attempts.bounced()).await;
+            }
+            Verdict::Retry => {
+                let backoff = self
+                    .config
+                    .retry_backoff
+                    .saturating_mul(1 << attempts.failed.min(6))
+                    .min(Duration::from_secs(30));
+                tokio::time::sleep(backoff).await;
+                republish(&*self.queue, delivery, origin, attempts.failed_once()).await;
+            }
+            Verdict::Final { recorded } => {
+                let failed = SegmentOutcome::Failed {
+                    code: err.code(),
+                    class: err.class(),
+                    message: err.to_string(),
+                };
+                self.report_final(ticket, delivery, failed, recorded).await;
+            }
+        }
+    }
+
+    /// What a give-back for a fault not the task's waits for: the store to answer again, a
+    /// pause for a busy card (its budget was already lowered or the card marked unhealthy),
+    /// or a pause on an unfit worker (another worker takes the task).
+    async fn before_bounce(&self, job: &str, err: &FarmError) {
+        if matches!(err, FarmError::StoreUnavailable { .. }) {
             self.wait_for_store(job).await;
-            self.republish(delivery, origin).await;
             return;
         }
-        if crate::gpu_task::is_gpu_busy(&err) && !worn_out {
-            // No session, a busy or faulted card: after a pause; the card's budget was
-            // already lowered or the card marked unhealthy.
-            tokio::time::sleep(self.config.retry_backoff).await;
-            self.republish(delivery, origin).await;
-            return;
-        }
-        if let FarmError::WorkerUnfit { reason, pause } = &err {
-            // This worker's own fault (a full disk, a missing encoder): another worker takes
-            // the task, and a full disk pauses this one until space returns.
-            if *pause {
-                self.fitness.pause(reason);
-            }
-            if !worn_out {
-                tokio::time::sleep(self.config.retry_backoff).await;
-                self.republish(delivery, origin).await;
-                return;
-            }
-        }
-        if err.class() == ErrorClass::Retry && !last && !worn_out {
-            let backoff = self
-                .config
-                .retry_backoff
-                .saturating_mul(1 << delivery.redeliveries.min(6))
-                .min(Duration::from_secs(30));
-            tokio::time::sleep(backoff).await;
-            let _ = delivery.acker.nack(true).await;
-            return;
-        }
-        let event = self.event(
-            ticket,
-            SegmentOutcome::Failed {
-                code: err.code(),
-                class: err.class(),
-                message: err.to_string(),
-            },
-        );
+        tokio::time::sleep(self.config.retry_backoff).await;
+    }
+
+    /// Publishes a task's final failure and settles its delivery: acked when `recorded`
+    /// (an input error, a task worn out by others' faults: the event says it all), else
+    /// dead-lettered (its attempts ran out). A failure event that cannot be published
+    /// requeues the delivery.
+    pub(crate) async fn report_final(
+        &self,
+        ticket: Ticket<'_>,
+        delivery: Delivery,
+        failed: SegmentOutcome,
+        recorded: bool,
+    ) {
+        let event = self.event(ticket, failed);
         if let Err(e) = self
             .queue
             .publish(QUEUE_EVENTS, encode_message(&event))
             .await
         {
             tracing::error!(error = %e, "failure event not published; task requeued");
-            let _ = delivery.acker.nack(true).await;
+            let _ = delivery.acker.reject(true).await;
             return;
         }
-        // Input errors are final: ack (the failure is recorded); retries exhausted: dead-letter.
-        if err.class() == ErrorClass::Abort || worn_out {
+        if recorded {
             let _ = delivery.acker.ack().await;
         } else {
-            let _ = delivery.acker.nack(false).await;
-        }
-    }
-
-    /// Publishes a copy of the task to `queue`, its `bounces` counted up, and acks the
-    /// delivery (requeues it when the publish fails): a retry that does not count against
-    /// the delivery limit.
-    async fn republish(&self, delivery: Delivery, queue: &str) {
-        match self.queue.publish(queue, bounced(&delivery.body)).await {
-            Ok(()) => {
-                let _ = delivery.acker.ack().await;
-            }
-            Err(_) => {
-                let _ = delivery.acker.nack(true).await;
-            }
+            let _ = delivery.acker.reject(false).await;
         }
     }
 
@@ -140,6 +114,56 @@ impl SegmentRunner {
     async fn wait_for_store(&self, job: &str) {
         let marker = tessera_model::wire::keys::ended(job);
         until_store_answers(STORE_WAIT, || self.store.exists(&marker)).await;
+    }
+}
+
+/// What becomes of a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Given back for a fault not the task's: a copy with one more bounce.
+    Bounce,
+    /// Tried again: a copy with one more failed attempt.
+    Retry,
+    /// The task fails its job; `recorded`: acked (an input error, or worn out by others'
+    /// faults), else dead-lettered (its own attempts ran out).
+    Final {
+        /// Whether the failure event is the whole record (acked) rather than a dead letter.
+        recorded: bool,
+    },
+}
+
+/// The verdict on an attempt that failed with `err`, after `attempts`, with `delivery_limit`
+/// own attempts allowed. Faults that are not the task's (the store down, no GPU session, an
+/// unfit worker) give it back up to [`crate::attempts::MAX_BOUNCES`] times; a retryable error
+/// of its own retries until its attempts reach the limit; the rest fail the job.
+pub(crate) fn verdict(err: &FarmError, attempts: &Attempts, delivery_limit: u32) -> Verdict {
+    let worn_out = attempts.worn_out();
+    let not_its_fault = matches!(err, FarmError::StoreUnavailable { .. })
+        || crate::gpu_task::is_gpu_busy(err)
+        || matches!(err, FarmError::WorkerUnfit { .. });
+    if not_its_fault && !worn_out {
+        return Verdict::Bounce;
+    }
+    let last = attempts.failed.saturating_add(1) >= delivery_limit;
+    if err.class() == ErrorClass::Retry && !last && !worn_out {
+        return Verdict::Retry;
+    }
+    Verdict::Final {
+        recorded: err.class() == ErrorClass::Abort || worn_out,
+    }
+}
+
+/// Publishes a copy of the task to `queue` with the counters `next`, and acks the delivery
+/// (requeues it when the publish fails): a retry that never depends on how the broker counts
+/// returns. The copy goes to the back of the queue.
+pub(crate) async fn republish(broker: &dyn Queue, delivery: Delivery, queue: &str, next: Attempts) {
+    match broker.publish(queue, next.written(&delivery.body)).await {
+        Ok(()) => {
+            let _ = delivery.acker.ack().await;
+        }
+        Err(_) => {
+            let _ = delivery.acker.reject(true).await;
+        }
     }
 }
 
@@ -223,19 +247,7 @@ mod tests {
             "{took:?}"
         );
     }
-
-    #[test]
-    fn a_given_back_task_counts_its_bounces_and_keeps_everything_else() {
-        let task = br#"{"v":1,"job_id":"j","segment":2,"renditions":[]}"#;
-        assert_eq!(bounces(task), 0);
-        let once = bounced(task);
-        let twice = bounced(&once);
-        assert_eq!((bounces(&once), bounces(&twice)), (1, 2));
-        let v: serde_json::Value = serde_json::from_slice(&twice).unwrap();
-        assert_eq!(
-            (v["job_id"].as_str(), v["segment"].as_u64()),
-            (Some("j"), Some(2))
-        );
-        assert_eq!(bounced(b"not json"), b"not json".to_vec());
-    }
 }
+
+#[cfg(test)]
+mod counting_tests;

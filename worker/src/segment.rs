@@ -8,11 +8,13 @@ use tessera_farm::queue::{Delivery, Queue};
 use tessera_farm::sandbox::{Sandbox, SlotPool, WarmPolicy};
 use tessera_farm::store::Store;
 use tessera_farm::FarmError;
+use tessera_model::error_code::{ErrorClass, ErrorCode};
 use tessera_model::wire::{
     decode_message, encode_message, newer_wire_version, SegmentOutcome, SegmentTask, TaskEvent,
     TaskRef, QUEUE_EVENTS, WIRE_VERSION,
 };
 
+use crate::attempts::Attempts;
 use crate::WorkerConfig;
 
 /// The segment task of a delivery; an unreadable one is dead-lettered (`None`).
@@ -42,10 +44,10 @@ pub(crate) async fn refuse_unreadable(delivery: &Delivery, kind: &str, error: &F
             "task from a newer release requeued for a newer worker"
         );
         tokio::time::sleep(NEWER_TASK_PAUSE).await;
-        let _ = delivery.acker.nack(true).await;
+        let _ = delivery.acker.reject(true).await;
     } else {
         tracing::error!(kind, error = %error, "unreadable task dead-lettered");
-        let _ = delivery.acker.nack(false).await;
+        let _ = delivery.acker.reject(false).await;
     }
 }
 
@@ -198,6 +200,11 @@ impl SegmentRunner {
         work: impl std::future::Future<Output = Result<Done, FarmError>>,
     ) {
         let Ticket { job, task, .. } = ticket;
+        let attempts = Attempts::of(&delivery);
+        if attempts.lost >= self.config.lost_limit {
+            self.lose(ticket, delivery, attempts).await;
+            return;
+        }
         if self.job_ended(job).await {
             tracing::info!(job, %task, "job already ended: task dropped");
             self.settle_ended(ticket, delivery).await;
@@ -224,9 +231,8 @@ impl SegmentRunner {
                 self.config
                     .metrics
                     .done(task, done.frames, done.media_seconds, overhead);
-                // Which delivery of the task this was (1: its first), so a spent delivery
-                // shows in the log.
-                let attempt = delivery.redeliveries + 1;
+                // Which attempt this was (1: its first), so a spent one shows in the log.
+                let attempt = attempts.number();
                 log_done(job, task, &done, total, attempt);
                 let event = self.event(
                     ticket,
@@ -255,12 +261,32 @@ impl SegmentRunner {
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "event publish failed; task requeued");
-                        let _ = delivery.acker.nack(true).await;
+                        let _ = delivery.acker.reject(true).await;
                     }
                 }
             }
             Err(e) => self.fail(ticket, origin, delivery, e).await,
         }
+    }
+
+    /// Fails a task whose deliveries ran out without a verdict across its copies (the
+    /// broker dead-letters one copy that reaches the limit by itself): its job fails
+    /// `task_lost`, as for a dead letter.
+    async fn lose(&self, ticket: Ticket<'_>, delivery: Delivery, attempts: Attempts) {
+        let limit = self.config.lost_limit;
+        tracing::warn!(job = ticket.job, task = %ticket.task, lost = attempts.lost, limit,
+            "task lost: its deliveries ran out");
+        let failed = SegmentOutcome::Failed {
+            code: ErrorCode::TaskLost,
+            class: ErrorClass::Abort,
+            message: format!(
+                "{} was lost: {} of its deliveries ended without a result (each worker \
+                 holding it stopped: killed, out of memory, reclaimed, or its connection \
+                 lost), the farm's lost_limit of {limit}",
+                ticket.task, attempts.lost
+            ),
+        };
+        self.report_final(ticket, delivery, failed, true).await;
     }
 
     /// Settles a task of an ended job: says so in an event (a dispatcher still running the

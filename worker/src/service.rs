@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use tessera_farm::backoff::Backoff;
 use tessera_farm::config::{read_config_file, ServiceArgs, ServiceConfig, ServiceFile, Setting};
-use tessera_farm::queue::{Queue, RabbitQueue};
+use tessera_farm::queue::{Queue, RabbitConfig, RabbitQueue};
 use tessera_farm::sandbox::{Confinement, Limits, Sandbox};
 use tessera_farm::store::S3Client;
 use tessera_farm::FarmError;
@@ -152,7 +152,7 @@ impl ServiceSettings {
         let file: FileConfig = read_config_file(args.config.as_deref())?;
         let service = ServiceConfig::resolve(&args.service, &file.service)?;
         let w = &file.worker;
-        let worker = worker_config(args, w, service.rabbit.delivery_limit);
+        let worker = worker_config(args, w, &service.rabbit);
         let spot_notice = Setting::layered(
             "spot_notice",
             args.spot_notice.clone(),
@@ -214,7 +214,7 @@ fn metrics_listen(args: &WorkerArgs, w: &WorkerFile) -> Option<std::net::SocketA
 }
 
 /// The segment loop's settings from the flags over the `[worker]` table over the defaults.
-fn worker_config(args: &WorkerArgs, w: &WorkerFile, delivery_limit: u32) -> WorkerConfig {
+fn worker_config(args: &WorkerArgs, w: &WorkerFile, rabbit: &RabbitConfig) -> WorkerConfig {
     let slots = Setting::layered("slots", args.slots, w.slots)
         .or(1)
         .get()
@@ -257,7 +257,8 @@ fn worker_config(args: &WorkerArgs, w: &WorkerFile, delivery_limit: u32) -> Work
         stitch_queue: Some(QUEUE_STITCH.to_string()),
         whole_queue: Some(QUEUE_WHOLE_CPU.to_string()),
         cut_queue: Some(QUEUE_CUT_CPU.to_string()),
-        delivery_limit,
+        delivery_limit: rabbit.delivery_limit,
+        lost_limit: rabbit.lost_limit,
         limits: Limits {
             timeout: Duration::from_secs(segment_timeout.or(1200).get()),
             memory_bytes: child_memory_mib.or(8192).get() << 20,
@@ -328,6 +329,8 @@ pub async fn serve(
     while !shutdown.is_cancelled() && !drain.is_draining() {
         let queue = match connect(&settings).await {
             Ok(q) => q,
+            // The broker answers but refuses a queue as declared: waiting will not change it.
+            Err(e @ FarmError::QueueRefused { .. }) => return Err(e),
             Err(e) => {
                 tracing::warn!(error = %e, retry_in = ?backoff.current(), "broker unavailable");
                 let delay = backoff.next_delay();

@@ -130,7 +130,7 @@ pub(crate) async fn report_every(
         };
         let body = encode_message(&make());
         if let Err(e) = queue.publish(QUEUE_STATUS, body).await {
-            // A broker restart deletes the queue: declared again, the next report goes.
+            // The queue may be gone (deleted, or transient before a restart): declared again.
             tracing::debug!(error = %e, "status report not sent");
             let _ = tessera_farm::queue::declare_status_queue(&*queue).await;
         }

@@ -102,7 +102,7 @@ impl Acker for HeldAcker {
         blocking(&self.db, move |db| db.drop_held_event(seq)).await
     }
 
-    async fn nack(&self, requeue: bool) -> Result<(), FarmError> {
+    async fn reject(&self, requeue: bool) -> Result<(), FarmError> {
         if requeue {
             return Ok(());
         }

@@ -27,7 +27,7 @@ impl Acker for FakeAcker {
             .push((self.body.clone(), "ack"));
         Ok(())
     }
-    async fn nack(&self, requeue: bool) -> Result<(), FarmError> {
+    async fn reject(&self, requeue: bool) -> Result<(), FarmError> {
         let how = if requeue { "requeue" } else { "dead" };
         self.settled.lock().unwrap().push((self.body.clone(), how));
         Ok(())
@@ -128,7 +128,7 @@ async fn held_events_not_acked_come_back_after_a_crash_and_go_when_the_job_ends(
         assert_eq!(read_acking(&mut events, 1).await, vec![0]);
         // Read, then given back (requeued) and left unsettled: both stay held.
         let d = events.next().await.unwrap().unwrap();
-        d.acker.nack(true).await.unwrap();
+        d.acker.reject(true).await.unwrap();
         let _unsettled = events.next().await.unwrap().unwrap();
         // The dispatcher dies here.
     }
@@ -139,7 +139,7 @@ async fn held_events_not_acked_come_back_after_a_crash_and_go_when_the_job_ends(
     // An unreadable one dropped by the job goes for good, like a dead-lettered delivery.
     let d = events.next().await.unwrap().unwrap();
     assert_eq!(number(&d), 2);
-    d.acker.nack(false).await.unwrap();
+    d.acker.reject(false).await.unwrap();
     assert!(
         db.held_event_after("j1", 0).unwrap().is_some(),
         "event 3 held"

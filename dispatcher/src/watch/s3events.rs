@@ -183,7 +183,7 @@ async fn handle(ingest: &Ingest, queue: &str, d: Delivery) {
     let settled = match parse_event(&d.body) {
         Err(why) => {
             tracing::warn!(queue, error = %why, bytes = d.body.len(), "malformed S3 event dead-lettered");
-            d.acker.nack(false).await
+            d.acker.reject(false).await
         }
         Ok(events) => {
             let (mut retry, mut poison) = (false, false);
@@ -202,9 +202,9 @@ async fn handle(ingest: &Ingest, queue: &str, d: Delivery) {
             // Records already handled are claimed, so a requeued message starts no job twice.
             if retry {
                 tokio::time::sleep(RETRY_PAUSE).await;
-                d.acker.nack(true).await
+                d.acker.reject(true).await
             } else if poison {
-                d.acker.nack(false).await
+                d.acker.reject(false).await
             } else {
                 d.acker.ack().await
             }

@@ -32,6 +32,24 @@ struct Inner {
     queues: Mutex<HashMap<String, QueueState>>,
     notify: Notify,
     delivery_limit: u32,
+    counting: ReturnCounting,
+}
+
+/// Which returns raise a message's delivery count. Why a choice: brokers differ, and the
+/// farm must not depend on it. RabbitMQ up to 4.2 counts every requeue; 4.3 counts a
+/// `basic.reject` and a closed channel but not a `basic.nack`. Tests run the worker against
+/// both ends of that range to show that a task's own failures are counted by the task, not
+/// by the broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReturnCounting {
+    /// Every return counts: an explicit requeue and a delivery dropped unsettled alike
+    /// (RabbitMQ 3.x to 4.2, and the one-process farm).
+    #[default]
+    Every,
+    /// Only a delivery dropped unsettled counts (its consumer vanished); an explicit
+    /// requeue does not. Stricter than any RabbitMQ: the test double of a broker whose
+    /// explicit returns never reach the delivery limit.
+    VanishedOnly,
 }
 
 impl Inner {
@@ -40,9 +58,12 @@ impl Inner {
         f(map.entry(queue.to_string()).or_default())
     }
 
-    /// Returns a message after a failed attempt: requeued, or dead-lettered past the limit.
-    fn give_back(&self, queue: &str, mut msg: Message, requeue: bool) {
-        msg.deliveries += 1;
+    /// Returns a message after a failed attempt: requeued, or dead-lettered past the limit;
+    /// `vanished` when its delivery was dropped unsettled rather than rejected.
+    fn give_back(&self, queue: &str, mut msg: Message, requeue: bool, vanished: bool) {
+        if vanished || self.counting == ReturnCounting::Every {
+            msg.deliveries += 1;
+        }
         if requeue && msg.deliveries < self.delivery_limit {
             self.with(queue, |q| q.ready.push_back(msg));
         } else {
@@ -68,11 +89,17 @@ impl MemoryQueue {
     /// Creates an empty queue set; a message delivered `delivery_limit` times without an ack
     /// goes to its queue's dead-letter queue.
     pub fn new(delivery_limit: u32) -> Self {
+        Self::counting(delivery_limit, ReturnCounting::Every)
+    }
+
+    /// Like [`MemoryQueue::new`], with the broker's rule for which returns count.
+    pub fn counting(delivery_limit: u32, counting: ReturnCounting) -> Self {
         MemoryQueue {
             inner: Arc::new(Inner {
                 queues: Mutex::new(HashMap::new()),
                 notify: Notify::new(),
                 delivery_limit: delivery_limit.max(1),
+                counting,
             }),
         }
     }
@@ -258,10 +285,10 @@ impl Acker for MemoryAcker {
         Ok(())
     }
 
-    async fn nack(&self, requeue: bool) -> Result<(), FarmError> {
+    async fn reject(&self, requeue: bool) -> Result<(), FarmError> {
         if let Some((msg, permit)) = self.take() {
             drop(permit);
-            self.inner.give_back(&self.queue, msg, requeue);
+            self.inner.give_back(&self.queue, msg, requeue, false);
         }
         Ok(())
     }
@@ -273,7 +300,7 @@ impl Drop for MemoryAcker {
     fn drop(&mut self) {
         if let Some((msg, permit)) = self.take() {
             drop(permit);
-            self.inner.give_back(&self.queue, msg, true);
+            self.inner.give_back(&self.queue, msg, true, true);
         }
     }
 }
@@ -284,7 +311,7 @@ mod tests {
     use std::time::Duration;
 
     #[tokio::test]
-    async fn ack_nack_redelivery_and_dead_letter() {
+    async fn ack_reject_redelivery_and_dead_letter() {
         let q = MemoryQueue::new(3);
         q.declare("work").await.unwrap();
         q.publish("work", b"a".to_vec()).await.unwrap();
@@ -293,7 +320,7 @@ mod tests {
             let d = c.next().await.unwrap().unwrap();
             assert_eq!(d.body, b"a");
             assert_eq!(d.redeliveries, attempt);
-            d.acker.nack(true).await.unwrap();
+            d.acker.reject(true).await.unwrap();
         }
         assert_eq!(q.ready_len("work"), 0);
         assert_eq!(q.drain(&dead_letter_queue("work")), vec![b"a".to_vec()]);

@@ -6,7 +6,7 @@
 mod memory;
 mod rabbit;
 
-pub use memory::MemoryQueue;
+pub use memory::{MemoryQueue, ReturnCounting};
 pub use rabbit::{RabbitConfig, RabbitQueue};
 
 use async_trait::async_trait;
@@ -20,10 +20,10 @@ pub trait Queue: Send + Sync + 'static {
     /// Makes sure `queue` (and its dead-letter queue) exist.
     async fn declare(&self, queue: &str) -> Result<(), FarmError>;
     /// Makes sure `queue` exists as a queue of reports of which only recent ones matter: at
-    /// most `max_len` messages (the oldest dropped first), each dropped after `ttl` unread,
-    /// not kept across a broker restart, no dead-letter queue. Why: workers report their
-    /// state every few seconds (wire `status.rs`); while no dispatcher reads the reports
-    /// they must neither pile up nor outlive their use.
+    /// most `max_len` messages (the oldest dropped first) of bounded size, each dropped after
+    /// `ttl` unread, no dead-letter queue. Why: workers report their state every few seconds
+    /// (wire `status.rs`); while no dispatcher reads the reports they must neither pile up
+    /// nor outlive their use.
     async fn declare_reports(
         &self,
         queue: &str,
@@ -72,8 +72,11 @@ pub trait Consumer: Send {
 pub trait Acker: Send + Sync {
     /// Done: the broker forgets the message.
     async fn ack(&self) -> Result<(), FarmError>;
-    /// Give the message back (`requeue`), or drop it to the dead-letter queue.
-    async fn nack(&self, requeue: bool) -> Result<(), FarmError>;
+    /// Give the message back (`requeue`), or drop it to the dead-letter queue. A requeue is
+    /// counted against the queue's delivery limit on every broker version (RabbitMQ's
+    /// `basic.reject`); a task's own failed attempts are not returned this way but counted
+    /// in the message by the worker, so that no broker's counting rule decides them.
+    async fn reject(&self, requeue: bool) -> Result<(), FarmError>;
 }
 
 /// One delivered message.
@@ -120,32 +123,38 @@ pub fn jittered(d: std::time::Duration) -> std::time::Duration {
     d.mul_f64(0.5 + bits as f64 / (1u64 << 53) as f64)
 }
 
-/// Declares every queue of the farm (encodes on CPU and GPU, cut segments, stitches, whole
-/// inputs, events, workers' status reports). Why one
-/// place: the dispatcher, the worker and the one-process farm need the same topology before
-/// they publish or consume anything.
-pub async fn declare_farm_queues(queue: &dyn Queue) -> Result<(), FarmError> {
+/// The farm's work queues, each with a dead-letter queue: encodes on CPU and GPU, cut
+/// segments, stitches, whole inputs, events. Why one list: they are declared together, and
+/// every one of them dead-letters into a queue the dispatcher reads (engine `dead_letters`).
+pub const FARM_QUEUES: [&str; 6] = {
     use tessera_model::wire::{
         QUEUE_CUT_CPU, QUEUE_ENCODE_CPU, QUEUE_ENCODE_GPU, QUEUE_EVENTS, QUEUE_STITCH,
         QUEUE_WHOLE_CPU,
     };
-    for q in [
+    [
         QUEUE_ENCODE_CPU,
         QUEUE_CUT_CPU,
         QUEUE_ENCODE_GPU,
         QUEUE_STITCH,
         QUEUE_WHOLE_CPU,
         QUEUE_EVENTS,
-    ] {
+    ]
+};
+
+/// Declares every queue of the farm ([`FARM_QUEUES`] and the workers' status reports). Why
+/// one place: the dispatcher, the worker and the one-process farm need the same topology
+/// before they publish or consume anything.
+pub async fn declare_farm_queues(queue: &dyn Queue) -> Result<(), FarmError> {
+    for q in FARM_QUEUES {
         queue.declare(q).await?;
     }
     declare_status_queue(queue).await
 }
 
 /// Declares the workers' status queue (wire `status.rs`). Why apart from
-/// [`declare_farm_queues`]: the queue is not durable, so a broker restart deletes it; the
-/// worker's reporter declares it again when a report comes back, and the dispatcher before
-/// it consumes again.
+/// [`declare_farm_queues`]: the queue may be gone (an operator deleted it, or a release
+/// before this one declared it transient and the broker restarted); the worker's reporter
+/// declares it again when a report comes back, and the dispatcher before it consumes again.
 pub async fn declare_status_queue(queue: &dyn Queue) -> Result<(), FarmError> {
     use tessera_model::wire::{QUEUE_STATUS, STATUS_QUEUE_MAX, STATUS_TTL_SECONDS};
     let ttl = std::time::Duration::from_secs(STATUS_TTL_SECONDS);

@@ -5,12 +5,14 @@
 //! broker, with the same semantics as the embedded [`super::MemoryQueue`].
 //!
 //! Choices worth knowing:
-//! - `RabbitConfig::delivery_limit` counts deliveries, like the memory queue: a message
-//!   delivered that many times without an ack is dead-lettered. RabbitMQ's `x-delivery-limit`
-//!   counts *returns* (it dead-letters on return number limit + 1), so the queue is declared
-//!   with `x-delivery-limit = delivery_limit - 1`.
-//! - A [`super::Delivery`] dropped unsettled is nacked with requeue by a task spawned on the current
-//!   tokio runtime (closing the channel would also return the consumer's other deliveries).
+//! - `RabbitConfig::lost_limit` counts deliveries, like the memory queue: a message
+//!   delivered that many times without a verdict is dead-lettered. RabbitMQ's
+//!   `x-delivery-limit` counts *returns* (it dead-letters on return number limit + 1), so the
+//!   queue is declared with `x-delivery-limit = lost_limit - 1`. A task's own failed attempts
+//!   never reach it: the worker counts them in the message (worker `attempts.rs`).
+//! - Returns are `basic.reject`, which every version counts (consumer.rs).
+//! - A [`super::Delivery`] dropped unsettled is rejected with requeue by a task spawned on the
+//!   current tokio runtime (closing the channel would also return the consumer's other deliveries).
 //!   Without a runtime it returns when its channel closes. Each delivery keeps its channel
 //!   open, so dropping the consumer (which cancels it) lets in-flight work still be acked.
 //! - After the connection drops, the next operation reconnects, at most once per backoff step
@@ -40,8 +42,12 @@ use tokio::time::timeout;
 
 use super::{dead_letter_queue, Consumer, Queue};
 use crate::FarmError;
-use connection::{queue_err, table, text, timed, Inner};
+use connection::{declared, queue_err, table, text, timed, Inner};
 use consumer::RabbitConsumer;
+
+/// The bytes a reports queue allows per report it keeps: a worker's report is well under
+/// 1 KiB; 4 KiB each leaves room and still bounds the queue whatever a client sends.
+const REPORT_BYTES: i64 = 4096;
 
 /// The durable direct exchange every tessera queue dead-letters through.
 const DEAD_LETTER_EXCHANGE: &str = "tessera.dlx";
@@ -91,6 +97,29 @@ impl RabbitQueue {
         Ok(counts)
     }
 
+    /// Uses `queue` as the broker has it after a declaration was refused for an inequivalent
+    /// argument (`reason`): what an earlier release or setting declared keeps working, and
+    /// the warning says how to move it to this release's arguments.
+    async fn keep_existing(&self, queue: &str, reason: &str) -> Result<(), FarmError> {
+        let op = self.inner.cfg.op_timeout;
+        let ch = self.inner.channel(queue, false).await?;
+        let passive = QueueDeclareOptions::default().passive();
+        declared(
+            op,
+            queue,
+            ch.queue_declare(queue.into(), passive, table([])),
+        )
+        .await?;
+        let _ = timeout(op, ch.close(200, "OK".into())).await;
+        tracing::warn!(
+            queue,
+            broker = %reason,
+            "queue kept as declared before: its arguments differ from this release's (delete \
+             it while it is empty to have it declared anew; docs/deploy.md, RabbitMQ)"
+        );
+        Ok(())
+    }
+
     /// Closes the connection for good: unacked deliveries go back to their queues, consumers
     /// end with `None`, and later operations fail.
     pub async fn close(&self) {
@@ -110,8 +139,8 @@ impl Queue for RabbitQueue {
         let ch = self.inner.channel(queue, false).await?;
         let (dead, dlx) = (dead_letter_queue(queue), DEAD_LETTER_EXCHANGE);
         let quorum = ("x-queue-type", text("quorum"));
-        // x-delivery-limit counts returns, ours counts deliveries (module doc).
-        let limit = i64::from(self.inner.cfg.delivery_limit.max(1) - 1);
+        // x-delivery-limit counts returns, the lost limit counts deliveries (module doc).
+        let limit = i64::from(self.inner.cfg.lost_limit.max(1) - 1);
         let args = table([
             quorum.clone(),
             ("x-delivery-limit", AMQPValue::LongLongInt(limit)),
@@ -134,12 +163,22 @@ impl Queue for RabbitQueue {
             ch.queue_declare(queue.into(), durable, args).await?;
             ch.close(200, "OK".into()).await
         };
-        timed(self.inner.cfg.op_timeout, queue, "declare", topology).await
+        match declared(self.inner.cfg.op_timeout, queue, topology).await {
+            // Declared by an earlier release (limit 4) or another lost_limit: kept.
+            Err(FarmError::QueueRefused { reason, .. })
+                if reason.contains("inequivalent arg 'x-delivery-limit'") =>
+            {
+                self.keep_existing(queue, &reason).await
+            }
+            other => other,
+        }
     }
 
-    /// A classic queue, not durable: `x-max-length` with `drop-head` overflow keeps the newest
-    /// reports, `x-message-ttl` drops unread ones. Declared alike by every side (the broker
-    /// refuses a second declaration with other arguments).
+    /// A classic queue, durable (RabbitMQ 4.3 refuses transient non-exclusive queues):
+    /// `x-max-length` with `drop-head` overflow keeps the newest reports, `x-max-length-bytes`
+    /// bounds their size whatever a report holds, `x-message-ttl` drops unread ones. Declared
+    /// alike by every side; a queue of the same name declared otherwise (transient, by a
+    /// release before this one) is used as it is until the broker drops it.
     async fn declare_reports(
         &self,
         queue: &str,
@@ -148,21 +187,28 @@ impl Queue for RabbitQueue {
     ) -> Result<(), FarmError> {
         let ch = self.inner.channel(queue, false).await?;
         let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        let max_len = i64::from(max_len.max(1));
         let args = table([
             ("x-queue-type", text("classic")),
+            ("x-max-length", AMQPValue::LongLongInt(max_len)),
             (
-                "x-max-length",
-                AMQPValue::LongLongInt(i64::from(max_len.max(1))),
+                "x-max-length-bytes",
+                AMQPValue::LongLongInt(max_len * REPORT_BYTES),
             ),
             ("x-overflow", text("drop-head")),
             ("x-message-ttl", AMQPValue::LongLongInt(ttl_ms)),
         ]);
-        let declared = async {
-            let options = QueueDeclareOptions::default();
-            ch.queue_declare(queue.into(), options, args).await?;
+        let declare = async {
+            ch.queue_declare(queue.into(), QueueDeclareOptions::durable(), args)
+                .await?;
             ch.close(200, "OK".into()).await
         };
-        timed(self.inner.cfg.op_timeout, queue, "declare", declared).await
+        match declared(self.inner.cfg.op_timeout, queue, declare).await {
+            Err(FarmError::QueueRefused { reason, .. }) if reason.contains("inequivalent arg") => {
+                self.keep_existing(queue, &reason).await
+            }
+            other => other,
+        }
     }
 
     async fn publish(&self, queue: &str, body: Vec<u8>) -> Result<(), FarmError> {

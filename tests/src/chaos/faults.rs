@@ -10,7 +10,7 @@ use super::shape::Shape;
 use crate::amqp_door::AmqpDoor;
 use crate::farm::Farm;
 use crate::fixture::Fixture;
-use crate::rabbit::RABBIT_ADDR;
+use crate::rabbit::rabbit_addr;
 use crate::s3_faults::{Direction, S3Faults, Trouble};
 
 mod dispatcher;
@@ -127,9 +127,9 @@ impl Rig {
     pub fn start(workers: usize, fake_clock: bool) -> Rig {
         let mut farm = Farm::start("chaos", 0);
         let store_door = S3Faults::start(&farm.garage.endpoint);
-        let broker_door = AmqpDoor::start(RABBIT_ADDR);
-        let workers_broker_door = AmqpDoor::start(RABBIT_ADDR);
-        let uri = broker_door.uri(&farm.vhost.uri(), RABBIT_ADDR);
+        let broker_door = AmqpDoor::start(&rabbit_addr());
+        let workers_broker_door = AmqpDoor::start(&rabbit_addr());
+        let uri = broker_door.uri(&farm.vhost.uri(), &rabbit_addr());
         farm.set_dispatcher_env("TESSERA_S3_ENDPOINT", &store_door.endpoint);
         farm.set_dispatcher_env("TESSERA_AMQP_URL", &format!("{uri}?heartbeat=5"));
         let lib = std::env::var("TESSERA_CHAOS_FAKETIME_LIB").unwrap_or(FAKETIME_LIB.into());
@@ -172,7 +172,7 @@ impl Rig {
         let door = S3Faults::start(&self.farm.garage.endpoint);
         let amqp = self
             .workers_broker_door
-            .uri(&self.farm.vhost.uri(), RABBIT_ADDR);
+            .uri(&self.farm.vhost.uri(), &rabbit_addr());
         let env = [
             ("TESSERA_S3_ENDPOINT", door.endpoint.as_str()),
             ("TESSERA_AMQP_URL", amqp.as_str()),

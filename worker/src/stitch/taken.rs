@@ -10,8 +10,9 @@
 //! the stitch is alive, and it republishes the stitch when they stop (the worker died).
 //!
 //! After the ack, the task's own settling goes through [`TakenAcker`]: an ack is moot, a
-//! requeue publishes a copy with its `retries` counted up (the broker's delivery count no
-//! longer counts them), and a dead-letter is moot too (the failure event was published first).
+//! dead-letter is moot too (the failure event was published first), and a requeue (a
+//! result that could not be reported) publishes a copy that counts the delivery as lost
+//! (attempts.rs); a failed attempt is retried by its own copy (retry.rs), as any task's.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,7 @@ use tessera_farm::queue::{Acker, Delivery, Queue};
 use tessera_farm::FarmError;
 use tessera_model::wire::{encode_message, SegmentOutcome, QUEUE_EVENTS, STITCH_HEARTBEAT_SECONDS};
 
+use crate::attempts::Attempts;
 use crate::segment::{SegmentRunner, Ticket};
 
 /// The settling of a stitch delivery already acked (see the module's documentation).
@@ -28,6 +30,7 @@ struct TakenAcker {
     queue: Arc<dyn Queue>,
     origin: String,
     body: Vec<u8>,
+    attempts: Attempts,
 }
 
 #[async_trait]
@@ -36,54 +39,31 @@ impl Acker for TakenAcker {
         Ok(())
     }
 
-    async fn nack(&self, requeue: bool) -> Result<(), FarmError> {
+    async fn reject(&self, requeue: bool) -> Result<(), FarmError> {
         if !requeue {
             // The failure event went first; the broker forgot the task when it was taken.
             return Ok(());
         }
-        self.queue.publish(&self.origin, retried(&self.body)).await
-    }
-}
-
-/// How many times the task in `body` was given back after being taken (its `retries` field;
-/// 0 when absent).
-pub(super) fn retries(body: &[u8]) -> u32 {
-    serde_json::from_slice::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| v.get("retries").and_then(serde_json::Value::as_u64))
-        .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
-}
-
-/// `body` with its `retries` field counted up (unchanged when it is not a JSON object).
-fn retried(body: &[u8]) -> Vec<u8> {
-    match serde_json::from_slice::<serde_json::Value>(body) {
-        Ok(serde_json::Value::Object(mut task)) => {
-            task.insert("retries".into(), (u64::from(retries(body)) + 1).into());
-            serde_json::to_vec(&task).unwrap_or_else(|_| body.to_vec())
-        }
-        _ => body.to_vec(),
+        let copy = self.attempts.lost_once().written(&self.body);
+        self.queue.publish(&self.origin, copy).await
     }
 }
 
 impl SegmentRunner {
-    /// Acks `delivery` now and returns it with a [`TakenAcker`] and its retries counted as
-    /// redeliveries; `None` when the ack failed (the broker still holds the task and will
-    /// redeliver it, so it is not run here).
+    /// Acks `delivery` now and returns it with a [`TakenAcker`]; `None` when the ack failed
+    /// (the broker still holds the task and will redeliver it, so it is not run here).
     pub(super) async fn take(&self, delivery: Delivery, origin: &str) -> Option<Delivery> {
         if let Err(e) = delivery.acker.ack().await {
             tracing::warn!(error = %e, "stitch delivery not acked; left to the broker");
             return None;
         }
-        let redeliveries = delivery
-            .redeliveries
-            .saturating_add(retries(&delivery.body));
         Some(Delivery {
             acker: Box::new(TakenAcker {
                 queue: self.queue.clone(),
                 origin: origin.to_string(),
                 body: delivery.body.clone(),
+                attempts: Attempts::of(&delivery),
             }),
-            redeliveries,
             ..delivery
         })
     }
@@ -109,18 +89,26 @@ impl SegmentRunner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tessera_farm::queue::MemoryQueue;
 
-    #[test]
-    fn a_requeued_taken_task_counts_its_retries_in_its_body() {
-        let body = br#"{"job_id":"j","output":0}"#;
-        assert_eq!(retries(body), 0);
-        let once = retried(body);
-        assert_eq!(retries(&once), 1);
-        let twice = retried(&once);
-        assert_eq!(retries(&twice), 2);
-        let v: serde_json::Value = serde_json::from_slice(&twice).unwrap();
+    #[tokio::test]
+    async fn a_requeued_taken_task_goes_back_as_a_copy_that_counts_it_lost() {
+        let queue = Arc::new(MemoryQueue::new(5));
+        let body = br#"{"job_id":"j","output":0,"retries":1}"#.to_vec();
+        let acker = TakenAcker {
+            queue: queue.clone(),
+            origin: "stitch".into(),
+            body: body.clone(),
+            attempts: Attempts::in_body(&body),
+        };
+        acker.ack().await.unwrap();
+        acker.reject(false).await.unwrap();
+        assert_eq!(queue.ready_len("stitch"), 0, "ack and dead-letter are moot");
+        acker.reject(true).await.unwrap();
+        let copy = queue.drain("stitch").pop().unwrap();
+        let counted = Attempts::in_body(&copy);
+        assert_eq!((counted.failed, counted.lost), (1, 1));
+        let v: serde_json::Value = serde_json::from_slice(&copy).unwrap();
         assert_eq!(v["job_id"], "j");
-        // Not an object: left as it is.
-        assert_eq!(retried(b"[1]"), b"[1]".to_vec());
     }
 }

@@ -14,8 +14,15 @@ use std::time::Duration;
 pub struct RabbitConfig {
     /// `amqp://user:pass@host:port/vhost` (vhost percent-encoded; `?heartbeat=N` allowed).
     pub uri: String,
-    /// Deliveries of one message before it goes to the dead-letter queue (at least 1).
+    /// Attempts of one task that may fail on their own (the media child crashed, ran out of
+    /// memory or time, a retryable error) before the task fails; counted by the worker in the
+    /// message (worker `attempts.rs`), the same on every broker version (at least 1).
     pub delivery_limit: u32,
+    /// Deliveries of one message that may end without a verdict (the worker killed from
+    /// outside, its node or connection lost) before the broker dead-letters it: the queue's
+    /// `x-delivery-limit` is this minus one. Larger than `delivery_limit`, so a churning spot
+    /// fleet does not fail a job while a poison input still fails in a few attempts.
+    pub lost_limit: u32,
     /// Limit for opening the connection (TCP and AMQP handshake).
     pub connect_timeout: Duration,
     /// Limit for every other broker operation (declare, publish confirm, ack, ...).
@@ -23,11 +30,13 @@ pub struct RabbitConfig {
 }
 
 impl RabbitConfig {
-    /// A config with the defaults: delivery limit 5, connect timeout 10 s, op timeout 30 s.
+    /// A config with the defaults: delivery limit 5, lost limit 20, connect timeout 10 s, op
+    /// timeout 30 s.
     pub fn new(uri: impl Into<String>) -> Self {
         RabbitConfig {
             uri: uri.into(),
             delivery_limit: 5,
+            lost_limit: 20,
             connect_timeout: Duration::from_secs(10),
             op_timeout: Duration::from_secs(30),
         }
@@ -39,6 +48,7 @@ impl std::fmt::Debug for RabbitConfig {
         f.debug_struct("RabbitConfig")
             .field("uri", &redact(&self.uri))
             .field("delivery_limit", &self.delivery_limit)
+            .field("lost_limit", &self.lost_limit)
             .field("connect_timeout", &self.connect_timeout)
             .field("op_timeout", &self.op_timeout)
             .finish()

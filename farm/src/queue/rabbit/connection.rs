@@ -78,6 +78,42 @@ pub(super) async fn timed<T>(
     }
 }
 
+/// Runs one declaration under `limit`: like [`timed`], but a refusal by the broker (a
+/// channel or connection closed with an AMQP error other than a forced close, which is the
+/// broker stopping) is a [`FarmError::QueueRefused`] with the broker's text, for the caller
+/// to tell from an outage.
+pub(super) async fn declared<T>(
+    limit: Duration,
+    queue: &str,
+    fut: impl std::future::Future<Output = Result<T, lapin::Error>>,
+) -> Result<T, FarmError> {
+    match timeout(limit, fut).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(match refusal(&e) {
+            Some(reason) => FarmError::QueueRefused {
+                queue: queue.to_string(),
+                reason,
+            },
+            None => queue_err!(queue, "declare failed: {e}"),
+        }),
+        Err(_) => Err(queue_err!(queue, "declare: no answer within {limit:?}")),
+    }
+}
+
+/// The broker's reply when `e` is its refusal of a command (`PRECONDITION_FAILED -
+/// inequivalent arg ...`, `INTERNAL_ERROR - Feature transient_nonexcl_queues is deprecated`,
+/// `ACCESS_REFUSED ...`); `None` for an outage (I/O, a missed heartbeat, a forced close).
+fn refusal(e: &lapin::Error) -> Option<String> {
+    use lapin::protocol::{AMQPErrorKind, AMQPHardError};
+    let lapin::ErrorKind::ProtocolError(amqp) = e.kind() else {
+        return None;
+    };
+    if *amqp.kind() == AMQPErrorKind::Hard(AMQPHardError::CONNECTIONFORCED) {
+        return None;
+    }
+    Some(format!("{} ({})", amqp.get_message(), amqp.get_id()))
+}
+
 /// An AMQP argument table.
 pub(super) fn table<const N: usize>(entries: [(&str, AMQPValue); N]) -> FieldTable {
     let mut t = FieldTable::default();

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_util::{FutureExt, StreamExt};
-use lapin::options::{BasicAckOptions, BasicNackOptions, BasicQosOptions};
+use lapin::options::{BasicAckOptions, BasicQosOptions, BasicRejectOptions};
 use lapin::types::AMQPValue;
 use lapin::{BasicProperties, Channel};
 use tokio::time::timeout;
@@ -116,20 +116,25 @@ struct RabbitAcker {
 }
 
 impl RabbitAcker {
-    /// Acks (`None`) or nacks (`Some(requeue)`) once; later calls do nothing.
-    async fn settle(&self, nack: Option<bool>) -> Result<(), FarmError> {
+    /// Acks (`None`) or rejects (`Some(requeue)`) once; later calls do nothing.
+    ///
+    /// `basic.reject`, never `basic.nack`: from RabbitMQ 4.3 on a quorum queue counts a
+    /// requeue against its delivery limit only when it comes by `basic.reject` (or with a
+    /// channel that closed); a `basic.nack` returns the message uncounted, so a task given
+    /// back that way would circle forever. Every earlier version counts both alike.
+    async fn settle(&self, reject: Option<bool>) -> Result<(), FarmError> {
         if self.settled.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
         let sent = async {
-            match nack {
+            match reject {
                 None => self.acker.ack(BasicAckOptions::default()).await,
-                Some(requeue) => self.acker.nack(nack_options(requeue)).await,
+                Some(requeue) => self.acker.reject(BasicRejectOptions { requeue }).await,
             }
         };
-        let what = if nack.is_some() { "nack" } else { "ack" };
+        let what = if reject.is_some() { "reject" } else { "ack" };
         // `false`: the channel is gone, and with it the delivery: the broker requeued it.
-        if timed(self.op_timeout, &self.queue, what, sent).await? || nack == Some(true) {
+        if timed(self.op_timeout, &self.queue, what, sent).await? || reject == Some(true) {
             return Ok(());
         }
         Err(queue_err!(
@@ -139,20 +144,13 @@ impl RabbitAcker {
     }
 }
 
-fn nack_options(requeue: bool) -> BasicNackOptions {
-    BasicNackOptions {
-        requeue,
-        multiple: false,
-    }
-}
-
 #[async_trait]
 impl Acker for RabbitAcker {
     async fn ack(&self) -> Result<(), FarmError> {
         self.settle(None).await
     }
 
-    async fn nack(&self, requeue: bool) -> Result<(), FarmError> {
+    async fn reject(&self, requeue: bool) -> Result<(), FarmError> {
         self.settle(Some(requeue)).await
     }
 }
@@ -169,7 +167,7 @@ impl Drop for RabbitAcker {
         };
         let (acker, channel, limit) = (self.acker.clone(), self.channel.clone(), self.op_timeout);
         rt.spawn(async move {
-            let _ = timeout(limit, acker.nack(nack_options(true))).await;
+            let _ = timeout(limit, acker.reject(BasicRejectOptions { requeue: true })).await;
             drop(channel);
         });
     }

@@ -112,7 +112,7 @@ impl FakeFleet {
                     Err(e) => {
                         eprintln!("fake worker {worker}: {e}");
                         fleet.counts.errors.fetch_add(1, Ordering::Relaxed);
-                        let _ = delivery.acker.nack(true).await;
+                        let _ = delivery.acker.reject(true).await;
                     }
                 }
             });
