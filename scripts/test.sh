@@ -8,7 +8,8 @@
 #      otherwise cargo test
 #   6. the static binaries, when their FFmpeg is cached   7. with a Docker engine: the images
 #      (minimal ones from the static binaries of 6 when it ran), the compose farm under faults
-#      (scripts/docker-farm-test.sh) and the autoscaling replay's sample
+#      (scripts/docker-farm-test.sh, on RabbitMQ 4.x), the autoscaling replay's sample and the
+#      broker suite's sample on RabbitMQ 4.x (scripts/broker-suite.sh --sample)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -78,7 +79,7 @@ else
     "builds and checks each commit's static binaries (docs/static-build.md)"
 fi
 
-stage "docker: scripts/docker-farm-test.sh (images, the compose farm under faults), then the autoscaling replay's sample"
+stage "docker: scripts/docker-farm-test.sh (images, the compose farm under faults), the autoscaling replay's sample, the broker suite's sample on RabbitMQ 4.x"
 if docker info >/dev/null 2>&1; then
   # The minimal images where the static stage above made this commit's static binaries,
   # else the Debian (-full) ones; both scripts run the same variant.
@@ -95,6 +96,10 @@ if docker info >/dev/null 2>&1; then
   # 60x faster than the manifests' durations (cooldown 5 s): the long job's stitch + QC
   # must outlast it.
   TESSERA_REPLAY_JOBS=sample TESSERA_REPLAY_TIME_SCALE=60 bash scripts/autoscale-replay.sh
+  # RabbitMQ 4.x with 4.3's defaults (the container of scripts/rabbit4.sh, its image made
+  # above for compose): the queue layer, declarations and retries (docs/deploy.md, "RabbitMQ";
+  # both versions, the whole broker suite: scripts/broker-suite.sh).
+  bash scripts/broker-suite.sh --sample
 else
   echo "docker: NO Docker engine answers on this machine: the compose fault test and the" \
     "autoscaling replay did NOT run (scripts/docker-farm-test.sh, scripts/autoscale-replay.sh)"

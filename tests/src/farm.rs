@@ -37,6 +37,10 @@ pub struct Farm {
     pub dir: tempfile::TempDir,
     /// The dispatcher's database, relative to `dir` (used at each (re)start).
     pub db: String,
+    /// Deliveries of a task that may vanish with their worker, for every process of the farm
+    /// (its queues are declared with it): 3, or `TESSERA_LOST_LIMIT` among the dispatcher's
+    /// settings given at start.
+    lost_limit: String,
 }
 
 /// The test farm's admission limit on input frames: far above every fixture, low enough that
@@ -90,6 +94,10 @@ impl Farm {
             dispatcher_args,
             dir,
             db: "jobs.db".into(),
+            lost_limit: (dispatcher_env.iter())
+                .find(|(k, _)| *k == "TESSERA_LOST_LIMIT")
+                .map_or("3", |(_, v)| v)
+                .to_string(),
         };
         farm.start_dispatcher();
         for i in 0..workers {
@@ -110,8 +118,8 @@ impl Farm {
             )
             .env("TESSERA_WORK_BUCKET", "work")
             .env("TESSERA_DELIVERY_LIMIT", "3")
-            // As few deliveries lost with their worker: the kill tests stay short.
-            .env("TESSERA_LOST_LIMIT", "3")
+            // As few deliveries lost with their worker unless told: kill tests stay short.
+            .env("TESSERA_LOST_LIMIT", &self.lost_limit)
             .env("TESSERA_LOG", "info");
     }
 
