@@ -386,6 +386,8 @@ fi
 # links a library statically when its .a sits in a -L directory outside /usr, which is why the
 # third-party archives were copied into the prefix.
 command -v cargo >/dev/null 2>&1 || die "cargo not found"
+# libvmaf: a static library in /usr/local already (scripts/build-libvmaf.sh; a no-op when it is).
+bash "$ROOT/scripts/build-libvmaf.sh"
 log "cargo: building ${BINARIES[*]} (release, static FFmpeg) into $STATIC_TARGET_DIR, -j$JOBS nice 10"
 t_cargo=$SECONDS
 PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \

@@ -2,7 +2,8 @@
 # Installs what tessera needs on Debian 12 (bookworm). Safe to run again: it only
 # installs what is missing, so a second run takes a second or two.
 #
-#   scripts/setup-deps.sh             FFmpeg -dev libraries, ffmpeg/ffprobe CLIs, clang, pkg-config, time
+#   scripts/setup-deps.sh             FFmpeg -dev libraries, ffmpeg/ffprobe CLIs, clang, pkg-config, time,
+#                                     libvmaf (built from source into /usr/local: scripts/build-libvmaf.sh)
 #   scripts/setup-deps.sh --services  the same, plus the test services: a RabbitMQ broker running at
 #                                     127.0.0.1:5672 and the `garage` binary (S3 server for tests)
 #
@@ -33,6 +34,8 @@ readonly APT_PACKAGES=(
   chromium chromium-driver fonts-liberation
   # libfaketime, for the chaos run's clock jump on the dispatcher (scripts/chaos.sh).
   faketime
+  # libvmaf's build (scripts/build-libvmaf.sh): in no Debian release, built from source.
+  meson ninja-build nasm xxd g++ curl
 )
 
 export DEBIAN_FRONTEND=noninteractive
@@ -178,6 +181,8 @@ main() {
   [[ -z $(missing_packages prometheus) ]] && had_prometheus=1
   ensure_packages "${APT_PACKAGES[@]}"
   ((had_prometheus)) || quiet_prometheus
+  # tessera-media links it (media/build.rs): the build needs it, not only the tests.
+  bash "$(dirname "${BASH_SOURCE[0]}")/build-libvmaf.sh"
   check_rust
   if ((services)); then
     ensure_rabbitmq

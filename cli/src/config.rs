@@ -54,7 +54,7 @@ pub enum Command {
     Gpu(crate::gpu::GpuArgs),
     /// Show what tessera sees in a file: streams, keyframes, the segment plan, what it keeps.
     Probe(crate::probe::ProbeArgs),
-    /// Measure an encoded file against its source (PSNR, SSIM), as `--quality` does.
+    /// Measure an encoded file against its source (PSNR, SSIM, VMAF), as `--quality` does.
     Quality(crate::quality::QualityArgs),
 }
 
@@ -110,7 +110,7 @@ pub struct TranscodeArgs {
     /// without it) [default: false].
     #[arg(long, env = "TESSERA_STEREO_DOWNMIX")]
     pub stereo_downmix: Option<bool>,
-    /// Measure PSNR and SSIM of the output against the input.
+    /// Measure PSNR, SSIM and VMAF of the output against the input.
     #[arg(long)]
     pub quality: bool,
     /// Write a JSON report of the job here.

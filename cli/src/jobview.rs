@@ -55,6 +55,9 @@ pub fn describe(job: &Value) -> String {
     if let Some(db) = job["psnr"].as_f64() {
         lines.push(("psnr", format!("{db:.2} dB")));
     }
+    if let Some(vmaf) = job["vmaf"].as_f64() {
+        lines.push(("vmaf", format!("{vmaf:.2}")));
+    }
     for (name, field) in [("created", "created_at"), ("updated", "updated_at")] {
         if let Some(t) = job["timings"][field].as_i64() {
             lines.push((name, utc(t)));

@@ -97,7 +97,7 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> anyhow::Result<()> {
                 report
                     .quality
                     .as_ref()
-                    .map(|q| format!(", PSNR {:.2} dB, SSIM {:.4}", q.psnr, q.ssim))
+                    .map(quality::summary)
                     .unwrap_or_default()
             );
             for warning in &report.warnings {

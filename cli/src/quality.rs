@@ -1,6 +1,7 @@
 //! `tessera quality SOURCE OUTPUT [--json]`: how close an encoded file is to its source (PSNR
-//! over the three planes and of luma, SSIM of luma, frames compared and the difference in
-//! frame count), measured as `tessera transcode --quality` measures its outputs.
+//! over the three planes and of luma, SSIM of luma, VMAF pooled five ways, frames compared and
+//! the difference in frame count), measured as `tessera transcode --quality` measures its
+//! outputs.
 //!
 //! Why: an operator checks an output made elsewhere (another encoder, a GPU farm, a file a
 //! user says looks wrong) against its source with the same measure the farm reports, and the
@@ -38,21 +39,44 @@ pub async fn run(args: &QualityArgs) -> anyhow::Result<()> {
     let op = MediaOp::Quality {
         output: args.output.clone(),
         source: args.source.clone(),
+        segments: Vec::new(),
     };
     let (q, _): (QualityReport, _) = sandbox.run(&op, limits, &mut |_| {}).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&q)?);
     } else {
         println!(
-            "{}: PSNR {:.2} dB (luma {:.2} dB), SSIM {:.4}, {} frames compared, {} frames \
+            "{}: PSNR {:.2} dB (luma {:.2} dB), SSIM {:.4}{}, {} frames compared, {} frames \
              more in the source",
             args.output.display(),
             q.psnr,
             q.psnr_y,
             q.ssim,
+            vmaf_text(&q),
             q.frames,
             q.frame_count_difference
         );
     }
     Ok(())
+}
+
+/// The figures of a transcode's summary line: ", PSNR .. dB, SSIM .., VMAF .. (..)".
+pub(crate) fn summary(q: &QualityReport) -> String {
+    format!(
+        ", PSNR {:.2} dB, SSIM {:.4}{}",
+        q.psnr,
+        q.ssim,
+        vmaf_text(q)
+    )
+}
+
+/// ", VMAF mean (harmonic mean, 1st percentile, worst frame; model)", or nothing.
+fn vmaf_text(q: &QualityReport) -> String {
+    q.vmaf.as_ref().map_or_else(String::new, |v| {
+        let p = &v.pooled;
+        format!(
+            ", VMAF {:.2} (harmonic {:.2}, 1st percentile {:.2}, worst frame {:.2}; {} at {}x{})",
+            p.mean, p.harmonic_mean, p.p1, p.min, v.model, v.width, v.height
+        )
+    })
 }

@@ -52,7 +52,7 @@ pub struct SubmitArgs {
     /// Target segment length in seconds [default: the dispatcher's].
     #[arg(long)]
     pub segment_seconds: Option<f64>,
-    /// Measure PSNR/SSIM of the output against the input.
+    /// Measure PSNR/SSIM and VMAF of the output against the input.
     #[arg(long)]
     pub psnr: bool,
     /// Mix every audio track of more than two channels down to stereo (5.1 stays 5.1

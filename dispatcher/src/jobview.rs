@@ -33,6 +33,7 @@ pub fn view(row: &JobRow) -> serde_json::Value {
         "frames": report.get("frames"),
         "median_segment_overhead_s": report.get("median_segment_overhead_s"),
         "psnr": report.get("quality").and_then(|q| q.get("psnr")),
+        "vmaf": report.pointer("/quality/vmaf/pooled/mean"),
         "warnings": report.get("warnings").cloned().unwrap_or_else(|| json!([])),
         "timings": {"created_at": row.created_at, "updated_at": row.updated_at, "wall_s": report.get("wall_s")},
         "error": row.error_code.as_ref().map(|c| json!({"code": c, "message": row.error_message})),

@@ -86,7 +86,8 @@ pub(crate) async fn finish(
     };
     // From here on each output is read where its first checked stitch stored it.
     let tasks = stitching::at_stored_keys(&tasks, &stitched.keys);
-    let quality = measure_all(ctx, req, &tasks, staging, cancel).await?;
+    let segment_frames: Vec<u64> = plan.segments.iter().map(|p| p.frames).collect();
+    let quality = measure_all(ctx, req, (&tasks, &segment_frames), staging, cancel).await?;
     let package = packaging::build(ctx, plan, &tasks, staging);
     let package = or_cancel(cancel, job, package).await?;
     if let Some(built) = &package {
@@ -119,18 +120,19 @@ async fn audio_done(audio: &mut AudioTask) -> AudioOutcome {
     })?
 }
 
-/// PSNR/SSIM of every stitched output when the request asks for it (`None` each otherwise).
+/// PSNR/SSIM and VMAF (per segment of `segments`' frame counts too) of every stitched output
+/// when the request asks for it (`None` each otherwise).
 async fn measure_all(
     ctx: &DispatchContext,
     req: &JobRequest,
-    tasks: &[StitchTask],
+    (tasks, segments): (&[StitchTask], &[u64]),
     staging: &Path,
     cancel: &CancellationToken,
 ) -> Result<Vec<Option<QualityReport>>, FarmError> {
     let mut quality = Vec::with_capacity(tasks.len());
     for task in tasks {
         quality.push(if req.measure_quality {
-            let measured = stitching::measure(ctx, req, task, staging);
+            let measured = stitching::measure(ctx, req, (task, segments), staging);
             Some(or_cancel(cancel, &req.id, measured).await?)
         } else {
             None

@@ -195,12 +195,13 @@ pub(crate) async fn stitch_all(
     Ok(stitched)
 }
 
-/// PSNR/SSIM of one stitched output against the source (fetched from the work area into
-/// staging for the measurement, removed after).
+/// PSNR/SSIM and VMAF (per segment of `segments`' frame counts too) of one stitched output
+/// against the source (fetched from the work area into staging for the measurement, removed
+/// after).
 pub(crate) async fn measure(
     ctx: &DispatchContext,
     req: &JobRequest,
-    task: &StitchTask,
+    (task, segments): (&StitchTask, &[u64]),
     staging: &Path,
 ) -> Result<QualityReport, FarmError> {
     let local = staging.join(format!(
@@ -215,6 +216,7 @@ pub(crate) async fn measure(
     let op = MediaOp::Quality {
         output: local.clone(),
         source: req.input.clone(),
+        segments: segments.to_vec(),
     };
     let measured = ctx.sandbox.run(&op, ctx.limits, &mut |_| {}).await;
     let _ = tokio::fs::remove_file(&local).await;

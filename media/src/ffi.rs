@@ -12,7 +12,8 @@
 //! - encoding and writing: encoder.rs (colour tags, priming), output.rs (stream side data and
 //!   codec tags before the header), subtitle.rs (text subtitle codecs);
 //! - the GPU path: cuda.rs (CUDA device and frames contexts), with the FFmpeg log capture in
-//!   avlog.rs.
+//!   avlog.rs;
+//! - libvmaf, the one C library besides FFmpeg: vmaf.rs (its scorer, a module of its own).
 
 mod avlog;
 pub(crate) mod cuda;
@@ -26,6 +27,7 @@ mod open;
 mod output;
 mod scale;
 mod subtitle;
+pub(crate) mod vmaf;
 
 pub(crate) use decoder::{decode_fast, skip_nonref_frames};
 pub(crate) use encoder::{encoder_initial_padding, set_encoder_color};

@@ -6,11 +6,13 @@
 //! empty are only visible to a reader. A file that fails here is never delivered: the job
 //! fails with `qc_failed` and the reason.
 //!
-//! Beside it: the video decode in parts (parts.rs), and the PSNR/SSIM report of an output
-//! against its source (quality.rs).
+//! Beside it: the video decode in parts (parts.rs), and the PSNR/SSIM/VMAF report of an
+//! output against its source (quality.rs, frames.rs, vmaf.rs).
 
+mod frames;
 mod parts;
 pub(crate) mod quality;
+pub(crate) mod vmaf;
 
 use std::path::Path;
 

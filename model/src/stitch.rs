@@ -111,7 +111,7 @@ pub struct OutputCheck {
     pub seconds: f64,
 }
 
-/// PSNR/SSIM figures over the compared frames.
+/// PSNR/SSIM and VMAF figures over the compared frames.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QualityReport {
     /// Frames compared (the shorter of the two streams).
@@ -124,6 +124,73 @@ pub struct QualityReport {
     pub psnr_y: f64,
     /// Mean SSIM of luma (8x8 windows, step 4).
     pub ssim: f64,
+    /// VMAF of the output against the source (absent in reports of releases before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vmaf: Option<VmafReport>,
+}
+
+/// VMAF of an output against its source: what users compare encoders and settings by.
+///
+/// Why per segment as well: each segment is encoded on its own, so a weak one is found (and,
+/// with target quality, searched) where it is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VmafReport {
+    /// The model: `vmaf_v0.6.1`, or `vmaf_4k_v0.6.1` for sources above 1440 lines.
+    pub model: String,
+    /// The libvmaf version that scored.
+    pub libvmaf: String,
+    /// The size both were scored at: the source's display size (the output scaled to it,
+    /// bicubic).
+    pub width: u32,
+    /// See `width`.
+    pub height: u32,
+    /// The whole output.
+    pub pooled: VmafPooled,
+    /// Each segment in order, by the segments' frame counts (empty when not known).
+    #[serde(default)]
+    pub segments: Vec<VmafPooled>,
+}
+
+/// Per-frame VMAF scores of a run of frames, pooled the ways users read them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct VmafPooled {
+    /// Frames pooled.
+    pub frames: u64,
+    /// Arithmetic mean: "the VMAF" of most reports.
+    pub mean: f64,
+    /// libvmaf's harmonic mean, n / sum(1 / (score + 1)) - 1: weighs the bad frames.
+    pub harmonic_mean: f64,
+    /// 1st percentile (linear between ranks): the worst moments without a single outlier.
+    pub p1: f64,
+    /// 5th percentile.
+    pub p5: f64,
+    /// The worst frame.
+    pub min: f64,
+}
+
+impl VmafPooled {
+    /// Pools per-frame `scores` (`None` when there are none).
+    pub fn of(scores: &[f64]) -> Option<Self> {
+        if scores.is_empty() {
+            return None;
+        }
+        let n = scores.len() as f64;
+        let mut sorted = scores.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let percentile = |p: f64| {
+            let rank = p / 100.0 * (n - 1.0);
+            let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
+            sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - rank.floor())
+        };
+        Some(VmafPooled {
+            frames: scores.len() as u64,
+            mean: scores.iter().sum::<f64>() / n,
+            harmonic_mean: n / scores.iter().map(|s| 1.0 / (s + 1.0)).sum::<f64>() - 1.0,
+            p1: percentile(1.0),
+            p5: percentile(5.0),
+            min: sorted[0],
+        })
+    }
 }
 
 /// The temporary name an output is written under before the rename into place: hidden,
@@ -137,4 +204,50 @@ pub fn temp_path(output: &Path) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "output".into());
     output.with_file_name(format!(".{name}.tessera-partial"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::VmafPooled;
+
+    #[test]
+    fn pooling_known_values() {
+        let scores: Vec<f64> = (0..=100).rev().map(f64::from).collect();
+        let p = VmafPooled::of(&scores).unwrap();
+        assert_eq!((p.frames, p.mean, p.min), (101, 50.0, 0.0));
+        assert!(
+            (p.p1 - 1.0).abs() < 1e-9 && (p.p5 - 5.0).abs() < 1e-9,
+            "{p:?}"
+        );
+        let one = VmafPooled::of(&[93.5]).unwrap();
+        assert_eq!(
+            (one.mean, one.p1, one.p5, one.min),
+            (93.5, 93.5, 93.5, 93.5)
+        );
+        assert!((one.harmonic_mean - 93.5).abs() < 1e-9);
+        assert!(VmafPooled::of(&[]).is_none());
+    }
+
+    /// Generated runs of scores: every pooled figure lies between the worst and the best
+    /// frame, in the order min <= p1 <= p5 and harmonic mean <= mean.
+    #[test]
+    fn pooled_figures_are_ordered_for_generated_scores() {
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        for case in 0..500 {
+            let n = 1 + case % 97;
+            let scores: Vec<f64> = (0..n)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    (state % 10_001) as f64 / 100.0
+                })
+                .collect();
+            let p = VmafPooled::of(&scores).unwrap();
+            let max = scores.iter().copied().fold(f64::MIN, f64::max);
+            assert!(p.min <= p.p1 && p.p1 <= p.p5 && p.p5 <= max, "{p:?}");
+            assert!(p.harmonic_mean <= p.mean + 1e-9 && p.harmonic_mean >= p.min - 1e-9);
+            assert!(p.mean <= max + 1e-9 && p.mean >= p.min - 1e-9);
+        }
+    }
 }

@@ -43,12 +43,39 @@ pub struct Report {
 }
 
 /// Quality figures in the report (with `--quality`).
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 pub struct Quality {
     /// PSNR of output against source, dB.
     pub psnr: f64,
     /// SSIM of output against source, 0..1.
     pub ssim: f64,
+    /// VMAF of output against source.
+    #[serde(default)]
+    pub vmaf: Option<Vmaf>,
+}
+
+/// The report's VMAF: the whole output, and each segment.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct Vmaf {
+    /// The whole output.
+    pub pooled: VmafFigures,
+    /// Each segment, in order.
+    pub segments: Vec<VmafFigures>,
+}
+
+/// Per-frame VMAF pooled over some frames.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
+pub struct VmafFigures {
+    /// Frames pooled.
+    pub frames: u64,
+    /// Mean.
+    pub mean: f64,
+    /// 1st percentile.
+    pub p1: f64,
+    /// 5th percentile.
+    pub p5: f64,
+    /// The worst frame.
+    pub min: f64,
 }
 
 /// A private directory layout for one transcode: `out/` holds only the

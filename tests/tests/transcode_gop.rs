@@ -18,9 +18,7 @@ fn closed_gop_h264_with_b_frames() {
         "4 s with 1 s segments gave {} segments",
         c.report.segments
     );
-    let q = c
-        .report
-        .quality
+    let q = (c.report.quality.clone())
         .unwrap_or_else(|| panic!("--quality given but report has no quality: {:?}", c.report));
     assert!(
         q.psnr >= 30.0 && q.psnr.is_finite(),
@@ -33,6 +31,27 @@ fn closed_gop_h264_with_b_frames() {
         "report SSIM {} out of range",
         q.ssim
     );
+    // VMAF of the whole output and of each segment, by the segments' own frames.
+    let vmaf = q.vmaf.as_ref().expect("--quality reports VMAF");
+    assert_eq!(
+        (vmaf.pooled.frames, vmaf.segments.len()),
+        (100, c.report.segments as usize)
+    );
+    assert_eq!(
+        vmaf.segments.iter().map(|s| s.frames).sum::<u64>(),
+        100,
+        "{vmaf:?}"
+    );
+    assert!(
+        vmaf.pooled.mean > 80.0 && vmaf.pooled.mean <= 100.0,
+        "{vmaf:?}"
+    );
+    for s in &vmaf.segments {
+        assert!(
+            s.min <= s.p1 && s.p1 <= s.p5 && s.min >= vmaf.pooled.min,
+            "{vmaf:?}"
+        );
+    }
     assert!(c.report.wall_s > 0.0, "report wall_s {}", c.report.wall_s);
 }
 

@@ -64,6 +64,7 @@ fn job_schema() -> Value {
         "outputs": {"type": "array", "items": {"type": "string"}}, "encode_fps": maybe("number"),
         "frames": maybe("integer"), "median_segment_overhead_s": maybe("number"),
         "priority": maybe("integer"), "hardware": maybe("string"), "psnr": maybe("number"),
+        "vmaf": {"type": "number", "nullable": true, "description": "mean VMAF of the (first) output against the source (vmaf_v0.6.1, or its 4K model above 1440 lines), when the job asked for quality (`psnr`); the report has it pooled per segment too"},
         "warnings": {"type": "array", "items": {"type": "string"}, "description": "what the job repaired or left out of the source (audio gaps filled, pictures that cannot be decoded, streams not carried); empty until the job is done"},
         "timings": {"type": "object", "properties": {"created_at": {"type": "integer"},
             "updated_at": {"type": "integer"}, "wall_s": maybe("number")}},

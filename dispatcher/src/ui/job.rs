@@ -84,6 +84,7 @@ fn summary(row: &JobRow) -> Markup {
             shown(&v["median_segment_overhead_s"]),
         ),
         ("PSNR (dB)", shown(&v["psnr"])),
+        ("VMAF (mean)", shown(&v["vmaf"])),
     ];
     let report = row.report.clone().unwrap_or_default();
     let warnings: Vec<String> = report["warnings"]

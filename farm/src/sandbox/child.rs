@@ -185,9 +185,13 @@ fn execute(op: &MediaOp, out: &mut dyn Write) -> Result<serde_json::Value, Media
             tessera_media::release_cuda_devices();
             to_json(serde_json::to_value(report?))
         }
-        MediaOp::Quality { output, source } => to_json(serde_json::to_value(
-            tessera_media::measure_quality(output, source)?,
-        )),
+        MediaOp::Quality {
+            output,
+            source,
+            segments,
+        } => to_json(serde_json::to_value(tessera_media::measure_quality(
+            output, source, segments,
+        )?)),
         MediaOp::Capabilities => to_json(serde_json::to_value(tessera_media::capabilities())),
         MediaOp::NvdecCheck { input, device } => to_json(serde_json::to_value(
             tessera_media::nvdec_decode_check(input, *device)?,

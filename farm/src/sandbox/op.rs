@@ -45,12 +45,16 @@ pub enum MediaOp {
     Audio(AudioRequest),
     /// Stitch the output.
     Stitch(StitchRequest),
-    /// Measure PSNR/SSIM.
+    /// Measure PSNR/SSIM and VMAF.
     Quality {
         /// The encoded output.
         output: PathBuf,
         /// The source.
         source: PathBuf,
+        /// The output's segments' frame counts, in order, for VMAF per segment (empty: the
+        /// whole output only).
+        #[serde(default)]
+        segments: Vec<u64>,
     },
     /// Cut one stream of a stitched rendition into a streaming package's media segments.
     Segment(tessera_model::segmented::SegmentRequest),

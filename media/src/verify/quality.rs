@@ -1,112 +1,52 @@
-//! Quality: PSNR and SSIM of an output against its source.
+//! Quality: PSNR, SSIM and VMAF of an output against its source.
 //!
 //! Why: a farm that splits and re-stitches must prove it did not damage the picture; the
 //! optional report lets users (and our tests) check it per job.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use ff::media::Type;
 use ffmpeg_next as ff;
 
-use crate::demux::{open_input, open_video_decoder, read_packet};
 use crate::MediaError;
 use tessera_model::stitch::QualityReport;
 
-struct FrameReader {
-    path: PathBuf,
-    ictx: ff::format::context::Input,
-    decoder: ff::decoder::Video,
-    index: usize,
-    eof: bool,
-    scaler: Option<ff::software::scaling::Context>,
-}
+use super::frames::{Fit, FrameReader};
+use super::vmaf::VmafRun;
 
-impl FrameReader {
-    fn open(path: &Path) -> Result<Self, MediaError> {
-        let ictx = open_input(path)?;
-        let stream = ictx
-            .streams()
-            .best(Type::Video)
-            .ok_or_else(|| MediaError::NoVideo {
-                path: path.display().to_string(),
-                found: "no video stream to compare".into(),
-            })?;
-        let index = stream.index();
-        let decoder = open_video_decoder(&stream, path, 1)?;
-        Ok(FrameReader {
-            path: path.to_path_buf(),
-            ictx,
-            decoder,
-            index,
-            eof: false,
-            scaler: None,
-        })
-    }
-
-    /// The next decoded frame as 8-bit yuv420p at `w`x`h`.
-    fn next(&mut self, w: u32, h: u32) -> Result<Option<ff::frame::Video>, MediaError> {
-        let mut frame = ff::frame::Video::empty();
-        loop {
-            if self.decoder.receive_frame(&mut frame).is_ok() {
-                let scaler = match &mut self.scaler {
-                    Some(s) => s,
-                    None => self.scaler.insert(
-                        ff::software::scaling::Context::get(
-                            frame.format(),
-                            frame.width(),
-                            frame.height(),
-                            ff::format::Pixel::YUV420P,
-                            w,
-                            h,
-                            ff::software::scaling::Flags::BICUBIC,
-                        )
-                        .map_err(|e| MediaError::decode(&self.path, e))?,
-                    ),
-                };
-                let mut out = ff::frame::Video::empty();
-                scaler
-                    .run(&frame, &mut out)
-                    .map_err(|e| MediaError::decode(&self.path, e))?;
-                return Ok(Some(out));
-            }
-            if self.eof {
-                return Ok(None);
-            }
-            match read_packet(&mut self.ictx, &self.path)? {
-                Some(p) if p.stream() == self.index => {
-                    let _ = self.decoder.send_packet(&p);
-                }
-                Some(_) => {}
-                None => {
-                    let _ = self.decoder.send_eof();
-                    self.eof = true;
-                }
-            }
-        }
-    }
-}
-
-/// Compares `output` with `source` frame by frame in presentation order, both brought to the
-/// output's size in 8-bit 4:2:0.
-pub fn measure_quality(output: &Path, source: &Path) -> Result<QualityReport, MediaError> {
+/// Compares `output` with `source` frame by frame in presentation order: PSNR and SSIM with
+/// both brought to the output's size in 8-bit 4:2:0, VMAF at the source's frame size
+/// (vmaf.rs), pooled whole and per segment of `segments` (frame counts in order; empty: the
+/// whole output only). Decoding and scoring use the machine's threads, as the gate does.
+pub fn measure_quality(
+    output: &Path,
+    source: &Path,
+    segments: &[u64],
+) -> Result<QualityReport, MediaError> {
     crate::init();
-    let mut out = FrameReader::open(output)?;
-    let mut src = FrameReader::open(source)?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut out = FrameReader::open(output, threads)?;
+    let mut src = FrameReader::open(source, threads)?;
     let (w, h) = (out.decoder.width(), out.decoder.height());
+    let (mut out_fit, mut src_fit) = (Fit::to(w, h), Fit::to(w, h));
+    let (sw, sh) = (src.decoder.width(), src.decoder.height());
+    let mut vmaf = VmafRun::new(sw, sh, threads as u32, output)?;
     let mut sse = [0f64; 3];
     let mut samples = [0f64; 3];
     let mut ssim_sum = 0.0;
     let mut frames = 0u64;
     let mut extra: i64 = 0;
     loop {
-        match (out.next(w, h)?, src.next(w, h)?) {
-            (Some(a), Some(b)) => {
+        match (out.next()?, src.next()?) {
+            (Some(o), Some(s)) => {
+                let a = out_fit.fit(&o, out.path())?;
+                let b = src_fit.fit(&s, src.path())?;
                 for p in 0..3 {
                     let (e, n) = plane_sse(&a, &b, p);
                     sse[p] += e;
                     samples[p] += n;
                 }
                 ssim_sum += ssim_plane(&a, &b);
+                vmaf.push((&o, out.path()), (&s, src.path()))?;
                 frames += 1;
             }
             (None, Some(_)) => extra += 1,
@@ -130,6 +70,7 @@ pub fn measure_quality(output: &Path, source: &Path) -> Result<QualityReport, Me
         psnr: psnr(sse.iter().sum(), samples.iter().sum()),
         psnr_y: psnr(sse[0], samples[0]),
         ssim: ssim_sum / frames as f64,
+        vmaf: Some(vmaf.finish(segments, output)?),
     })
 }
 
