@@ -11,7 +11,8 @@
 //! - `plan`: the planner: segment and package ranges from the packet index.
 //! - `encode`, `settings`, `hdr`: what to encode and the encoder settings derived from it.
 //! - `images`, `subtitles`, `audio`: stills, subtitle cues, the job's audio.
-//! - `stitch`: joining segments, the output checks and the quality report.
+//! - `stitch`: joining segments, the output checks and the quality report; `target`: the
+//!   rate-factor search of target-quality encoding.
 //! - `segmented`: a track cut into package segments.
 //! - `capabilities`: what an FFmpeg build and a card can do.
 //! - `package`: what a streaming package (HLS, DASH, CMAF) and its ladder are.
@@ -35,5 +36,6 @@ pub mod segmented;
 pub mod settings;
 pub mod stitch;
 pub mod subtitles;
+pub mod target;
 pub mod timestamps;
 pub mod wire;
