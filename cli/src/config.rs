@@ -78,6 +78,19 @@ pub struct TranscodeArgs {
     /// Average bitrate, e.g. 2500k or 4M (VBV max 1.5x, buffer 2x).
     #[arg(long, env = "TESSERA_BITRATE")]
     pub bitrate: Option<String>,
+    /// Target quality: each segment searches the CRF that reaches this mean VMAF (1-100),
+    /// starting from --crf or the codec's default.
+    #[arg(long, env = "TESSERA_TARGET_VMAF", conflicts_with = "bitrate")]
+    pub target_vmaf: Option<f64>,
+    /// The lowest CRF the target's search may take [default: 16 h264, 18 hevc, 20 av1].
+    #[arg(long, env = "TESSERA_MIN_CRF")]
+    pub min_crf: Option<f64>,
+    /// The highest CRF the target's search may take [default: 40 h264, 42 hevc, 55 av1].
+    #[arg(long, env = "TESSERA_MAX_CRF")]
+    pub max_crf: Option<f64>,
+    /// Peak bitrate cap, e.g. 6M (VBV max rate, buffer 2x), with a CRF or a target.
+    #[arg(long, env = "TESSERA_MAX_BITRATE")]
+    pub max_bitrate: Option<String>,
     /// Encoder preset (x264/x265 names; SVT-AV1 0-13 or an x264 name).
     #[arg(long, env = "TESSERA_PRESET")]
     pub preset: Option<String>,
@@ -138,6 +151,10 @@ pub struct FileTranscode {
     codec: Option<CodecArg>,
     crf: Option<f32>,
     bitrate: Option<String>,
+    target_vmaf: Option<f64>,
+    min_crf: Option<f64>,
+    max_crf: Option<f64>,
+    max_bitrate: Option<String>,
     preset: Option<String>,
     height: Option<u32>,
     hdr: Option<HdrArg>,
@@ -359,7 +376,7 @@ impl TranscodeConfig {
         let container = output_container(args.output.as_deref())?;
         let package = args.package.resolve(file.package_subtitles)?;
         let numbers = run_numbers(&args, &file)?;
-        let main = RenditionSpec {
+        let mut main = RenditionSpec {
             name: "main".into(),
             codec,
             rate,
@@ -371,7 +388,9 @@ impl TranscodeConfig {
                 .into(),
             maxrate: None,
             profile: None,
+            target: None,
         };
+        target::apply(&mut main, &args, &file)?;
         let extra_outputs = args
             .also
             .iter()
@@ -415,5 +434,6 @@ impl TranscodeConfig {
     }
 }
 
+mod target;
 #[cfg(test)]
 mod tests;

@@ -68,6 +68,7 @@ fn validate_output(
         hdr: out.hdr.unwrap_or_default(),
         maxrate: None,
         profile: None,
+        target: None,
     };
     // The range of the rate on every path (the NVENC one builds no x26x options).
     tessera_model::settings::check_rate(codec, rendition.rate).map_err(bad)?;

@@ -6,6 +6,9 @@
 //! software rendition the same way (rendition.rs), finish every rendition's file the same
 //! way (output.rs) and answer the same result.
 //!
+//! A rendition with a target quality searches its rate factor by rounds of such encodes
+//! (target.rs).
+//!
 //! Beside the segment encode: the still images made from its decoded frames (stills.rs,
 //! tone-mapped to SDR as the renditions are, tonemap.rs), the sprite sheets composed from
 //! them (sprite.rs), and FFmpeg-side encoder settings (settings.rs).
@@ -18,6 +21,7 @@ mod settings;
 pub(crate) mod sprite;
 pub(crate) mod stills;
 mod sw;
+mod target;
 mod tonemap;
 
 use crate::MediaError;
@@ -33,6 +37,17 @@ pub fn encode_segment(
 ) -> Result<EncodeResult, MediaError> {
     crate::init();
     check_request(req)?;
+    if req.outputs.iter().any(|o| o.spec.target.is_some()) {
+        return target::encode_targeted(req, progress, &encode_once);
+    }
+    encode_once(req, progress)
+}
+
+/// One encode of every rendition of `req` from one decode.
+fn encode_once(
+    req: &EncodeRequest,
+    progress: &mut dyn FnMut(u64),
+) -> Result<EncodeResult, MediaError> {
     match &req.hardware {
         Some(hw) => hw::encode_hw(req, hw, progress),
         None => sw::encode_sw(req, progress),

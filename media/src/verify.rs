@@ -9,7 +9,7 @@
 //! Beside it: the video decode in parts (parts.rs), and the PSNR/SSIM/VMAF report of an
 //! output against its source (quality.rs, frames.rs, vmaf.rs).
 
-mod frames;
+pub(crate) mod frames;
 mod parts;
 pub(crate) mod quality;
 pub(crate) mod vmaf;

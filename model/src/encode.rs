@@ -57,6 +57,41 @@ pub struct RenditionSpec {
     /// when absent. Players of a streaming package may support only some.
     #[serde(default)]
     pub profile: Option<String>,
+    /// Target quality: each segment searches the rate factor that reaches this VMAF, from
+    /// the CRF in `rate` (the first probe); `rate` must be a CRF.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetQuality>,
+}
+
+/// What a target-quality rendition aims at.
+///
+/// Why per rendition: each rung of a ladder is watched at its own size, so each searches at
+/// its own size and may have a target of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TargetQuality {
+    /// The mean VMAF each segment aims at (the window: 0.5 below to 1.0 above).
+    pub vmaf: f64,
+    /// The lowest rate factor a segment may take (the most bits); the codec's default when
+    /// absent (`settings::target_bounds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_rate_factor: Option<f64>,
+    /// The highest rate factor a segment may take (the fewest bits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rate_factor: Option<f64>,
+}
+
+/// How a target-quality segment found its rate factor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetResult {
+    /// The VMAF aimed at.
+    pub target: f64,
+    /// The rate factor kept.
+    pub rate_factor: f64,
+    /// The VMAF the kept encode scored against the segment's source frames (mean): what the
+    /// search predicts for the segment in the stitched output.
+    pub vmaf: f64,
+    /// Every probe, in the order they ran (the kept one among them).
+    pub probes: Vec<crate::target::Probe>,
 }
 
 /// The container of the final output.
@@ -225,6 +260,9 @@ pub struct RenditionResult {
     /// a GPU segment must be seen to have been encoded on NVENC (the smoke test checks it).
     #[serde(default)]
     pub encoder: String,
+    /// The target-quality search of this segment, when the rendition has a target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetResult>,
 }
 
 /// The result of encoding a segment.

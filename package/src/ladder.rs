@@ -83,6 +83,7 @@ pub fn renditions(spec: &PackageSpec, source: Source) -> Vec<RenditionSpec> {
                     hdr: Default::default(),
                     maxrate: r.maxrate,
                     profile: r.profile.clone(),
+                    target: None,
                 }
             })
             .collect(),
@@ -129,6 +130,7 @@ pub fn auto(source: Source) -> Vec<RenditionSpec> {
                 hdr: Default::default(),
                 maxrate: Some(rate * 3 / 2),
                 profile: Some("high".into()),
+                target: None,
             }
         })
         .collect()

@@ -153,6 +153,7 @@ mod tests {
                 bytes: 1,
                 starts_with_keyframe: key,
                 encoder: "libx264".into(),
+                target: None,
             }],
             media_seconds: 0.1,
             decode_errors: 0,

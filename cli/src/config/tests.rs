@@ -89,6 +89,7 @@ fn also_outputs_are_the_main_rendition_at_other_heights() {
         hdr: Default::default(),
         maxrate: None,
         profile: None,
+        target: None,
     };
     let (r, c, p) = extra_output("480=small.mkv", 0, &main).unwrap();
     assert_eq!(

@@ -100,6 +100,7 @@ impl RenditionFile {
             bytes: nut::file_size(&self.path),
             starts_with_keyframe: self.first_key.unwrap_or(false),
             encoder: self.encoder,
+            target: None,
         })
     }
 }

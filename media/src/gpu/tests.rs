@@ -60,6 +60,7 @@ fn request(codec: VideoCodec, hardware: Option<HardwareEncode>) -> EncodeRequest
                 hdr: Default::default(),
                 maxrate: None,
                 profile: None,
+                target: None,
             },
             path: PathBuf::from("/nonexistent/out.nut"),
         }],

@@ -13,17 +13,17 @@ use crate::demux::{open_input, open_video_decoder, read_packet};
 use crate::MediaError;
 
 /// The video frames of one file, decoded in presentation order.
-pub(super) struct FrameReader {
+pub(crate) struct FrameReader {
     path: PathBuf,
     ictx: ff::format::context::Input,
-    pub(super) decoder: ff::decoder::Video,
+    pub(crate) decoder: ff::decoder::Video,
     index: usize,
     eof: bool,
 }
 
 impl FrameReader {
     /// Opens the best video stream of `path`, decoding on up to `threads` threads.
-    pub(super) fn open(path: &Path, threads: usize) -> Result<Self, MediaError> {
+    pub(crate) fn open(path: &Path, threads: usize) -> Result<Self, MediaError> {
         let ictx = open_input(path)?;
         let stream = ictx
             .streams()
@@ -44,12 +44,12 @@ impl FrameReader {
     }
 
     /// The file, for errors.
-    pub(super) fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// The next decoded frame as the decoder gave it.
-    pub(super) fn next(&mut self) -> Result<Option<ff::frame::Video>, MediaError> {
+    pub(crate) fn next(&mut self) -> Result<Option<ff::frame::Video>, MediaError> {
         let mut frame = ff::frame::Video::empty();
         loop {
             if self.decoder.receive_frame(&mut frame).is_ok() {
@@ -74,7 +74,7 @@ impl FrameReader {
 
 /// Brings frames of one stream to one size in 8-bit yuv420p, bicubic (the scaler is made
 /// for the first frame's format and size, and again when they change).
-pub(super) struct Fit {
+pub(crate) struct Fit {
     width: u32,
     height: u32,
     scaler: Option<(ff::format::Pixel, u32, u32, ff::software::scaling::Context)>,
@@ -82,7 +82,7 @@ pub(super) struct Fit {
 
 impl Fit {
     /// Frames to `width`x`height`.
-    pub(super) fn to(width: u32, height: u32) -> Self {
+    pub(crate) fn to(width: u32, height: u32) -> Self {
         Fit {
             width,
             height,
@@ -91,7 +91,7 @@ impl Fit {
     }
 
     /// `frame` at this size and format; `path` names the file in errors.
-    pub(super) fn fit(
+    pub(crate) fn fit(
         &mut self,
         frame: &ff::frame::Video,
         path: &Path,

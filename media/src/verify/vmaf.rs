@@ -29,7 +29,7 @@ pub(crate) fn model_for(width: u32, height: u32) -> &'static CStr {
 }
 
 /// One output's VMAF, frame pair by frame pair.
-pub(super) struct VmafRun {
+pub(crate) struct VmafRun {
     scorer: Scorer,
     model: &'static CStr,
     width: u32,
@@ -40,7 +40,7 @@ pub(super) struct VmafRun {
 
 impl VmafRun {
     /// A run at the source's frame size `width`x`height` (made even: 4:2:0), on `threads`.
-    pub(super) fn new(
+    pub(crate) fn new(
         width: u32,
         height: u32,
         threads: u32,
@@ -60,7 +60,7 @@ impl VmafRun {
     }
 
     /// Scores the next pair: `out` (from `out_path`) against `src` (from `src_path`).
-    pub(super) fn push(
+    pub(crate) fn push(
         &mut self,
         (out, out_path): (&ff::frame::Video, &Path),
         (src, src_path): (&ff::frame::Video, &Path),
@@ -72,7 +72,7 @@ impl VmafRun {
 
     /// The report: the whole output, and each segment of `segments` (frame counts, in order;
     /// the frames past their sum, if any, in none).
-    pub(super) fn finish(self, segments: &[u64], output: &Path) -> Result<VmafReport, MediaError> {
+    pub(crate) fn finish(self, segments: &[u64], output: &Path) -> Result<VmafReport, MediaError> {
         let scores = self.scorer.finish().map_err(|e| vmaf_error(output, e))?;
         let pooled =
             VmafPooled::of(&scores).ok_or_else(|| vmaf_error(output, "no frames scored"))?;

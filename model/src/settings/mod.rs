@@ -4,6 +4,9 @@
 //! in one place from the rendition spec alone, and unit-tested without FFmpeg.
 
 pub mod hdr;
+mod target;
+
+pub use target::{check_target, target_bounds, target_search, MAX_PROBES};
 
 use crate::encode::{RateControl, RenditionSpec, VideoCodec};
 
@@ -134,6 +137,7 @@ pub fn encoder_options(
         resolve_preset(spec.codec, &spec.preset)?,
     )];
     check_rate(spec.codec, spec.rate)?;
+    check_target(spec)?;
     match spec.rate {
         RateControl::Crf(crf) => {
             let value = if spec.codec == VideoCodec::Av1 {
@@ -163,6 +167,11 @@ pub fn encoder_options(
     // A frame the caller marks I (a streaming package's segment boundary) becomes an IDR.
     if matches!(spec.codec, VideoCodec::H264 | VideoCodec::Hevc) {
         opts.push(("forced-idr".into(), "1".into()));
+    }
+    // A target's segments are encoded at different CRFs, and x264 would fit each one's
+    // picture parameter set (its initial QP) to its CRF: the stitch needs them equal.
+    if spec.codec == VideoCodec::H264 && spec.target.is_some() {
+        opts.push(("x264-params".into(), "stitchable=1".into()));
     }
     match spec.codec {
         VideoCodec::H264 => opts.push(("threads".into(), threads.to_string())),
@@ -213,6 +222,7 @@ pub(crate) fn spec(codec: VideoCodec, rate: RateControl, preset: &str) -> Rendit
         hdr: Default::default(),
         maxrate: None,
         profile: None,
+        target: None,
     }
 }
 

@@ -25,6 +25,7 @@ fn segment_task() -> SegmentTask {
         hdr: Default::default(),
         maxrate: None,
         profile: None,
+        target: None,
     };
     let image = StillImage {
         width: 320,

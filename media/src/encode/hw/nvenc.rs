@@ -229,6 +229,7 @@ mod tests {
             hdr: Default::default(),
             maxrate: None,
             profile: None,
+            target: None,
         }
     }
 

@@ -1,0 +1,122 @@
+//! Target quality per codec: the rate factors a segment's search may use, their grid, and how
+//! fast VMAF falls along them.
+//!
+//! Why here: codec knowledge lives in `settings`, beside the CRF ranges and presets it rests
+//! on; the search itself (`crate::target`) knows no codec.
+
+use crate::encode::{RateControl, RenditionSpec, TargetQuality, VideoCodec};
+use crate::target::Search;
+
+use super::max_crf;
+
+/// Probes a segment's search may run (the last one's file is kept if none landed).
+pub const MAX_PROBES: usize = 4;
+
+/// The default rate-factor bounds of a target-quality search: wide enough for a still slide
+/// and for grain, narrow enough that no segment is starved or flooded.
+pub fn target_bounds(codec: VideoCodec) -> (f64, f64) {
+    match codec {
+        VideoCodec::H264 => (16.0, 40.0),
+        VideoCodec::Hevc => (18.0, 42.0),
+        VideoCodec::Av1 => (20.0, 55.0),
+    }
+}
+
+/// The search of a rendition with a target: bounds (the target's or the codec's), the
+/// rate-factor grid (x264 and x265 take fractional CRFs, SVT-AV1 whole ones) and the typical
+/// VMAF lost per unit near common targets (measured on the bench's sources).
+pub fn target_search(spec: &RenditionSpec, target: &TargetQuality) -> Search {
+    let (lo, hi) = target_bounds(spec.codec);
+    let (step, slope) = match spec.codec {
+        VideoCodec::H264 | VideoCodec::Hevc => (0.5, 1.2),
+        VideoCodec::Av1 => (1.0, 0.6),
+    };
+    Search {
+        target: target.vmaf,
+        min_rate_factor: target.min_rate_factor.unwrap_or(lo),
+        max_rate_factor: target.max_rate_factor.unwrap_or(hi),
+        step,
+        slope,
+        max_probes: MAX_PROBES,
+    }
+}
+
+/// Checks a rendition's target: a VMAF in 1..=100, bounds in the codec's CRF range and in
+/// order, and a CRF rate (the first probe's).
+pub fn check_target(spec: &RenditionSpec) -> Result<(), String> {
+    let Some(t) = spec.target else {
+        return Ok(());
+    };
+    if !(1.0..=100.0).contains(&t.vmaf) {
+        return Err(format!("target VMAF {} is outside 1..=100", t.vmaf));
+    }
+    if !matches!(spec.rate, RateControl::Crf(_)) {
+        return Err("a target VMAF searches the CRF: give no bitrate with it".into());
+    }
+    let max = f64::from(max_crf(spec.codec));
+    let s = target_search(spec, &t);
+    for (name, v) in [("min", s.min_rate_factor), ("max", s.max_rate_factor)] {
+        if !(0.0..=max).contains(&v) {
+            return Err(format!("{name} rate factor {v} is outside 0..={max}"));
+        }
+    }
+    if s.min_rate_factor > s.max_rate_factor {
+        return Err(format!(
+            "min rate factor {} is above max rate factor {}",
+            s.min_rate_factor, s.max_rate_factor
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{check_target, target_search};
+    use crate::encode::{RateControl, TargetQuality, VideoCodec};
+    use crate::settings::{encoder_options, spec};
+
+    fn targeted(codec: VideoCodec, vmaf: f64) -> crate::encode::RenditionSpec {
+        crate::encode::RenditionSpec {
+            target: Some(TargetQuality {
+                vmaf,
+                min_rate_factor: None,
+                max_rate_factor: None,
+            }),
+            ..spec(codec, RateControl::Crf(23.0), "veryfast")
+        }
+    }
+
+    #[test]
+    fn targets_search_the_codecs_range_and_stitch() {
+        let h264 = targeted(VideoCodec::H264, 93.0);
+        let s = target_search(&h264, &h264.target.unwrap());
+        assert_eq!(
+            (s.min_rate_factor, s.max_rate_factor, s.step),
+            (16.0, 40.0, 0.5)
+        );
+        let o = encoder_options(&h264, 1).unwrap();
+        assert!(
+            o.contains(&("x264-params".into(), "stitchable=1".into())),
+            "{o:?}"
+        );
+        let plain = encoder_options(&spec(VideoCodec::H264, RateControl::Crf(23.0), "fast"), 1);
+        assert!(!plain.unwrap().iter().any(|(k, _)| k == "x264-params"));
+        let av1 = targeted(VideoCodec::Av1, 93.0);
+        assert_eq!(target_search(&av1, &av1.target.unwrap()).step, 1.0);
+    }
+
+    #[test]
+    fn bad_targets_are_named() {
+        let mut t = targeted(VideoCodec::H264, 0.5);
+        assert!(check_target(&t).unwrap_err().contains("target VMAF 0.5"));
+        t = targeted(VideoCodec::H264, 93.0);
+        t.rate = RateControl::Bitrate(1_000_000);
+        assert!(check_target(&t).unwrap_err().contains("bitrate"));
+        t = targeted(VideoCodec::H264, 93.0);
+        t.target.as_mut().unwrap().min_rate_factor = Some(45.0);
+        assert!(check_target(&t).unwrap_err().contains("min rate factor 45"));
+        t.target.as_mut().unwrap().min_rate_factor = Some(-1.0);
+        assert!(check_target(&t).unwrap_err().contains("outside 0..=51"));
+        assert!(check_target(&targeted(VideoCodec::Hevc, 95.0)).is_ok());
+    }
+}

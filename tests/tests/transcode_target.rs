@@ -1,0 +1,110 @@
+//! Target-quality encoding in the one-process farm (issue 46): a source whose segments differ
+//! in difficulty (a still test card, then moving detail under grain), encoded with
+//! `--target-vmaf`, must come out frame-exact with every segment's VMAF (measured on the
+//! stitched output) near the target, and more even across segments than one CRF gives.
+//! Bad target settings are refused naming the setting.
+
+use std::path::{Path, PathBuf};
+
+use tessera_tests::fixture::ffmpeg;
+use tessera_tests::job::Job;
+use tessera_tests::probe::frame_count;
+
+const TARGET: f64 = 90.0;
+const FRAMES: u64 = 200;
+
+/// 8 s at 25 fps, lossless: 4 s of a still card, 4 s of moving detail with grain.
+fn mixed_source(dir: &Path) -> PathBuf {
+    let src = dir.join("mixed.mkv");
+    let graph = "smptebars=size=640x360:rate=25:duration=4[a];\
+                 testsrc2=size=640x360:rate=25:duration=4,noise=alls=14:allf=t[b];\
+                 [a][b]concat=n=2:v=1:a=0,format=yuv420p[v]";
+    ffmpeg(&[
+        "-filter_complex",
+        graph,
+        "-map",
+        "[v]",
+        "-c:v",
+        "ffv1",
+        src.to_str().unwrap(),
+    ]);
+    assert_eq!(frame_count(&src), FRAMES);
+    src
+}
+
+/// The per-segment mean VMAF of a `--quality` report.
+fn segment_vmaf(job: &Job) -> Vec<f64> {
+    let report = job.report();
+    let quality = report.quality.expect("--quality reports quality");
+    let vmaf = quality.vmaf.expect("--quality reports VMAF");
+    assert_eq!(vmaf.pooled.frames, FRAMES);
+    vmaf.segments.iter().map(|s| s.mean).collect()
+}
+
+#[test]
+fn target_vmaf_evens_segments_out_near_the_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = mixed_source(dir.path());
+    let target = format!("{TARGET}");
+    let searched = Job::new(&src, "target.mp4");
+    searched.run_ok(2, &["--target-vmaf", &target, "--quality"]);
+    assert_eq!(frame_count(&searched.output), FRAMES, "frame-exact");
+    let fixed = Job::new(&src, "fixed.mp4");
+    fixed.run_ok(2, &["--crf", "23", "--quality"]);
+    let (ours, one_crf) = (segment_vmaf(&searched), segment_vmaf(&fixed));
+    eprintln!("segment VMAF, target {TARGET}: {ours:?}; CRF 23: {one_crf:?}");
+    assert_eq!(ours.len(), 4, "{ours:?}");
+    for (i, v) in ours.iter().enumerate() {
+        assert!(
+            *v >= TARGET - 2.0,
+            "segment {i}: VMAF {v:.2} more than 2 below {TARGET}"
+        );
+    }
+    let mean = ours.iter().sum::<f64>() / ours.len() as f64;
+    assert!(
+        (mean - TARGET).abs() <= 1.5,
+        "mean VMAF {mean:.2} far from {TARGET}"
+    );
+    let spread = |v: &[f64]| {
+        v.iter().copied().fold(f64::MIN, f64::max) - v.iter().copied().fold(f64::MAX, f64::min)
+    };
+    assert!(
+        spread(&ours) < spread(&one_crf),
+        "the search should even segments out: spread {:.2} against {:.2} at one CRF",
+        spread(&ours),
+        spread(&one_crf)
+    );
+}
+
+#[test]
+fn bad_target_settings_are_refused_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("tiny.mkv");
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=64x64:rate=25:duration=1",
+        "-c:v",
+        "ffv1",
+        src.to_str().unwrap(),
+    ]);
+    for (args, says) in [
+        (&["--target-vmaf", "140"][..], "target VMAF 140"),
+        (
+            &["--target-vmaf", "90", "--min-crf", "30", "--max-crf", "20"][..],
+            "min rate factor 30",
+        ),
+        (&["--min-crf", "20"][..], "give a target_vmaf"),
+        (
+            &["--target-vmaf", "90", "--max-crf", "70"][..],
+            "max rate factor 70",
+        ),
+    ] {
+        let job = Job::new(&src, "out.mp4");
+        let run = job.run(1, args);
+        assert!(!run.status.success(), "{args:?} accepted");
+        assert!(run.stderr.contains(says), "{args:?}: {}", run.stderr);
+        assert!(!job.output.exists(), "{args:?} wrote an output");
+    }
+}
