@@ -76,6 +76,29 @@ fn target_vmaf_evens_segments_out_near_the_target() {
     );
 }
 
+/// HEVC and AV1 search too, and their segments, encoded at different CRFs, still stitch
+/// (x265 and x264 headers are made independent of the CRF).
+#[test]
+fn hevc_and_av1_targets_stitch_and_reach_the_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = mixed_source(dir.path());
+    let target = format!("{TARGET}");
+    for codec in ["hevc", "av1"] {
+        let job = Job::new(&src, &format!("{codec}.mp4"));
+        job.run_ok(
+            2,
+            &["--codec", codec, "--target-vmaf", &target, "--quality"],
+        );
+        assert_eq!(frame_count(&job.output), FRAMES, "{codec}: frame-exact");
+        let segments = segment_vmaf(&job);
+        eprintln!("{codec}: segment VMAF {segments:?}");
+        assert!(
+            segments.iter().all(|v| *v >= TARGET - 2.0),
+            "{codec}: {segments:?}"
+        );
+    }
+}
+
 #[test]
 fn bad_target_settings_are_refused_naming_them() {
     let dir = tempfile::tempdir().unwrap();

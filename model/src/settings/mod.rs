@@ -168,9 +168,11 @@ pub fn encoder_options(
     if matches!(spec.codec, VideoCodec::H264 | VideoCodec::Hevc) {
         opts.push(("forced-idr".into(), "1".into()));
     }
-    // A target's segments are encoded at different CRFs, and x264 would fit each one's
-    // picture parameter set (its initial QP) to its CRF: the stitch needs them equal.
-    if spec.codec == VideoCodec::H264 && spec.target.is_some() {
+    // A target's segments are encoded at different CRFs, and the stitch needs their headers
+    // equal: x264 would fit each one's picture parameter set (its initial QP) to its CRF,
+    // x265 writes its settings (the CRF among them) in an SEI of its headers.
+    let targeted = spec.target.is_some();
+    if spec.codec == VideoCodec::H264 && targeted {
         opts.push(("x264-params".into(), "stitchable=1".into()));
     }
     match spec.codec {
@@ -178,8 +180,9 @@ pub fn encoder_options(
         VideoCodec::Hevc => opts.push((
             "x265-params".into(),
             format!(
-                "open-gop=0:log-level=error:pools={threads}:frame-threads={}",
-                threads.min(4)
+                "open-gop=0:log-level=error:pools={threads}:frame-threads={}{}",
+                threads.min(4),
+                if targeted { ":info=0" } else { "" }
             ),
         )),
         VideoCodec::Av1 => opts.push(("svtav1-params".into(), format!("lp={threads}"))),

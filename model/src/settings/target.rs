@@ -101,6 +101,10 @@ mod tests {
         );
         let plain = encoder_options(&spec(VideoCodec::H264, RateControl::Crf(23.0), "fast"), 1);
         assert!(!plain.unwrap().iter().any(|(k, _)| k == "x264-params"));
+        let hevc = encoder_options(&targeted(VideoCodec::Hevc, 93.0), 1).unwrap();
+        assert!(hevc
+            .iter()
+            .any(|(k, v)| k == "x265-params" && v.ends_with(":info=0")));
         let av1 = targeted(VideoCodec::Av1, 93.0);
         assert_eq!(target_search(&av1, &av1.target.unwrap()).step, 1.0);
     }
