@@ -6,6 +6,7 @@
 
 use tessera_farm::queue::{Consumer, Delivery};
 use tessera_farm::FarmError;
+use tessera_model::encode::TargetResult;
 use tessera_model::wire::{encode_message, SegmentOutcome, TaskEvent, TaskRef, WholeTask};
 
 use crate::audio_step::AudioTask;
@@ -29,6 +30,9 @@ pub(crate) struct Collected {
     /// What the stitches cost, when a whole-input task (whole.rs) already stitched and
     /// checked every output: the finish step then stitches nothing.
     pub stitched: Option<Stitched>,
+    /// Per segment, per rendition in output order: how a target-quality rendition found
+    /// its rate factor (empty for a segment with no target or one an earlier run collected).
+    pub targets: Vec<Vec<Option<TargetResult>>>,
 }
 
 /// Which segments are in, and what they reported so far.
@@ -50,6 +54,7 @@ impl Tally {
                 peak_segment_rss: 0,
                 decode_errors: 0,
                 stitched: None,
+                targets: vec![Vec::new(); total],
             },
         };
         for &(seg, frames) in reused {
@@ -160,6 +165,8 @@ pub(crate) async fn collect_whole(
                         etags,
                         keys,
                     }),
+                    // A whole input is one task: no segment searched on its own.
+                    targets: Vec::new(),
                 }))
             }
             SegmentOutcome::Failed {
@@ -196,6 +203,7 @@ async fn on_event(
             overhead_seconds,
             peak_rss_bytes,
             decode_errors,
+            targets,
             ..
         } => {
             // A redelivered segment may report twice; count it once.
@@ -212,6 +220,7 @@ async fn on_event(
                 c.overheads.push(overhead_seconds);
                 c.peak_segment_rss = c.peak_segment_rss.max(peak_rss_bytes);
                 c.decode_errors += decode_errors;
+                c.targets[i] = targets;
                 if let Some(gate) = &ctx.gate {
                     gate.release(&plan.req.id);
                 }

@@ -9,6 +9,8 @@ use crate::collect::Collected;
 use crate::finish::Finished;
 use crate::prepare::Prepared;
 use crate::request::{Destination, JobReport, OutputReport};
+use tessera_model::encode::TargetResult;
+use tessera_model::stitch::QualityReport;
 
 /// When the job's stages ran: the report's times.
 pub(crate) struct Clock {
@@ -33,15 +35,17 @@ impl JobReport {
         let wall_s = clock.started.elapsed().as_secs_f64();
         let mut overheads = collected.overheads.clone();
         overheads.sort_by(f64::total_cmp);
-        let mut outputs: Vec<OutputReport> = (req.outputs.iter())
+        let mut outputs: Vec<OutputReport> = (req.outputs.iter().enumerate())
             .zip(&finished.sizes)
             .zip(&finished.quality)
-            .filter(|((o, _), _)| o.destination != Destination::Rung)
-            .map(|((o, &bytes), quality)| OutputReport {
+            .filter(|(((_, o), _), _)| o.destination != Destination::Rung)
+            .map(|(((k, o), &bytes), quality)| OutputReport {
                 destination: o.destination.to_string(),
                 rendition: o.rendition.name.clone(),
                 bytes,
                 quality: quality.clone(),
+                target: searches(collected, k),
+                target_vmaf_error: search_error(&searches(collected, k), quality.as_ref()),
             })
             .collect();
         if let (Some(p), Some(bytes)) = (&req.package, finished.package_bytes) {
@@ -50,6 +54,8 @@ impl JobReport {
                 rendition: "package".into(),
                 bytes,
                 quality: None,
+                target: Vec::new(),
+                target_vmaf_error: None,
             });
         }
         let warnings = (plan.info.ignored.iter())
@@ -90,4 +96,24 @@ impl JobReport {
             video_s: plan.info.duration_seconds,
         }
     }
+}
+
+/// Output `k`'s target-quality search of every segment (empty when no segment searched).
+fn searches(collected: &Collected, k: usize) -> Vec<Option<TargetResult>> {
+    let per_segment: Vec<Option<TargetResult>> = (collected.targets.iter())
+        .map(|segment| segment.get(k).cloned().flatten())
+        .collect();
+    if per_segment.iter().all(Option::is_none) {
+        return Vec::new();
+    }
+    per_segment
+}
+
+/// The largest gap between a segment's searched VMAF and its VMAF in the stitched output
+/// (`None` without both).
+fn search_error(target: &[Option<TargetResult>], quality: Option<&QualityReport>) -> Option<f64> {
+    let measured = &quality?.vmaf.as_ref()?.segments;
+    (target.iter().zip(measured))
+        .filter_map(|(t, m)| Some((t.as_ref()?.vmaf - m.mean).abs()))
+        .reduce(f64::max)
 }

@@ -13,7 +13,7 @@ use tessera_farm::queue::Queue;
 use tessera_farm::sandbox::{Limits, Sandbox};
 use tessera_farm::store::Store;
 use tessera_farm::FarmError;
-use tessera_model::encode::{Container, RenditionSpec};
+use tessera_model::encode::{Container, RenditionSpec, TargetResult};
 use tessera_model::probe::{ProbeInfo, SegmentPlan};
 use tessera_model::stitch::QualityReport;
 use tessera_model::wire::Hardware;
@@ -319,6 +319,16 @@ pub struct OutputReport {
     pub bytes: u64,
     /// PSNR/SSIM against the source, when asked.
     pub quality: Option<QualityReport>,
+    /// With a target quality: each segment's search (the rate factor kept, the probes, the
+    /// VMAF predicted for it), in segment order; `None` for a segment with no account (one
+    /// an earlier run of the job collected). Empty without a target.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub target: Vec<Option<TargetResult>>,
+    /// With a target and a quality measurement: the largest gap between a segment's VMAF as
+    /// its search scored it and as measured in the stitched output. Why: the search keeps a
+    /// probe because of its score; this says how far that score can be trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_vmaf_error: Option<f64>,
 }
 
 /// A job's request resolved against its source by prepare, with the plan every later stage

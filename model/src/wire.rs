@@ -147,6 +147,11 @@ pub enum SegmentOutcome {
         /// The GPU card (its NVML index) that encoded the segment; `None`: software.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         card: Option<u32>,
+        /// Per rendition of a segment, in output order: how a target-quality rendition found
+        /// its rate factor (`None` for the others); empty without targets and from older
+        /// workers.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        targets: Vec<Option<crate::encode::TargetResult>>,
     },
     /// A stitch a worker has taken and is running. Why: a stitch may outlast the broker's
     /// consumer timeout (30 min by default; a 2-hour 60 fps output may take longer), so the

@@ -40,6 +40,44 @@ pub struct Report {
     /// What the user is told about an output delivered anyway.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// Each output delivered.
+    #[serde(default)]
+    pub outputs: Vec<OutputEntry>,
+}
+
+/// One delivered output of the report.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct OutputEntry {
+    /// Its size.
+    pub bytes: u64,
+    /// With a target quality: each segment's search, in segment order.
+    #[serde(default)]
+    pub target: Vec<Option<TargetEntry>>,
+    /// The largest gap between a segment's searched and measured VMAF.
+    #[serde(default)]
+    pub target_vmaf_error: Option<f64>,
+}
+
+/// One segment's target-quality search.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct TargetEntry {
+    /// The VMAF aimed at.
+    pub target: f64,
+    /// The rate factor kept.
+    pub rate_factor: f64,
+    /// The kept probe's VMAF.
+    pub vmaf: f64,
+    /// Every probe: rate factor and VMAF.
+    pub probes: Vec<ProbeEntry>,
+}
+
+/// One probe of a search.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
+pub struct ProbeEntry {
+    /// The rate factor probed.
+    pub rate_factor: f64,
+    /// Its VMAF.
+    pub vmaf: f64,
 }
 
 /// Quality figures in the report (with `--quality`).

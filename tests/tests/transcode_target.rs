@@ -74,6 +74,42 @@ fn target_vmaf_evens_segments_out_near_the_target() {
         spread(&ours),
         spread(&one_crf)
     );
+    // The report's account of each segment's search: the probes, the one kept, and how far
+    // the searched VMAF is from the one measured in the stitched output (the kept probe is
+    // the segment's encode, the same frames: only the motion feature of a segment's first
+    // frames differs, which sees the previous segment in the stitched output).
+    let report = searched.report();
+    let output = &report.outputs[0];
+    assert_eq!(output.target.len(), 4, "{output:?}");
+    for (i, t) in output.target.iter().enumerate() {
+        let t = t
+            .as_ref()
+            .unwrap_or_else(|| panic!("segment {i}: no search in {output:?}"));
+        assert_eq!(t.target, TARGET);
+        assert!((1..=4).contains(&t.probes.len()), "segment {i}: {t:?}");
+        assert!((16.0..=40.0).contains(&t.rate_factor), "segment {i}: {t:?}");
+        let kept = t.probes.iter().find(|p| p.rate_factor == t.rate_factor);
+        assert_eq!(kept.map(|p| p.vmaf), Some(t.vmaf), "segment {i}: {t:?}");
+        assert!(
+            (t.vmaf - ours[i]).abs() < 0.5,
+            "segment {i}: searched {} measured {}",
+            t.vmaf,
+            ours[i]
+        );
+    }
+    let error = output
+        .target_vmaf_error
+        .expect("the search's error is reported");
+    eprintln!("searched against measured VMAF: at most {error:.3} apart");
+    assert!(error < 0.5, "searched and measured VMAF differ by {error}");
+    // The still segments take more rate factor (fewer bits) than the grainy ones.
+    let rf: Vec<f64> = output
+        .target
+        .iter()
+        .flatten()
+        .map(|t| t.rate_factor)
+        .collect();
+    assert!(rf[0] > rf[2] && rf[1] > rf[3], "rate factors {rf:?}");
 }
 
 /// HEVC and AV1 search too, and their segments, encoded at different CRFs, still stitch

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use tessera_farm::sandbox::{ChildStats, MediaOp};
 use tessera_farm::FarmError;
-use tessera_model::encode::{EncodeRequest, EncodeResult, HardwareEncode, RenditionOutput};
+use tessera_model::encode::{
+    EncodeRequest, EncodeResult, HardwareEncode, RenditionOutput, TargetResult,
+};
 use tessera_model::wire::{SegmentCut, SegmentTask};
 
 use crate::segment::Done;
@@ -73,6 +75,7 @@ impl SegmentRunner {
             keys: Vec::new(),
             card,
             coding: Some(crate::segment::Coding::of(&result)),
+            targets: targets(&result),
         })
     }
 
@@ -215,4 +218,12 @@ impl SegmentRunner {
         }
         Ok(())
     }
+}
+
+/// Each rendition's target-quality search, in output order; empty when none has a target.
+fn targets(result: &EncodeResult) -> Vec<Option<TargetResult>> {
+    if result.renditions.iter().all(|r| r.target.is_none()) {
+        return Vec::new();
+    }
+    result.renditions.iter().map(|r| r.target.clone()).collect()
 }

@@ -8,6 +8,7 @@ use tessera_farm::queue::{Delivery, Queue};
 use tessera_farm::sandbox::{Sandbox, SlotPool, WarmPolicy};
 use tessera_farm::store::Store;
 use tessera_farm::FarmError;
+use tessera_model::encode::TargetResult;
 use tessera_model::error_code::{ErrorClass, ErrorCode};
 use tessera_model::wire::{
     decode_message, encode_message, newer_wire_version, SegmentOutcome, SegmentTask, TaskEvent,
@@ -99,6 +100,8 @@ pub(crate) struct Done {
     /// What decoded and encoded a segment (`None`: stitches and whole inputs), for its log
     /// line: the smoke test reads from it that NVDEC and NVENC did the work.
     pub(crate) coding: Option<Coding>,
+    /// Each rendition's target-quality search (segments with targets; empty otherwise).
+    pub(crate) targets: Vec<Option<TargetResult>>,
 }
 
 /// Which decoder and encoders a segment ran on, as its media child reported them.
@@ -248,6 +251,7 @@ impl SegmentRunner {
                         keys: done.keys,
                         attempt,
                         card: done.card,
+                        targets: done.targets,
                     },
                 );
                 // Ack only once the event is published: a lost event would stall the job.

@@ -139,6 +139,7 @@ impl SegmentRunner {
             keys: vec![Some(key)],
             card: None,
             coding: None,
+            targets: Vec::new(),
         })
     }
 

@@ -97,6 +97,7 @@ impl SegmentRunner {
             keys: stitched.keys,
             card: None,
             coding: None,
+            targets: Vec::new(),
         })
     }
 

@@ -198,6 +198,7 @@ fn done(frames: u64) -> SegmentOutcome {
         peak_rss_bytes: 0,
         decode_errors: 0,
         check_seconds: 0.0,
+        targets: Vec::new(),
         etags: Vec::new(),
         keys: Vec::new(),
         attempt: 1,
