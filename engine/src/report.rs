@@ -39,13 +39,16 @@ impl JobReport {
             .zip(&finished.sizes)
             .zip(&finished.quality)
             .filter(|(((_, o), _), _)| o.destination != Destination::Rung)
-            .map(|(((k, o), &bytes), quality)| OutputReport {
-                destination: o.destination.to_string(),
-                rendition: o.rendition.name.clone(),
-                bytes,
-                quality: quality.clone(),
-                target: searches(collected, k),
-                target_vmaf_error: search_error(&searches(collected, k), quality.as_ref()),
+            .map(|(((k, o), &bytes), quality)| {
+                let target = searches(collected, k);
+                OutputReport {
+                    destination: o.destination.to_string(),
+                    rendition: o.rendition.name.clone(),
+                    bytes,
+                    quality: quality.clone(),
+                    target_vmaf_error: search_error(&target, quality.as_ref()),
+                    target,
+                }
             })
             .collect();
         if let (Some(p), Some(bytes)) = (&req.package, finished.package_bytes) {
