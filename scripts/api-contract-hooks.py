@@ -2,7 +2,8 @@
 
 A job's outputs must have different destinations, at most one of them a package, and at
 most 8 encodes per segment in all (a file output is one, a package one per rung, "auto" 4);
-a rung's maxrate is not below its bitrate. The server answers 422 otherwise. JSON Schema
+a rung's maxrate is not below its bitrate, nor an output's max_bitrate below its bitrate; a
+target's min_crf is not above its max_crf. The server answers 422 otherwise. JSON Schema
 cannot compare two values of a body, so generated jobs that break these rules are dropped
 instead of sent.
 """
@@ -20,11 +21,15 @@ def filter_body(context, body):
     packages = [o["package"] for o in outputs if isinstance(o.get("package"), dict)]
     encodes = len(outputs) - len(packages) + sum(len(rungs(p)) or 4 for p in packages)
     capped = all(not below(r.get("maxrate"), r.get("bitrate")) for p in packages for r in rungs(p))
+    capped = capped and all(not below(o.get("max_bitrate"), o.get("bitrate")) for o in outputs)
+    targets = [o["target"] for o in outputs if isinstance(o.get("target"), dict)]
+    ordered = all(not below(t.get("max_crf"), t.get("min_crf")) for t in targets)
     return (
         len(destinations) == len(set(destinations))
         and len(packages) <= 1
         and encodes <= 8
         and capped
+        and ordered
     )
 
 
@@ -34,7 +39,8 @@ def rungs(package):
     return [r for r in ladder if isinstance(r, dict)] if isinstance(ladder, list) else []
 
 
-def below(maxrate, bitrate):
-    """Whether a rung's maxrate is below its bitrate (both given as numbers)."""
-    numbers = all(isinstance(v, (int, float)) for v in (maxrate, bitrate))
-    return numbers and maxrate < bitrate
+def below(high, low):
+    """Whether a cap is below what it caps (a maxrate below a bitrate, a max_crf below a
+    min_crf), both given as numbers."""
+    numbers = all(isinstance(v, (int, float)) for v in (high, low))
+    return numbers and high < low

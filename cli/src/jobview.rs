@@ -40,6 +40,32 @@ fn progress(job: &Value) -> String {
     )
 }
 
+/// One output's target search in a line: the VMAF aimed at, the range of rate factors its
+/// segments kept, and how far the searched VMAF fell from the measured one.
+fn target_line(t: &Value) -> Option<String> {
+    let segments: Vec<&Value> = t["segments"]
+        .as_array()?
+        .iter()
+        .filter(|s| !s.is_null())
+        .collect();
+    let aim = segments.first()?["target"].as_f64()?;
+    let rf: Vec<f64> = segments
+        .iter()
+        .filter_map(|s| s["rate_factor"].as_f64())
+        .collect();
+    let (lo, hi) = rf
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(l, h), &r| (l.min(r), h.max(r)));
+    let mut line = format!(
+        "VMAF {aim}: rate factor {lo}-{hi} over {} segments",
+        segments.len()
+    );
+    if let Some(e) = t["vmaf_error"].as_f64() {
+        line.push_str(&format!(", searched within {e:.2} of measured"));
+    }
+    Some(line)
+}
+
 /// One job as `name: value` lines (what `tessera status` prints).
 pub fn describe(job: &Value) -> String {
     let mut lines = vec![
@@ -57,6 +83,9 @@ pub fn describe(job: &Value) -> String {
     }
     if let Some(vmaf) = job["vmaf"].as_f64() {
         lines.push(("vmaf", format!("{vmaf:.2}")));
+    }
+    for t in job["targets"].as_array().into_iter().flatten() {
+        lines.extend(target_line(t).map(|l| ("target", l)));
     }
     for (name, field) in [("created", "created_at"), ("updated", "updated_at")] {
         if let Some(t) = job["timings"][field].as_i64() {
@@ -183,6 +212,14 @@ mod tests {
         );
         assert!(text.contains("updated:  1970-01-01 00:01:00 UTC"), "{text}");
         assert!(is_final(&job) && output_of(&job).is_none());
+        let searched = json!({"id": "j2", "state": "done", "targets": [{"destination": "s3://o/a.mp4",
+            "vmaf_error": 0.085, "segments": [{"target": 90.0, "rate_factor": 31.5, "vmaf": 90.4},
+            null, {"target": 90.0, "rate_factor": 22.0, "vmaf": 89.9}]}]});
+        let text = describe(&searched);
+        assert!(
+            text.contains("target:   VMAF 90: rate factor 22-31.5 over 2 segments, searched within 0.09 of measured\n"),
+            "{text}"
+        );
         let rows = table(&[job]);
         assert!(
             rows.starts_with("ID ") && rows.lines().count() == 2,

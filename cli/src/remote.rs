@@ -12,63 +12,14 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::ValueEnum;
 use serde_json::{json, Value};
-use tessera_model::api::{ApiJob, ApiOutput};
-use tessera_model::encode::VideoCodec;
-use tessera_model::wire::Hardware;
 use tokio_util::sync::CancellationToken;
+
+mod body;
+pub use body::{default_output, job_body, stem, SubmitArgs};
 
 use crate::args::{parse_bitrate, CodecArg};
 use crate::client::{put_file, Client, ClientConfig, ServerArgs};
 use crate::jobview::{describe, is_final, output_of, table, JobDisplay};
-
-/// `tessera submit` flags.
-#[derive(Debug, Clone, clap::Args)]
-pub struct SubmitArgs {
-    /// The input: `s3://bucket/key`, or a local file (uploaded first, to the upload bucket).
-    pub input: String,
-    /// The output `s3://bucket/key` (.mp4 or .mkv) [default:
-    /// `s3://<input bucket>/outputs/<input file stem>-<codec>.mp4`, where a local file's
-    /// input bucket is the upload bucket].
-    #[arg(short, long)]
-    pub output: Option<String>,
-    /// Video codec [default: h264].
-    #[arg(long)]
-    pub codec: Option<CodecArg>,
-    /// Constant quality (default per codec: 23 h264, 28 hevc, 35 av1).
-    #[arg(long, conflicts_with = "bitrate")]
-    pub crf: Option<f32>,
-    /// Average bitrate, e.g. 2500k or 4M.
-    #[arg(long)]
-    pub bitrate: Option<String>,
-    /// Encoder preset (x264/x265 names; SVT-AV1 0-13 or an x264 name).
-    #[arg(long)]
-    pub preset: Option<String>,
-    /// Output height, keeping the aspect ratio.
-    #[arg(long)]
-    pub height: Option<u32>,
-    /// HDR sources: auto, keep or tonemap (the server's default when unset).
-    #[arg(long)]
-    pub hdr: Option<crate::args::HdrArg>,
-    /// Target segment length in seconds [default: the dispatcher's].
-    #[arg(long)]
-    pub segment_seconds: Option<f64>,
-    /// Measure PSNR/SSIM and VMAF of the output against the input.
-    #[arg(long)]
-    pub psnr: bool,
-    /// Mix every audio track of more than two channels down to stereo (5.1 stays 5.1
-    /// without it).
-    #[arg(long)]
-    pub stereo_downmix: bool,
-    /// Follow the job until it ends; exit 0 when done, 1 when failed or cancelled.
-    #[arg(long)]
-    pub wait: bool,
-    /// Makes a retried submit return the first job instead of starting a second one.
-    #[arg(long)]
-    pub idempotency_key: Option<String>,
-    /// The server.
-    #[command(flatten)]
-    pub server: ServerArgs,
-}
 
 /// Arguments of `tessera status` and `tessera cancel`.
 #[derive(Debug, Clone, clap::Args)]
@@ -140,71 +91,6 @@ pub fn check_id(id: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The last segment of `name` without its extension, reduced to `[A-Za-z0-9._-]`.
-pub fn stem(name: &str) -> String {
-    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
-    let stem = match base.rsplit_once('.') {
-        Some((s, _)) if !s.is_empty() => s,
-        _ => base,
-    };
-    let safe = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
-    let clean: String = stem
-        .chars()
-        .map(|c| if safe(c) { c } else { '_' })
-        .collect();
-    match clean.trim_start_matches('.') {
-        "" => "output".to_string(),
-        s => s.chars().take(100).collect(),
-    }
-}
-
-/// The default output: `s3://<bucket of input_uri>/outputs/<stem of name>-<codec>.mp4`.
-pub fn default_output(input_uri: &str, name: &str, codec: CodecArg) -> anyhow::Result<String> {
-    let bucket = input_uri
-        .strip_prefix("s3://")
-        .and_then(|r| r.split_once('/'))
-        .map(|(b, _)| b)
-        .filter(|b| !b.is_empty())
-        .with_context(|| format!("input '{input_uri}' is not s3://bucket/key"))?;
-    let codec = codec_name(codec);
-    Ok(format!("s3://{bucket}/outputs/{}-{codec}.mp4", stem(name)))
-}
-
-/// The codec's name in the API and in default output names.
-fn codec_name(codec: CodecArg) -> &'static str {
-    match codec {
-        CodecArg::H264 => "h264",
-        CodecArg::Hevc => "hevc",
-        CodecArg::Av1 => "av1",
-    }
-}
-
-/// The job JSON of `POST /v1/jobs` for these flags: an [`ApiJob`] with only what the flags
-/// set (the server's defaults apply to the rest).
-pub fn job_body(args: &SubmitArgs, input: &str, output: &str) -> anyhow::Result<Value> {
-    let job = ApiJob {
-        input: input.to_string(),
-        outputs: vec![ApiOutput {
-            codec: args.codec.map(VideoCodec::from),
-            crf: args.crf,
-            bitrate: args.bitrate.as_deref().map(parse_bitrate).transpose()?,
-            preset: args.preset.clone(),
-            height: args.height,
-            hdr: args.hdr.map(Into::into),
-            container: None,
-            package: None,
-            destination: output.to_string(),
-        }],
-        segment_seconds: args.segment_seconds,
-        priority: None,
-        callback_url: None,
-        psnr: args.psnr,
-        stereo_downmix: args.stereo_downmix,
-        hardware: Hardware::default(),
-    };
-    Ok(serde_json::to_value(job)?)
-}
-
 /// Asks the API for an upload URL for `path` and streams the file there; the input's URI.
 fn upload(client: &Client, path: &Path) -> anyhow::Result<String> {
     let filename = path
@@ -245,7 +131,7 @@ pub fn submit(
             Err(e) => bail!("{}: cannot read: {e}", path.display()),
         }
     }
-    if let Some(b) = &args.bitrate {
+    for b in [&args.bitrate, &args.max_bitrate].into_iter().flatten() {
         parse_bitrate(b)?;
     }
     if let Some(o) = &args.output {
@@ -379,34 +265,6 @@ pub fn cancel(args: JobArgs, config: Option<&Path>) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use clap::Parser;
-
-    fn submit_args(extra: &[&str]) -> SubmitArgs {
-        let mut v = vec!["tessera", "submit"];
-        v.extend_from_slice(extra);
-        match crate::Cli::try_parse_from(v).unwrap().command {
-            crate::config::Command::Submit(a) => a,
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn default_output_and_body() {
-        let a = submit_args(&["clips/My Talk.v2.mov", "--codec", "hevc", "--bitrate", "2M"]);
-        let out = default_output(
-            "s3://in/uploads/0f/My_Talk.v2.mov",
-            &a.input,
-            CodecArg::Hevc,
-        );
-        assert_eq!(out.unwrap(), "s3://in/outputs/My_Talk.v2-hevc.mp4");
-        let body = job_body(&a, "s3://in/k.mov", "s3://out/o.mp4").unwrap();
-        assert_eq!(body["outputs"][0]["codec"], "hevc");
-        assert_eq!(body["outputs"][0]["bitrate"], 2_000_000);
-        assert_eq!(body["outputs"][0]["destination"], "s3://out/o.mp4");
-        assert!(body.get("segment_seconds").is_none());
-        assert!(default_output("s3://", "x", CodecArg::H264).is_err());
-        assert_eq!(stem("s3://b/dir/.mp4"), "mp4");
-        assert_eq!(stem("..."), "output");
-    }
 
     #[test]
     fn flags_are_checked() {

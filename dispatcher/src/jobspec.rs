@@ -51,6 +51,9 @@ fn validate_output(
     let codec = out.codec.unwrap_or(VideoCodec::H264);
     let rate = match (out.crf, out.bitrate) {
         (Some(_), Some(_)) => return Err(bad("give crf or bitrate, not both")),
+        (_, Some(_)) if out.target.is_some() => {
+            return Err(bad("a target searches the CRF: give no bitrate with it"))
+        }
         (Some(c), None) => RateControl::Crf(c),
         (None, Some(b)) => RateControl::Bitrate(b),
         (None, None) => RateControl::Crf(default_crf(codec)),
@@ -66,10 +69,20 @@ fn validate_output(
         preset,
         height: out.height,
         hdr: out.hdr.unwrap_or_default(),
-        maxrate: None,
+        maxrate: out.max_bitrate,
         profile: None,
-        target: None,
+        target: out.target.map(Into::into),
     };
+    if let Some(cap) = out.max_bitrate {
+        tessera_model::settings::check_maxrate(cap)
+            .map_err(|e| bad(format!("max_bitrate: {e}")))?;
+    }
+    if let (Some(cap), RateControl::Bitrate(b)) = (out.max_bitrate, rate) {
+        if cap < b {
+            return Err(bad(format!("max_bitrate {cap} is below bitrate {b}")));
+        }
+    }
+    tessera_model::settings::check_target(&rendition).map_err(|e| bad(format!("target: {e}")))?;
     // The range of the rate on every path (the NVENC one builds no x26x options).
     tessera_model::settings::check_rate(codec, rendition.rate).map_err(bad)?;
     if hardware == Hardware::Gpu {
@@ -201,6 +214,8 @@ fn validate_package(out: &ApiOutput, buckets: &[String]) -> Result<PlannedPackag
         ("height", out.height.is_some()),
         ("hdr", out.hdr.is_some()),
         ("container", out.container.is_some()),
+        ("target", out.target.is_some()),
+        ("max_bitrate", out.max_bitrate.is_some()),
     ];
     if let Some((name, _)) = stray.iter().find(|(_, set)| *set) {
         return Err(bad(format!(
@@ -322,5 +337,65 @@ mod tests {
             serde_json::json!({"input": "s3://input/a.mp4", "outputs": [{"destination": "s3://output/b.avi"}]}),
         );
         assert!(validate(&avi, &buckets, 10.0, &NVENC).is_err());
+    }
+
+    #[test]
+    fn targets_and_caps_are_checked() {
+        let buckets = vec!["input".to_string(), "output".to_string()];
+        let with = |extra: serde_json::Value| {
+            let mut out = serde_json::json!({"destination": "s3://output/b.mp4"});
+            out.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            let j = job(serde_json::json!({"input": "s3://input/a.mp4", "outputs": [out]}));
+            validate(&j, &buckets, 10.0, &NVENC).map(|p| p.outputs[0].rendition.clone())
+        };
+        let r = with(
+            serde_json::json!({"target": {"vmaf": 93, "max_crf": 30}, "max_bitrate": 6000000}),
+        )
+        .unwrap();
+        let t = r.target.unwrap();
+        assert_eq!(
+            (t.vmaf, t.min_rate_factor, t.max_rate_factor),
+            (93.0, None, Some(30.0))
+        );
+        assert_eq!(r.maxrate, Some(6_000_000));
+        let refused = [
+            (
+                serde_json::json!({"target": {"vmaf": 93}, "bitrate": 2000000}),
+                "no bitrate",
+            ),
+            (
+                serde_json::json!({"target": {"vmaf": 100.5}}),
+                "target VMAF 100.5",
+            ),
+            (
+                serde_json::json!({"target": {"vmaf": 90, "min_crf": 30, "max_crf": 20}}),
+                "min rate factor 30",
+            ),
+            (
+                serde_json::json!({"target": {"vmaf": 90, "max_crf": 52}}),
+                "outside 0..=51",
+            ),
+            (
+                serde_json::json!({"bitrate": 3000000, "max_bitrate": 2000000}),
+                "below bitrate",
+            ),
+        ];
+        for (extra, why) in refused {
+            let err = with(extra.clone()).unwrap_err();
+            assert!(err.1.contains(why), "{extra}: {err:?}");
+        }
+        // A target with a package is given per rung.
+        let pkg = job(
+            serde_json::json!({"input": "s3://input/a.mp4", "outputs": [{
+            "destination": "s3://output/p/", "target": {"vmaf": 90},
+            "package": {"format": "hls"}}]}),
+        );
+        let err = validate(&pkg, &buckets, 10.0, &NVENC).unwrap_err();
+        assert!(
+            err.1.contains("target does not apply to a package"),
+            "{err:?}"
+        );
     }
 }

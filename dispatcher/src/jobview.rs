@@ -34,10 +34,28 @@ pub fn view(row: &JobRow) -> serde_json::Value {
         "median_segment_overhead_s": report.get("median_segment_overhead_s"),
         "psnr": report.get("quality").and_then(|q| q.get("psnr")),
         "vmaf": report.pointer("/quality/vmaf/pooled/mean"),
+        "targets": targets(&report),
         "warnings": report.get("warnings").cloned().unwrap_or_else(|| json!([])),
         "timings": {"created_at": row.created_at, "updated_at": row.updated_at, "wall_s": report.get("wall_s")},
         "error": row.error_code.as_ref().map(|c| json!({"code": c, "message": row.error_message})),
     })
+}
+
+/// The target-quality account of each output that searched: its destination, per segment
+/// the search (rate factor kept, its VMAF, the probes), and the largest gap between a
+/// segment's searched VMAF and the one measured after the stitch (when quality was asked).
+fn targets(report: &serde_json::Value) -> serde_json::Value {
+    let list = report.get("outputs").and_then(|o| o.as_array());
+    let searched = list.into_iter().flatten().filter(|o| {
+        (o.get("target").and_then(|t| t.as_array())).is_some_and(|t| t.iter().any(|s| !s.is_null()))
+    });
+    searched
+        .map(|o| {
+            json!({"destination": o.get("destination"), "segments": o.get("target"),
+                "vmaf_error": o.get("target_vmaf_error")})
+        })
+        .collect::<Vec<_>>()
+        .into()
 }
 
 /// The output URIs of a job: what was delivered when done, else what was asked for.

@@ -25,6 +25,14 @@ pub struct ApiOutput {
     /// Bits per second.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bitrate: Option<u64>,
+    /// Target quality: each segment searches its own CRF for this VMAF (no `bitrate` with it;
+    /// a `crf` given with it is the first probe).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<ApiTarget>,
+    /// A peak-rate (VBV) cap in bits per second, with a CRF or a target: what a streaming
+    /// rung's viewers' links can carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bitrate: Option<u64>,
     /// Encoder preset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub preset: Option<String>,
@@ -44,6 +52,34 @@ pub struct ApiOutput {
     pub package: Option<crate::package::PackageSpec>,
     /// `s3://bucket/key` of the output (`s3://bucket/prefix/` for a package).
     pub destination: String,
+}
+
+/// An output's target quality in the API: the VMAF each segment aims at and the bounds of
+/// its CRF search.
+///
+/// Why its own type: the API names the bounds as the CRF a user knows (`min_crf`,
+/// `max_crf`), where the encode spec says rate factor (CRF or NVENC's cq).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiTarget {
+    /// The VMAF (1 to 100) each segment's search aims at.
+    pub vmaf: f64,
+    /// The lowest CRF a segment may take (the most bits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_crf: Option<f64>,
+    /// The highest CRF a segment may take (the fewest bits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_crf: Option<f64>,
+}
+
+impl From<ApiTarget> for crate::encode::TargetQuality {
+    fn from(t: ApiTarget) -> Self {
+        Self {
+            vmaf: t.vmaf,
+            min_rate_factor: t.min_crf,
+            max_rate_factor: t.max_crf,
+        }
+    }
 }
 
 /// The body of `POST /v1/jobs`.

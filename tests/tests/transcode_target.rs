@@ -2,10 +2,14 @@
 //! in difficulty (a still test card, then moving detail under grain), encoded with
 //! `--target-vmaf`, must come out frame-exact with every segment's VMAF (measured on the
 //! stitched output) near the target, and more even across segments than one CRF gives.
-//! Bad target settings are refused naming the setting.
+//! Bad target settings are refused naming the setting. The distributed farm searches the
+//! same way on its workers and says so in the job's view.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
+use serde_json::json;
+use tessera_tests::farm::Farm;
 use tessera_tests::fixture::ffmpeg;
 use tessera_tests::job::Job;
 use tessera_tests::probe::frame_count;
@@ -166,4 +170,43 @@ fn bad_target_settings_are_refused_naming_them() {
         assert!(run.stderr.contains(says), "{args:?}: {}", run.stderr);
         assert!(!job.output.exists(), "{args:?} wrote an output");
     }
+}
+
+/// The distributed farm: a job submitted with a target through the API searches on the
+/// workers, comes out frame-exact, and its view carries each segment's search and the
+/// stitched output's VMAF.
+#[test]
+fn the_farm_searches_on_its_workers_and_shows_each_segments_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = mixed_source(dir.path());
+    let farm = Farm::start_with("target", 2, &[]);
+    farm.upload(&src, "input", "mixed.mkv");
+    let id = farm.submit(
+        "s3://input/mixed.mkv",
+        "s3://output/mixed.mp4",
+        json!({"target": {"vmaf": TARGET}, "preset": "veryfast", "max_bitrate": 20_000_000}),
+        json!({"segment_seconds": 2, "psnr": true}),
+    );
+    let job = farm.wait_job(&id, Duration::from_secs(600));
+    assert_eq!(job["state"], "done", "{job}");
+    farm.assert_frame_exact(&src, "mixed.mp4");
+    let searched = &job["targets"][0];
+    assert_eq!(searched["destination"], "s3://output/mixed.mp4", "{job}");
+    let segments = searched["segments"].as_array().expect("segments");
+    assert_eq!(segments.len(), 4, "{job}");
+    for (i, s) in segments.iter().enumerate() {
+        let rf = s["rate_factor"].as_f64().unwrap_or(-1.0);
+        assert!((16.0..=40.0).contains(&rf), "segment {i}: {s}");
+        let probes = s["probes"].as_array().map_or(0, Vec::len);
+        assert!((1..=4).contains(&probes), "segment {i}: {s}");
+        let vmaf = s["vmaf"].as_f64().unwrap_or(0.0);
+        assert!(vmaf >= TARGET - 2.0, "segment {i}: {s}");
+    }
+    let error = searched["vmaf_error"].as_f64().expect("vmaf_error");
+    assert!(error < 0.5, "searched and measured VMAF differ by {error}");
+    let mean = job["vmaf"].as_f64().expect("the view's VMAF");
+    assert!(
+        (mean - TARGET).abs() <= 1.5,
+        "mean VMAF {mean} far from {TARGET}"
+    );
 }

@@ -65,12 +65,25 @@ fn job_schema() -> Value {
         "frames": maybe("integer"), "median_segment_overhead_s": maybe("number"),
         "priority": maybe("integer"), "hardware": maybe("string"), "psnr": maybe("number"),
         "vmaf": {"type": "number", "nullable": true, "description": "mean VMAF of the (first) output against the source (vmaf_v0.6.1, or its 4K model above 1440 lines), when the job asked for quality (`psnr`); the report has it pooled per segment too"},
+        "targets": targets_schema(),
         "warnings": {"type": "array", "items": {"type": "string"}, "description": "what the job repaired or left out of the source (audio gaps filled, pictures that cannot be decoded, streams not carried); empty until the job is done"},
         "timings": {"type": "object", "properties": {"created_at": {"type": "integer"},
             "updated_at": {"type": "integer"}, "wall_s": maybe("number")}},
         "error": {"type": "object", "nullable": true, "required": ["code"], "properties": {
             "code": {"type": "string", "description": "stable error code (see docs/api.md)"},
             "message": maybe("string")}}}})
+}
+
+/// The view's `targets`: each searched output's account, segment by segment.
+fn targets_schema() -> Value {
+    let maybe = |t: &str| json!({"type": t, "nullable": true});
+    json!({"type": "array", "description": "each output with a target quality, once done: per segment the rate factor (CRF, or NVENC cq) its search kept, the VMAF the search measured, and the probes it ran; vmaf_error is the largest gap between a segment's searched VMAF and its VMAF in the stitched output (when the job asked for quality)",
+            "items": {"type": "object", "properties": {"destination": {"type": "string"},
+                "vmaf_error": maybe("number"),
+                "segments": {"type": "array", "items": {"type": "object", "nullable": true, "properties": {
+                    "target": {"type": "number"}, "rate_factor": {"type": "number"}, "vmaf": {"type": "number"},
+                    "probes": {"type": "array", "items": {"type": "object", "properties": {
+                        "rate_factor": {"type": "number"}, "vmaf": {"type": "number"}}}}}}}}}})
 }
 
 /// The answer of `POST /v1/uploads`.

@@ -170,7 +170,8 @@ fn output_schema(
     if let Some(&first) = x26x.first() {
         let mut branch = json!({"properties": {
             "codec": {"enum": x26x.iter().map(|&c| codec_name(c)).collect::<Vec<_>>()},
-            "crf": {"maximum": max_crf(first)}, "preset": preset(first)}});
+            "crf": {"maximum": max_crf(first)}, "preset": preset(first),
+            "target": target_crf_maximum(max_crf(first))}});
         if !x26x.contains(&VideoCodec::H264) {
             branch["required"] = json!(["codec"]);
         }
@@ -179,7 +180,8 @@ fn output_schema(
     if codecs.contains(&VideoCodec::Av1) {
         branches.push(
             json!({"required": ["codec"], "properties": {"codec": {"enum": ["av1"]},
-            "crf": {"maximum": max_crf(VideoCodec::Av1)}, "preset": preset(VideoCodec::Av1)}}),
+            "crf": {"maximum": max_crf(VideoCodec::Av1)}, "preset": preset(VideoCodec::Av1),
+            "target": target_crf_maximum(max_crf(VideoCodec::Av1))}}),
         );
     }
     let extension = r"[^/]\.(?:[mM][pP]4|[mM]4[vV]|[mM][oO][vV]|[mM][kK][vV])$";
@@ -188,6 +190,8 @@ fn output_schema(
             "codec": {"type": "string", "enum": names, "default": "h264"},
             "crf": {"type": "number", "minimum": 0, "maximum": top_crf, "description": "0-51 for h264/hevc, 0-63 for av1"},
             "bitrate": {"type": "integer", "minimum": MIN_BITRATE, "maximum": MAX_BITRATE, "description": "bits per second; give crf or bitrate, not both"},
+            "target": target_schema(top_crf),
+            "max_bitrate": {"type": "integer", "minimum": MIN_BITRATE, "maximum": MAX_BITRATE, "description": "a peak-rate (VBV) cap in bits per second, with a crf or a target; not below bitrate"},
             "preset": {"type": "string", "maxLength": 16, "description": "x264/x265 names (ultrafast..placebo), SVT-AV1 0-13; with hardware gpu NVENC p1-p7 (or an x264 name)"},
             "height": {"type": "integer", "minimum": 2, "maximum": 16384},
             "hdr": {"type": "string", "enum": ["auto", "keep", "tonemap"]},
@@ -195,8 +199,38 @@ fn output_schema(
             "destination": destination_uri(buckets, watched)},
         "not": {"required": ["crf", "bitrate"]},
         "allOf": [
+            {"not": {"required": ["target", "bitrate"]}},
             {"anyOf": [{"required": ["container"]}, {"properties": {"destination": {"pattern": extension}}}]},
             {"anyOf": branches}]})
+}
+
+/// An output's `target`: the VMAF each segment's search aims at and the bounds of its CRF
+/// (`top_crf`, the highest any of the output's codecs takes).
+fn target_schema(top_crf: f32) -> Value {
+    let defaults = |pick: fn((f64, f64)) -> f64| {
+        let of = |c| pick(tessera_model::settings::target_bounds(c));
+        format!(
+            "[default {} h264, {} hevc, {} av1]",
+            of(VideoCodec::H264),
+            of(VideoCodec::Hevc),
+            of(VideoCodec::Av1)
+        )
+    };
+    json!({"type": "object", "required": ["vmaf"], "additionalProperties": false,
+        "description": "target quality: each segment searches its own CRF for this mean VMAF \
+            (a crf given too is the first probe; no bitrate). A bound given alone moves the \
+            other default aside; min_crf must not be above max_crf.",
+        "properties": {
+            "vmaf": {"type": "number", "minimum": 1, "maximum": 100},
+            "min_crf": {"type": "number", "minimum": 0, "maximum": top_crf,
+                "description": format!("the most bits a segment may take {}", defaults(|b| b.0))},
+            "max_crf": {"type": "number", "minimum": 0, "maximum": top_crf,
+                "description": format!("the fewest bits a segment may take {}", defaults(|b| b.1))}}})
+}
+
+/// A codec branch's bounds of `target`'s CRFs.
+fn target_crf_maximum(max: f32) -> Value {
+    json!({"properties": {"min_crf": {"maximum": max}, "max_crf": {"maximum": max}}})
 }
 
 /// A `callback_url` this farm calls, in the grammar `webhook_guard` keeps: http(s), a DNS

@@ -42,7 +42,7 @@ pub(crate) fn encode_targeted(
     let mut searching: Vec<Option<Searching>> = (req.outputs.iter())
         .map(|o| {
             let target = o.spec.target?;
-            let search = target_search(&o.spec, &target);
+            let search = target_search(&o.spec, &target, req.hardware.is_some());
             let hint = match o.spec.rate {
                 RateControl::Crf(crf) => Some(f64::from(crf)),
                 RateControl::Bitrate(_) => None,

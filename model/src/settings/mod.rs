@@ -123,6 +123,17 @@ pub fn check_rate(codec: VideoCodec, rate: RateControl) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks a peak-rate cap (`maxrate`, the API's `max_bitrate`) against the bit-rate range;
+/// shared by the software and NVENC option builders and the API.
+pub fn check_maxrate(cap: u64) -> Result<(), String> {
+    if !(MIN_BITRATE..=MAX_BITRATE).contains(&cap) {
+        return Err(format!(
+            "maxrate {cap} b/s is outside {MIN_BITRATE}..={MAX_BITRATE}"
+        ));
+    }
+    Ok(())
+}
+
 /// Encoder options (passed to avcodec_open2) for a rendition.
 ///
 /// Closed GOPs and an IDR first frame are what x264 does by default; x265 defaults to open GOPs,
@@ -154,9 +165,7 @@ pub fn encoder_options(
         }
     }
     if let Some(cap) = spec.maxrate {
-        if cap < 10_000 {
-            return Err(format!("maxrate {cap} b/s is too low (minimum 10k)"));
-        }
+        check_maxrate(cap)?;
         opts.retain(|(k, _)| k != "maxrate" && k != "bufsize");
         opts.push(("maxrate".into(), cap.to_string()));
         opts.push(("bufsize".into(), cap.saturating_mul(2).to_string()));

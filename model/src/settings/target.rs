@@ -23,18 +23,24 @@ pub fn target_bounds(codec: VideoCodec) -> (f64, f64) {
 }
 
 /// The search of a rendition with a target: bounds (the target's or the codec's), the
-/// rate-factor grid (x264 and x265 take fractional CRFs, SVT-AV1 whole ones) and the typical
-/// VMAF lost per unit near common targets (measured on the bench's sources).
-pub fn target_search(spec: &RenditionSpec, target: &TargetQuality) -> Search {
+/// rate-factor grid (x264 and x265 take fractional CRFs; SVT-AV1, and NVENC's cq on a card
+/// (`gpu`), whole ones) and the typical VMAF lost per unit near common targets (measured on
+/// the bench's sources).
+///
+/// A bound given alone moves the other default out of its way: `min` 45 alone searches
+/// 45..=45 rather than refusing a range the user never wrote.
+pub fn target_search(spec: &RenditionSpec, target: &TargetQuality, gpu: bool) -> Search {
     let (lo, hi) = target_bounds(spec.codec);
     let (step, slope) = match spec.codec {
-        VideoCodec::H264 | VideoCodec::Hevc => (0.5, 1.2),
+        VideoCodec::H264 | VideoCodec::Hevc if !gpu => (0.5, 1.2),
+        VideoCodec::H264 | VideoCodec::Hevc => (1.0, 1.2),
         VideoCodec::Av1 => (1.0, 0.6),
     };
+    let (min, max) = (target.min_rate_factor, target.max_rate_factor);
     Search {
         target: target.vmaf,
-        min_rate_factor: target.min_rate_factor.unwrap_or(lo),
-        max_rate_factor: target.max_rate_factor.unwrap_or(hi),
+        min_rate_factor: min.unwrap_or_else(|| max.map_or(lo, |m| m.min(lo))),
+        max_rate_factor: max.unwrap_or_else(|| min.map_or(hi, |m| m.max(hi))),
         step,
         slope,
         max_probes: MAX_PROBES,
@@ -54,7 +60,7 @@ pub fn check_target(spec: &RenditionSpec) -> Result<(), String> {
         return Err("a target VMAF searches the CRF: give no bitrate with it".into());
     }
     let max = f64::from(max_crf(spec.codec));
-    let s = target_search(spec, &t);
+    let s = target_search(spec, &t, false);
     for (name, v) in [("min", s.min_rate_factor), ("max", s.max_rate_factor)] {
         if !(0.0..=max).contains(&v) {
             return Err(format!("{name} rate factor {v} is outside 0..={max}"));
@@ -89,7 +95,7 @@ mod tests {
     #[test]
     fn targets_search_the_codecs_range_and_stitch() {
         let h264 = targeted(VideoCodec::H264, 93.0);
-        let s = target_search(&h264, &h264.target.unwrap());
+        let s = target_search(&h264, &h264.target.unwrap(), false);
         assert_eq!(
             (s.min_rate_factor, s.max_rate_factor, s.step),
             (16.0, 40.0, 0.5)
@@ -106,7 +112,9 @@ mod tests {
             .iter()
             .any(|(k, v)| k == "x265-params" && v.ends_with(":info=0")));
         let av1 = targeted(VideoCodec::Av1, 93.0);
-        assert_eq!(target_search(&av1, &av1.target.unwrap()).step, 1.0);
+        assert_eq!(target_search(&av1, &av1.target.unwrap(), false).step, 1.0);
+        // NVENC's cq is whole: a half step would probe the same encode twice.
+        assert_eq!(target_search(&h264, &h264.target.unwrap(), true).step, 1.0);
     }
 
     #[test]
@@ -118,9 +126,29 @@ mod tests {
         assert!(check_target(&t).unwrap_err().contains("bitrate"));
         t = targeted(VideoCodec::H264, 93.0);
         t.target.as_mut().unwrap().min_rate_factor = Some(45.0);
+        t.target.as_mut().unwrap().max_rate_factor = Some(44.0);
         assert!(check_target(&t).unwrap_err().contains("min rate factor 45"));
         t.target.as_mut().unwrap().min_rate_factor = Some(-1.0);
         assert!(check_target(&t).unwrap_err().contains("outside 0..=51"));
         assert!(check_target(&targeted(VideoCodec::Hevc, 95.0)).is_ok());
+    }
+
+    #[test]
+    fn a_bound_given_alone_moves_the_other_default_aside() {
+        let mut t = targeted(VideoCodec::H264, 93.0);
+        let bounds = |t: &crate::encode::RenditionSpec| {
+            let s = target_search(t, &t.target.unwrap(), false);
+            (s.min_rate_factor, s.max_rate_factor)
+        };
+        t.target.as_mut().unwrap().min_rate_factor = Some(45.0);
+        assert_eq!(bounds(&t), (45.0, 45.0));
+        t.target.as_mut().unwrap().min_rate_factor = Some(20.0);
+        assert_eq!(bounds(&t), (20.0, 40.0));
+        t.target.as_mut().unwrap().min_rate_factor = None;
+        t.target.as_mut().unwrap().max_rate_factor = Some(0.0);
+        assert_eq!(bounds(&t), (0.0, 0.0));
+        assert!(check_target(&t).is_ok());
+        t.target.as_mut().unwrap().max_rate_factor = Some(30.0);
+        assert_eq!(bounds(&t), (16.0, 30.0));
     }
 }

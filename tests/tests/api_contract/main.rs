@@ -234,6 +234,23 @@ fn every_limit_of_the_schema_is_what_the_server_enforces() {
         &|name, v| job(|j| j["outputs"][0][name] = v),
         expect,
     );
+    // A target's numbers, each alone beside its VMAF (the first branch's bounds: H.264).
+    let codec_branch = (output["allOf"].as_array().into_iter().flatten())
+        .find_map(|entry| entry["anyOf"][0]["properties"].get("target"))
+        .expect("the codec branches bound the target's CRFs");
+    let target = json!({"properties": output["properties"]["target"]["properties"],
+        "anyOf": [codec_branch]});
+    numbers(
+        &target,
+        &|name, v| {
+            job(|j| {
+                let t = &mut j["outputs"][0]["target"];
+                *t = json!({"vmaf": 90});
+                t[name] = v;
+            })
+        },
+        expect,
+    );
     // Lists: the outputs' counts.
     let list = |n: usize| {
         let outs: Vec<Value> = (0..n)

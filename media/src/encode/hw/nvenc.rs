@@ -159,9 +159,7 @@ pub fn nvenc_settings(
             // A capped CRF, as the software path's VBV; without a cap the rendition sets its
             // own ceiling once it knows its size (`with_cq_ceiling`).
             if let Some(cap) = spec.maxrate {
-                if cap < 10_000 {
-                    return Err(format!("maxrate {cap} b/s is too low (minimum 10k)"));
-                }
+                tessera_model::settings::check_maxrate(cap)?;
                 set("maxrate", cap.to_string());
                 set("bufsize", cap.saturating_mul(2).to_string());
             }
