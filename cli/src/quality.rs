@@ -21,6 +21,10 @@ pub struct QualityArgs {
     pub source: PathBuf,
     /// The encoded file (scaled back to the source's size when smaller).
     pub output: PathBuf,
+    /// Frames of each segment, in order (e.g. a report's `segment_frames`, comma-separated):
+    /// VMAF is pooled per segment too. They must add up to the output's frames.
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..))]
+    pub segments: Vec<u64>,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -39,9 +43,18 @@ pub async fn run(args: &QualityArgs) -> anyhow::Result<()> {
     let op = MediaOp::Quality {
         output: args.output.clone(),
         source: args.source.clone(),
-        segments: Vec::new(),
+        segments: args.segments.clone(),
     };
     let (q, _): (QualityReport, _) = sandbox.run(&op, limits, &mut |_| {}).await?;
+    let given: u64 = args.segments.iter().sum();
+    if !args.segments.is_empty() && given != q.frames {
+        anyhow::bail!(
+            "--segments: {} segments of {given} frames in all, but {} has {} frames compared",
+            args.segments.len(),
+            args.output.display(),
+            q.frames
+        );
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&q)?);
     } else {
@@ -56,6 +69,12 @@ pub async fn run(args: &QualityArgs) -> anyhow::Result<()> {
             q.frames,
             q.frame_count_difference
         );
+        for (i, seg) in q.vmaf.iter().flat_map(|v| v.segments.iter()).enumerate() {
+            println!(
+                "segment {i}: VMAF {:.2} (harmonic {:.2}, worst frame {:.2}), {} frames",
+                seg.mean, seg.harmonic_mean, seg.min, seg.frames
+            );
+        }
     }
     Ok(())
 }

@@ -72,6 +72,7 @@ impl JobReport {
             frames: collected.frames,
             source_frames: plan.info.video.frames,
             segments: plan.segments.len() as u32,
+            segment_frames: plan.segments.iter().map(|s| s.frames).collect(),
             audio_tracks: finished.audio_tracks,
             bytes: outputs.iter().map(|o| o.bytes).sum(),
             wall_s,

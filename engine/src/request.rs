@@ -259,6 +259,11 @@ pub struct JobReport {
     pub source_frames: u64,
     /// Segments.
     pub segments: u32,
+    /// Frames of each segment, in order. Why: a quality measure per segment of another
+    /// output of the same source (`tessera quality --segments`, the quality bench) uses the
+    /// same frame ranges.
+    #[serde(default)]
+    pub segment_frames: Vec<u64>,
     /// Audio tracks in each output.
     pub audio_tracks: usize,
     /// Bytes of all outputs.

@@ -49,7 +49,8 @@ fn source(dir: &Path) -> PathBuf {
     src
 }
 
-/// What libvmaf's own tool says of `output` against `src` (pooled figures of its JSON).
+/// What libvmaf's own tool says of `output` against `src` (its whole JSON: pooled figures
+/// and each frame's).
 fn oracle(dir: &Path, src: &Path, output: &Path, model: &str) -> Value {
     let (w, h) = SIZE;
     let (reference, distorted) = (dir.join("ref.y4m"), dir.join("dist.y4m"));
@@ -92,8 +93,7 @@ fn oracle(dir: &Path, src: &Path, output: &Path, model: &str) -> Value {
         std::time::Duration::from_secs(300),
     );
     run.assert_success();
-    let all: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    all["pooled_metrics"]["vmaf"].clone()
+    serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
 }
 
 /// `tessera quality SRC OUTPUT --json`'s VMAF report.
@@ -143,7 +143,7 @@ fn tessera_quality_vmaf_agrees_with_libvmafs_own_tool() {
             (ours["width"].as_u64(), ours["height"].as_u64()),
             (Some(640), Some(360))
         );
-        let theirs = oracle(dir.path(), &src, &output, "vmaf_v0.6.1");
+        let theirs = &oracle(dir.path(), &src, &output, "vmaf_v0.6.1")["pooled_metrics"]["vmaf"];
         let pooled = &ours["pooled"];
         eprintln!("{label}: tessera {pooled}\n{label}: libvmaf's tool {theirs}");
         for (figure, tolerance) in [("mean", 0.5), ("harmonic_mean", 0.5), ("min", 1.0)] {
@@ -167,5 +167,67 @@ fn tessera_quality_vmaf_agrees_with_libvmafs_own_tool() {
     assert!(
         means[2] + 10.0 < means[0],
         "CRF 44 must score well below CRF 30: {means:?}"
+    );
+}
+
+/// `--segments` pools VMAF over the frame ranges given, as the tool's per-frame scores say;
+/// ranges that do not add up to the output's frames are refused naming the flag.
+#[test]
+fn quality_per_segment_pools_the_frames_of_each_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = source(dir.path());
+    let output = dir.path().join("out.mp4");
+    ffmpeg(&[
+        "-i",
+        src.to_str().unwrap(),
+        "-c:v",
+        "libx264",
+        "-preset",
+        "veryfast",
+        "-crf",
+        "34",
+        output.to_str().unwrap(),
+    ]);
+    let ranges = [7u64, 25, FRAMES - 32];
+    let list = ranges.map(|r| r.to_string()).join(",");
+    let args = ["quality", src.to_str().unwrap(), output.to_str().unwrap()];
+    let run = run_tessera(args.iter().copied().chain(["--segments", &list, "--json"]));
+    run.assert_success();
+    let ours: Value = serde_json::from_str(&run.stdout).unwrap();
+    let theirs = oracle(dir.path(), &src, &output, "vmaf_v0.6.1");
+    let frames: Vec<f64> = (theirs["frames"].as_array().unwrap().iter())
+        .map(|f| f["metrics"]["vmaf"].as_f64().unwrap())
+        .collect();
+    assert_eq!(frames.len() as u64, FRAMES);
+    let mut start = 0;
+    for (i, &n) in ranges.iter().enumerate() {
+        let seg = &ours["vmaf"]["segments"][i];
+        let range = &frames[start..start + n as usize];
+        let mean = range.iter().sum::<f64>() / n as f64;
+        assert_eq!(seg["frames"], n, "segment {i}: {seg}");
+        let got = seg["mean"].as_f64().unwrap();
+        assert!(
+            (got - mean).abs() < 0.01,
+            "segment {i}: {got} against the tool's {mean}"
+        );
+        start += n as usize;
+    }
+    let text = run_tessera(args.iter().copied().chain(["--segments", &list]));
+    text.assert_success();
+    assert_eq!(
+        text.stdout.matches("segment ").count(),
+        3,
+        "{}",
+        text.stdout
+    );
+    let wrong = run_tessera(args.iter().copied().chain(["--segments", "7,25"]));
+    assert!(
+        !wrong.status.success(),
+        "ranges short of the output accepted"
+    );
+    assert!(
+        wrong.stderr.contains("--segments: 2 segments of 32 frames"),
+        "{}",
+        wrong.stderr
     );
 }
