@@ -138,6 +138,7 @@ fn done_jobs_and_webhooks_are_counted() {
         frames: 250,
         source_frames: 250,
         segments: 3,
+        segment_frames: vec![100, 100, 50],
         audio_tracks: 1,
         bytes: 12_345,
         wall_s: 42.0,
