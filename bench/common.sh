@@ -66,3 +66,40 @@ timed() {
   fi
   tail -n 1 "$tfile"
 }
+
+# Runs "$@" (output to the log $1) in a cgroup of its own and prints "WALL_S CPU_S": the CPU
+# (user + system) of its whole process tree, warm media children included (they are not
+# reaped between operations, so /usr/bin/time and getrusage miss them). Needs a writable
+# cgroup hierarchy: v2 (cpu.stat) or v1's cpuacct, as root has.
+cpu_timed() {
+  local log=$1 group="" v2=/sys/fs/cgroup v1=/sys/fs/cgroup/cpuacct start end cpu
+  shift
+  if [[ -f $v2/cgroup.subtree_control ]] && mkdir "$v2/tessera-bench-$$" 2>/dev/null; then
+    group=$v2/tessera-bench-$$
+  elif [[ -f $v1/cpuacct.usage ]] && mkdir "$v1/tessera-bench-$$" 2>/dev/null; then
+    group=$v1/tessera-bench-$$
+  else
+    echo "cpu_timed: no writable cgroup (v2 at $v2 or v1 cpuacct at $v1): run as root" >&2
+    return 1
+  fi
+  start=$(date +%s.%N)
+  if ! sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$group" "$@" >"$log" 2>&1; then
+    rmdir "$group" 2>/dev/null || true
+    echo "command failed: $*" >&2
+    tail -n 30 "$log" >&2
+    return 1
+  fi
+  end=$(date +%s.%N)
+  # Children killed at the end may take a moment to leave the group.
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    [[ -s $group/cgroup.procs ]] || break
+    sleep 0.2
+  done
+  if [[ -f $group/cpu.stat ]]; then
+    cpu=$(awk '$1 == "usage_usec" {print $2 / 1e6}' "$group/cpu.stat")
+  else
+    cpu=$(awk '{print $1 / 1e9}' "$group/cpuacct.usage")
+  fi
+  rmdir "$group" 2>/dev/null || true
+  python3 -c "print(round($end - $start, 2), round($cpu, 2))"
+}
