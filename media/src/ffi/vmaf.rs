@@ -91,21 +91,25 @@ pub(crate) struct Scorer {
     ctx: *mut Context,
     model: *mut Model,
     pairs: u32,
+    subsample: u32,
 }
 
 impl Scorer {
     /// A scorer with the built-in model `model` (`vmaf_v0.6.1`, `vmaf_4k_v0.6.1`) on
-    /// `threads` threads (0: on the calling thread).
-    pub(crate) fn new(model: &CStr, threads: u32) -> Result<Self, String> {
+    /// `threads` threads (0: on the calling thread), scoring every `subsample`th pair (1:
+    /// each; libvmaf still runs its temporal features on every pair).
+    pub(crate) fn new(model: &CStr, threads: u32, subsample: u32) -> Result<Self, String> {
+        let subsample = subsample.max(1);
         let mut scorer = Scorer {
             ctx: std::ptr::null_mut(),
             model: std::ptr::null_mut(),
             pairs: 0,
+            subsample,
         };
         let cfg = Configuration {
             log_level: LOG_LEVEL_NONE,
             n_threads: threads,
-            n_subsample: 1,
+            n_subsample: subsample,
             cpumask: 0,
         };
         let mut model_cfg = ModelConfig {
@@ -159,7 +163,8 @@ impl Scorer {
         Ok(())
     }
 
-    /// Flushes the pipeline and returns the score of every pair pushed, in order.
+    /// Flushes the pipeline and returns the score of every pair pushed (every `subsample`th
+    /// one), in order.
     pub(crate) fn finish(self) -> Result<Vec<f64>, String> {
         // SAFETY: null pictures are libvmaf's flush call; each index below `pairs` was read.
         unsafe {
@@ -168,6 +173,7 @@ impl Scorer {
                 return Err(format!("libvmaf could not finish (error {rc})"));
             }
             (0..self.pairs)
+                .step_by(self.subsample as usize)
                 .map(|i| {
                     let mut score = 0.0;
                     match vmaf_score_at_index(self.ctx, self.model, &mut score, i) {

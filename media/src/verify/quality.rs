@@ -29,7 +29,7 @@ pub fn measure_quality(
     let (w, h) = (out.decoder.width(), out.decoder.height());
     let (mut out_fit, mut src_fit) = (Fit::to(w, h), Fit::to(w, h));
     let (sw, sh) = (src.decoder.width(), src.decoder.height());
-    let mut vmaf = VmafRun::new(sw, sh, threads as u32, output)?;
+    let mut vmaf = VmafRun::new(sw, sh, (threads as u32, 1), output)?;
     let mut sse = [0f64; 3];
     let mut samples = [0f64; 3];
     let mut ssim_sum = 0.0;

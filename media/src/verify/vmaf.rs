@@ -39,16 +39,17 @@ pub(crate) struct VmafRun {
 }
 
 impl VmafRun {
-    /// A run at the source's frame size `width`x`height` (made even: 4:2:0), on `threads`.
+    /// A run at the source's frame size `width`x`height` (made even: 4:2:0), on `threads`,
+    /// scoring every `subsample`th frame (1 for reports: every frame has its score).
     pub(crate) fn new(
         width: u32,
         height: u32,
-        threads: u32,
+        (threads, subsample): (u32, u32),
         output: &Path,
     ) -> Result<Self, MediaError> {
         let (width, height) = (width.max(2) & !1, height.max(2) & !1);
         let model = model_for(width, height);
-        let scorer = Scorer::new(model, threads).map_err(|e| vmaf_error(output, e))?;
+        let scorer = Scorer::new(model, threads, subsample).map_err(|e| vmaf_error(output, e))?;
         Ok(VmafRun {
             scorer,
             model,
