@@ -66,8 +66,8 @@ PY
 }
 
 # The source: 7 scenes of BENCH_SCENE seconds at 25 fps, in an order that puts easy next to
-# hard: a still slide with text, animation, a slow pan over detail, sport, a fractal zoom
-# (detail in motion), a talking head, grain. Real clips are looped and scaled to fit (black
+# hard: a still slide with text, animation, a slow pan over a fractal, sport, a cellular
+# automaton (fine detail in motion), a talking head, grain. Real clips are looped and scaled to fit (black
 # bars keep their shape). A high-quality H.264 mezzanine, as uploads are.
 SRC=$QCACHE/source-${W}x${H}-${BENCH_SECONDS}s.mp4
 source_video() {
@@ -85,9 +85,9 @@ source_video() {
   ffmpeg -hide_banner -loglevel error -nostdin -y \
     -f lavfi -i "color=c=0xf4f4f0:size=${W}x${H}:rate=25:duration=$d,drawgrid=w=$((W / 16)):h=$((H / 9)):color=0xd0d0d0,drawbox=x=$((W / 10)):y=$((H / 2)):w=$((W / 3)):h=$((H / 4)):color=0x2060a0:t=fill${text}" \
     -stream_loop -1 -t "$d" -i "$QCACHE/bigbuckbunny.mp4" \
-    -f lavfi -i "mandelbrot=size=$((W * 2))x${H}:rate=25:end_pts=1:maxiter=2000" \
+    -f lavfi -i "mandelbrot=size=$((W * 2))x${H}:rate=25:end_pts=0.04:maxiter=300" \
     -stream_loop -1 -t "$d" -i "$QCACHE/bikes.mp4" \
-    -f lavfi -i "mandelbrot=size=${W}x${H}:rate=25:start_scale=0.5:end_scale=0.001:end_pts=$d:maxiter=800" \
+    -f lavfi -i "life=size=${W}x${H}:rate=25:seed=46:ratio=0.3:mold=8:life_color=0xf0e0a0:death_color=0x203050:mold_color=0x806040" \
     -stream_loop -1 -t "$d" -i "$QCACHE/carphone_pristine.mp4" \
     -f lavfi -i "gradients=size=${W}x${H}:rate=25:duration=$d:speed=0.02,noise=alls=24:allf=t+u" \
     -filter_complex "

@@ -10,7 +10,8 @@ use std::time::Duration;
 use tessera_farm::FarmError;
 use tessera_model::encode::Container;
 use tessera_model::error_code::{ErrorClass, ErrorCode};
-use tessera_model::plan::{plan_package_segments, plan_segments_busy, timestamp_bias, PackagePlan};
+use tessera_model::plan::{plan_package_segments, plan_segments_at_scenes, shown_pts};
+use tessera_model::plan::{timestamp_bias, PackagePlan};
 use tessera_model::probe::{Probe, ProbeInfo, SegmentPlan};
 use tessera_model::wire::Hardware;
 use tessera_package::ladder::{renditions, Source};
@@ -29,14 +30,17 @@ pub const MAX_SEGMENTS: usize = 20_000;
 /// the plan to [`MAX_SEGMENTS`]. Hands the probe back with the plan and the bias. A job with
 /// a package gets farm segments of whole media segments and the media segment starts.
 /// `busy_last`: work one worker does before its segment, in frames (see
-/// `plan_segments_busy`).
+/// `plan_segments_busy`). `scenes`: frames where a scene begins, where cuts go when near
+/// the segment length (`plan_segments_at_scenes`).
 pub(crate) async fn plan(
     req: &JobRequest,
     probe: Probe,
     busy_last: f64,
+    scenes: &[u64],
 ) -> Result<(Probe, PackagePlan, i64), FarmError> {
     let (seconds, parallelism) = (req.segment_seconds, req.parallelism);
     let media_seconds = req.package.as_ref().map(|p| p.spec.segment_seconds);
+    let scenes = scenes.to_vec();
     let planning = tokio::task::spawn_blocking(move || {
         let video = &probe.info.video;
         let planned = match media_seconds {
@@ -44,12 +48,11 @@ pub(crate) async fn plan(
                 plan_package_segments(&probe.packets, video.time_base, seconds, media, parallelism)
             }
             None => PackagePlan {
-                segments: plan_segments_busy(
+                segments: plan_segments_at_scenes(
                     &probe.packets,
                     video.time_base,
-                    seconds,
-                    parallelism,
-                    busy_last,
+                    (seconds, parallelism, busy_last),
+                    &shown_pts(&probe.packets, &scenes),
                 ),
                 media_starts: Vec::new(),
             },

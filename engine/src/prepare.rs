@@ -63,7 +63,8 @@ pub(crate) async fn prepare(
         0.0
     };
     let encode_queue = encode_queue(ctx, hardware, &probe.info, req).await?;
-    let planned = plan(req, probe, busy_last).await?;
+    let scenes = scene_cuts(ctx, req).await?;
+    let planned = plan(req, probe, busy_last, &scenes).await?;
     let salt = path_salt(hardware);
     let split_fingerprint = plan_fingerprint(&planned.1.segments) ^ salt;
     let on_cpu = encode_queue == ctx.encode_queue;
@@ -184,6 +185,22 @@ async fn probe(ctx: &DispatchContext, req: &JobRequest) -> Result<(Probe, u64), 
         )
         .await?;
     Ok((probe, stats.peak_rss_bytes))
+}
+
+/// The frames where the input's scenes change, when an output searches a target quality
+/// (its segments are then cut at them, planning.rs); none otherwise, or for a package,
+/// whose cuts are its media segments'. One decode of the input in a child.
+async fn scene_cuts(ctx: &DispatchContext, req: &JobRequest) -> Result<Vec<u64>, FarmError> {
+    let targeted = req.outputs.iter().any(|o| o.rendition.target.is_some());
+    if !targeted || req.package.is_some() {
+        return Ok(Vec::new());
+    }
+    let op = MediaOp::Scenes {
+        input: req.input.clone(),
+    };
+    let (scenes, _): (Vec<u64>, _) = ctx.sandbox.run(&op, ctx.limits, &mut |_| {}).await?;
+    tracing::info!(job = %req.id, scenes = scenes.len(), "scene changes found");
+    Ok(scenes)
 }
 
 /// Records the plan (the `Planned` stage) and logs it.

@@ -103,7 +103,7 @@ pub(crate) async fn choose(
         ..req.clone()
     };
     let (probe, planned, bias, _) = split;
-    let (probe, whole, _) = crate::planning::plan(&one, probe, 0.0).await?;
+    let (probe, whole, _) = crate::planning::plan(&one, probe, 0.0, &[]).await?;
     let fingerprint = crate::planning::plan_fingerprint(&whole.segments) ^ salt;
     // Waiting: on the CPU queue for a worker, or at the priority gate for room on it.
     let mut queued = ctx.queue.waiting(&ctx.encode_queue).await.unwrap_or(0);

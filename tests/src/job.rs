@@ -18,6 +18,9 @@ pub struct Report {
     pub frames: u64,
     /// Segments the video was split into.
     pub segments: u32,
+    /// Frames of each segment, in order.
+    #[serde(default)]
+    pub segment_frames: Vec<u64>,
     /// Wall-clock seconds of the whole transcode.
     pub wall_s: f64,
     /// Seconds before the encodes (probe, plan, split).

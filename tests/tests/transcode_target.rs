@@ -116,6 +116,52 @@ fn target_vmaf_evens_segments_out_near_the_target() {
     assert!(rf[0] > rf[2] && rf[1] > rf[3], "rate factors {rf:?}");
 }
 
+/// With a target, cuts move to scene changes near the segment length: a source of three
+/// shots (a still card, moving detail under grain, a cellular automaton) changing at frames
+/// 70 and 140, with 3 s segments (75 frames), is cut there, frame-exact.
+#[test]
+fn target_segments_are_cut_at_scene_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("shots.mkv");
+    let graph = "smptebars=size=320x180:rate=25:duration=2.8[a];\
+                 testsrc2=size=320x180:rate=25:duration=2.8,noise=alls=14:allf=t[b];\
+                 life=size=320x180:rate=25:seed=46:ratio=0.3:mold=8,trim=duration=2.4[c];\
+                 [a][b][c]concat=n=3:v=1:a=0,format=yuv420p[v]";
+    ffmpeg(&[
+        "-filter_complex",
+        graph,
+        "-map",
+        "[v]",
+        "-c:v",
+        "ffv1",
+        src.to_str().unwrap(),
+    ]);
+    assert_eq!(frame_count(&src), 200);
+    let target = format!("{TARGET}");
+    let job = Job::new(&src, "shots.mp4");
+    job.run_ok(3, &["--target-vmaf", &target]);
+    assert_eq!(frame_count(&job.output), 200, "frame-exact");
+    // Segment starts: the shot changes are among them (the last round of segments is then
+    // halved so both workers finish together).
+    let starts = |frames: &[u64]| -> Vec<u64> {
+        frames
+            .iter()
+            .scan(0, |at, &n| {
+                let start = *at;
+                *at += n;
+                Some(start)
+            })
+            .collect()
+    };
+    let cut = starts(&job.report().segment_frames);
+    assert!(cut.contains(&70) && cut.contains(&140), "starts {cut:?}");
+    // Without a target the same settings cut by length (at the source's keyframes or frames).
+    let plain = Job::new(&src, "plain.mp4");
+    plain.run_ok(3, &[]);
+    let by_length = starts(&plain.report().segment_frames);
+    assert!(!by_length.contains(&70), "starts {by_length:?}");
+}
+
 /// HEVC and AV1 search too, and their segments, encoded at different CRFs, still stitch
 /// (x265 and x264 headers are made independent of the CRF).
 #[test]

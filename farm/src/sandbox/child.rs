@@ -192,6 +192,12 @@ fn execute(op: &MediaOp, out: &mut dyn Write) -> Result<serde_json::Value, Media
         } => to_json(serde_json::to_value(tessera_media::measure_quality(
             output, source, segments,
         )?)),
+        MediaOp::Scenes { input } => {
+            let threads = std::thread::available_parallelism().map_or(1, usize::from);
+            to_json(serde_json::to_value(tessera_media::scene_changes(
+                input, threads,
+            )?))
+        }
         MediaOp::Capabilities => to_json(serde_json::to_value(tessera_media::capabilities())),
         MediaOp::NvdecCheck { input, device } => to_json(serde_json::to_value(
             tessera_media::nvdec_decode_check(input, *device)?,

@@ -45,6 +45,11 @@ pub enum MediaOp {
     Audio(AudioRequest),
     /// Stitch the output.
     Stitch(StitchRequest),
+    /// The frames (presentation-order indices) where a new scene begins.
+    Scenes {
+        /// The source.
+        input: PathBuf,
+    },
     /// Measure PSNR/SSIM and VMAF.
     Quality {
         /// The encoded output.
@@ -91,6 +96,7 @@ impl MediaOp {
             MediaOp::Audio(_) => "audio",
             MediaOp::Stitch(_) => "stitch",
             MediaOp::Quality { .. } => "quality",
+            MediaOp::Scenes { .. } => "scenes",
             MediaOp::Segment(_) => "segment package",
             MediaOp::Sprite(_) => "sprite sheet",
             MediaOp::GpuProbe { .. } => "gpu probe",

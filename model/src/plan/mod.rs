@@ -37,13 +37,27 @@ pub fn plan_segments_busy(
     parallelism: usize,
     busy_last: f64,
 ) -> Vec<SegmentPlan> {
+    plan_segments_at_scenes(packets, tb, (target_seconds, parallelism, busy_last), &[])
+}
+
+/// [`plan_segments_busy`] (`(target_seconds, parallelism, busy_last)`) where a cut goes to
+/// the nearest of `scenes` (the pts of frames that begin a new scene, ascending) within
+/// ±50 % of the target length, before a keyframe or any frame. Why: a target-quality
+/// segment searches one rate factor, which means something only when the segment holds one
+/// kind of picture.
+pub fn plan_segments_at_scenes(
+    packets: &[PacketEntry],
+    tb: Rational,
+    (target_seconds, parallelism, busy_last): (f64, usize, f64),
+    scenes: &[i64],
+) -> Vec<SegmentPlan> {
     let frames = ShownFrames::of(packets);
     let (Some(&first_pts), Some(&last_pts)) = (frames.pts.first(), frames.pts.last()) else {
         return Vec::new();
     };
     let target = tb.ticks(target_seconds.max(0.001)).max(1);
     let decode = DecodeStarts::of(packets);
-    let mut starts = frames.starts(target);
+    let mut starts = frames.starts(target, scenes);
     if parallelism > 1 && starts.len() < parallelism {
         // A short input: aim for one segment per worker, none shorter than a quarter second.
         let share = (last_pts - first_pts + 1) / parallelism as i64;
@@ -147,19 +161,20 @@ impl ShownFrames {
         }
     }
 
-    /// Segment start times for segments of about `target` ticks.
-    fn starts(&self, target: i64) -> Vec<i64> {
+    /// Segment start times for segments of about `target` ticks: each cut at the scene change
+    /// nearest the target length within ±50 %, else the keyframe, else the frame.
+    fn starts(&self, target: i64, scenes: &[i64]) -> Vec<i64> {
         let (first_pts, last_pts) = (self.pts[0], self.pts[self.pts.len() - 1]);
         let mut starts = vec![first_pts];
         let mut start = first_pts;
         while last_pts - start >= target + target / 2 {
             let want = start + target;
-            let key_cut = nearest(
-                &self.keys,
-                want,
+            let (lo, hi) = (
                 (start + 1).max(start + target / 2),
                 start + target + target / 2,
             );
+            let key_cut =
+                nearest(scenes, want, lo, hi).or_else(|| nearest(&self.keys, want, lo, hi));
             match key_cut.or_else(|| nearest(&self.pts, want, start + 1, i64::MAX)) {
                 Some(c) if c > start && c <= last_pts => {
                     starts.push(c);
@@ -170,6 +185,15 @@ impl ShownFrames {
         }
         starts
     }
+}
+
+/// The pts of the shown frames at `indices` (presentation order, ascending; those past the
+/// last shown frame are left out): a scene detector's frame numbers as the planner's cuts.
+pub fn shown_pts(packets: &[PacketEntry], indices: &[u64]) -> Vec<i64> {
+    let frames = ShownFrames::of(packets);
+    (indices.iter())
+        .filter_map(|&i| frames.pts.get(usize::try_from(i).ok()?).copied())
+        .collect()
 }
 
 /// The value of ascending `sorted` nearest to `want` within `lo..=hi` (ties: the smaller).

@@ -286,6 +286,56 @@ proptest::proptest! {
 }
 
 #[test]
+fn cuts_go_to_scene_changes_near_the_target_length() {
+    // 12 s at 30 fps, a keyframe every second; scenes change at 2.5 s, 4.2 s and 9.9 s.
+    let pk = stream(360, 30, false);
+    let scenes = shown_pts(&pk, &[75, 126, 297, 5000]);
+    assert_eq!(scenes, [75, 126, 297], "frames past the end are left out");
+    let plans = plan_segments_at_scenes(&pk, TB, (3.0, 1, 0.0), &scenes);
+    check_partition(&pk, &plans);
+    let starts: Vec<i64> = plans.iter().map(|p| p.start_pts).collect();
+    // Each cut looks within ±50 % of 3 s (90 ticks) past the last one: 45..=135 holds 75
+    // (and 126, farther from 90); 120..=210 holds 126; 171..=261 holds no scene, so the
+    // keyframe nearest 216 (210); 255..=345 holds 297.
+    assert_eq!(starts, [0, 75, 126, 210, 297]);
+    assert!(
+        !plans[1].starts_on_keyframe,
+        "a scene cut between keyframes decodes a lead-in"
+    );
+    // Without scenes, the keyframes.
+    let plain: Vec<i64> = (plan_segments(&pk, TB, 3.0, 1).iter())
+        .map(|p| p.start_pts)
+        .collect();
+    assert_eq!(plain, [0, 90, 180, 270]);
+}
+
+proptest::proptest! {
+    #[test]
+    fn fuzz_scene_cuts_plan_every_frame_once_and_cut_at_scenes(
+        frames in 1i64..400,
+        gop in 1i64..120,
+        open in proptest::bool::ANY,
+        target in 5u32..40,
+        scenes in proptest::collection::btree_set(0u64..420, 0..12),
+    ) {
+        let pk = stream(frames, gop, open);
+        let list: Vec<u64> = scenes.into_iter().collect();
+        let cuts = shown_pts(&pk, &list);
+        let plans = plan_segments_at_scenes(&pk, TB, (f64::from(target) / 10.0, 1, 0.0), &cuts);
+        check_partition(&pk, &plans);
+        // A cut with a scene change in its window is at one.
+        let t = TB.ticks(f64::from(target) / 10.0).max(1);
+        for w in plans.windows(2) {
+            let (start, cut) = (w[0].start_pts, w[1].start_pts);
+            let window = (start + 1).max(start + t / 2)..=start + t + t / 2;
+            if cuts.iter().any(|c| window.contains(c)) {
+                proptest::prop_assert!(cuts.contains(&cut), "cut {} with scenes {:?}", cut, cuts);
+            }
+        }
+    }
+}
+
+#[test]
 fn bias_makes_timestamps_non_negative() {
     let pk = [PacketEntry {
         pts: -5,
