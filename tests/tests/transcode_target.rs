@@ -17,23 +17,22 @@ use tessera_tests::probe::frame_count;
 const TARGET: f64 = 90.0;
 const FRAMES: u64 = 200;
 
+/// The lossless file `name` in `dir` made by the filter graph `graph` (its output `[v]`),
+/// of `frames` frames.
+fn lossless(dir: &Path, name: &str, graph: &str, frames: u64) -> PathBuf {
+    let src = dir.join(name);
+    let args = ["-filter_complex", graph, "-map", "[v]", "-c:v", "ffv1"];
+    ffmpeg(&[&args[..], &[src.to_str().unwrap()]].concat());
+    assert_eq!(frame_count(&src), frames);
+    src
+}
+
 /// 8 s at 25 fps, lossless: 4 s of a still card, 4 s of moving detail with grain.
 fn mixed_source(dir: &Path) -> PathBuf {
-    let src = dir.join("mixed.mkv");
     let graph = "smptebars=size=640x360:rate=25:duration=4[a];\
                  testsrc2=size=640x360:rate=25:duration=4,noise=alls=14:allf=t[b];\
                  [a][b]concat=n=2:v=1:a=0,format=yuv420p[v]";
-    ffmpeg(&[
-        "-filter_complex",
-        graph,
-        "-map",
-        "[v]",
-        "-c:v",
-        "ffv1",
-        src.to_str().unwrap(),
-    ]);
-    assert_eq!(frame_count(&src), FRAMES);
-    src
+    lossless(dir, "mixed.mkv", graph, FRAMES)
 }
 
 /// The per-segment mean VMAF of a `--quality` report.
@@ -122,21 +121,11 @@ fn target_vmaf_evens_segments_out_near_the_target() {
 #[test]
 fn target_segments_are_cut_at_scene_changes() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("shots.mkv");
     let graph = "smptebars=size=320x180:rate=25:duration=2.8[a];\
                  testsrc2=size=320x180:rate=25:duration=2.8,noise=alls=14:allf=t[b];\
                  life=size=320x180:rate=25:seed=46:ratio=0.3:mold=8,trim=duration=2.4[c];\
                  [a][b][c]concat=n=3:v=1:a=0,format=yuv420p[v]";
-    ffmpeg(&[
-        "-filter_complex",
-        graph,
-        "-map",
-        "[v]",
-        "-c:v",
-        "ffv1",
-        src.to_str().unwrap(),
-    ]);
-    assert_eq!(frame_count(&src), 200);
+    let src = lossless(dir.path(), "shots.mkv", graph, 200);
     let target = format!("{TARGET}");
     let job = Job::new(&src, "shots.mp4");
     job.run_ok(3, &["--target-vmaf", &target]);
