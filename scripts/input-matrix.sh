@@ -11,6 +11,9 @@
 #   TESSERA_BIN=target/debug/tessera scripts/input-matrix.sh   # no build
 #   TESSERA_MATRIX_FILTER=mkv- scripts/input-matrix.sh         # a subset
 #                                        # (the report is then not written)
+#   TESSERA_MATRIX_ARGS="--target-vmaf 92" scripts/input-matrix.sh
+#                                        # every case with extra transcode flags (here
+#                                        # target quality and its scene-change cuts)
 #   TESSERA_EDGE_SEED=7 TESSERA_MATRIX_FILTER=cut-,join- scripts/input-matrix.sh
 #                                        # the edge cases (recordings cut mid-GOP, joins) at
 #                                        # another seed: other cut offsets and join sizes
@@ -35,8 +38,8 @@ fi
 [[ -x "$TESSERA_BIN" ]] || { echo "no tessera binary at $TESSERA_BIN" >&2; exit 2; }
 
 report="$root/docs/input-matrix.md"
-if [[ -n "${TESSERA_MATRIX_FILTER:-}" ]]; then
-    report=""   # a partial run must not overwrite the full report
+if [[ -n "${TESSERA_MATRIX_FILTER:-}" || -n "${TESSERA_MATRIX_ARGS:-}" ]]; then
+    report=""   # a partial or differently-set run must not overwrite the full report
 fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

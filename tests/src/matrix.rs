@@ -42,7 +42,9 @@ pub use edges::{
     Layout, EDGE_SEGMENT_SECONDS, LAYOUTS,
 };
 pub use field::{field_cases, FieldCase, FieldClass, FIELD_SEGMENT_SECONDS};
-pub use row::{check, check_edge, check_field, markdown_report, summary_line, Row, TABLE_HEADER};
+pub use row::{
+    check, check_edge, check_field, check_with, markdown_report, summary_line, Row, TABLE_HEADER,
+};
 
 /// The seed [`matrix`] uses (the full matrix in `scripts/input-matrix.sh`).
 pub const MATRIX_SEED: u64 = 0x7e55_e2a0;

@@ -8,9 +8,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 
 use tessera_tests::matrix::{
-    bad_inputs, check, check_edge, check_field, edge_cases, edge_cases_with_seed, edge_sample,
-    field_cases, markdown_report, matrix, sample, summary_line, Audio, Container, EdgeClass,
-    FieldClass, Row, Timing, Video, TABLE_HEADER,
+    bad_inputs, check, check_edge, check_field, check_with, edge_cases, edge_cases_with_seed,
+    edge_sample, field_cases, markdown_report, matrix, sample, summary_line, Audio, Container,
+    EdgeClass, FieldClass, Row, Timing, Video, TABLE_HEADER,
 };
 use tessera_tests::Job;
 
@@ -99,6 +99,20 @@ const KNOWN_OPEN_BAD: &[&str] = &[];
 #[test]
 fn ci_sample_passes() {
     let rows = run_rows(&sample(SAMPLE_SEED, SAMPLE_SIZE));
+    assert_rows_pass(&rows);
+}
+
+/// Target quality under the same oracle (issue 46): a few sample cases of other containers
+/// and codecs, each segment searching its rate factor and cut at the source's scene changes,
+/// must still come out frame-exact and in sync. `TESSERA_MATRIX_ARGS="--target-vmaf 92"
+/// scripts/input-matrix.sh` runs the whole matrix so.
+#[test]
+fn ci_sample_passes_with_target_quality() {
+    let target = ["--target-vmaf".to_string(), "92".to_string()];
+    println!("{TABLE_HEADER}");
+    let rows: Vec<Row> = (sample(SAMPLE_SEED + 46, 4).iter())
+        .map(|c| printed(check_with(c, &target)))
+        .collect();
     assert_rows_pass(&rows);
 }
 

@@ -179,12 +179,28 @@ fn max_ts_error(src: &[f64], out: &[f64]) -> Option<f64> {
 /// [`crate::check`]. Never panics: a failing ffmpeg build, tessera error or
 /// oracle error becomes a failed row with the reason.
 pub fn check(case: &Case) -> Row {
+    check_with(case, &matrix_args())
+}
+
+/// [`check`] with `extra` flags for `tessera transcode` (e.g. a target quality, whose
+/// segments are cut at scene changes): the same oracle must hold.
+pub fn check_with(case: &Case, extra: &[String]) -> Row {
     check_built(
         (case.name(), case.labels()),
         || case.build(),
-        SEGMENT_SECONDS,
+        (SEGMENT_SECONDS, extra),
         None,
     )
+}
+
+/// The extra transcode flags of a matrix run: `TESSERA_MATRIX_ARGS`, split at spaces
+/// (scripts/input-matrix.sh passes it on).
+fn matrix_args() -> Vec<String> {
+    std::env::var("TESSERA_MATRIX_ARGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(String::from)
+        .collect()
 }
 
 /// [`check`] for a recording from the field, at the production segment length; a class that
@@ -193,7 +209,7 @@ pub fn check_field(case: &FieldCase) -> Row {
     check_built(
         (case.name(), case.class.labels()),
         || case.build(),
-        FIELD_SEGMENT_SECONDS,
+        (FIELD_SEGMENT_SECONDS, &matrix_args()),
         case.class.expected_warning(),
     )
 }
@@ -204,7 +220,7 @@ pub fn check_edge(case: &EdgeCase) -> Row {
     check_built(
         (case.name(), case.labels()),
         || case.build(),
-        EDGE_SEGMENT_SECONDS,
+        (EDGE_SEGMENT_SECONDS, &matrix_args()),
         case.expected_warning(),
     )
 }
@@ -212,7 +228,7 @@ pub fn check_edge(case: &EdgeCase) -> Row {
 fn check_built(
     (name, labels): (String, Labels),
     build: impl FnOnce() -> std::path::PathBuf + std::panic::UnwindSafe,
-    segment_seconds: u32,
+    (segment_seconds, extra): (u32, &[String]),
     warning: Option<&str>,
 ) -> Row {
     let start = Instant::now();
@@ -238,7 +254,8 @@ fn check_built(
     };
     row.frames_expected = catch_unwind(|| frame_count(&src)).ok();
     let job = Job::new(&src, "out.mp4");
-    let run = job.run(segment_seconds, &[]);
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let run = job.run(segment_seconds, &extra);
     if !run.status.success() || run.timed_out {
         row.problems.push(error_line(&run));
     } else if !job.output.is_file() {
