@@ -192,6 +192,7 @@ impl Db {
                 job_id TEXT NOT NULL,
                 idx INTEGER NOT NULL,
                 frames INTEGER NOT NULL,
+                targets TEXT,
                 PRIMARY KEY (job_id, idx)
              );
              CREATE TABLE IF NOT EXISTS webhook_outbox (
@@ -227,6 +228,15 @@ impl Db {
                  CREATE INDEX IF NOT EXISTS jobs_owner ON jobs(owner, created_at);",
             )
             .map_err(db_err)?;
+        }
+        // Databases from before target quality: no segment reported a search.
+        let has_targets: bool = conn
+            .prepare("SELECT 1 FROM pragma_table_info('job_segments') WHERE name = 'targets'")
+            .and_then(|mut s| s.exists([]))
+            .map_err(db_err)?;
+        if !has_targets {
+            conn.execute_batch("ALTER TABLE job_segments ADD COLUMN targets TEXT;")
+                .map_err(db_err)?;
         }
         conn.execute_batch(quota::UNFINISHED_INDEX)
             .map_err(db_err)?;

@@ -3,6 +3,7 @@
 
 use rusqlite::{params, OptionalExtension};
 use tessera_engine::Resume;
+use tessera_model::encode::TargetResult;
 
 use crate::db::Db;
 use tessera_farm::FarmError;
@@ -51,12 +52,16 @@ impl Db {
     /// Why both: the caller retries a stage until every write of it stands, so the same
     /// segment may be recorded twice; counting from the records (not by adding one per call)
     /// keeps `segments_done` at most the total and the metrics counted once.
+    /// `targets`: the target-quality searches the segment reported (kept as JSON; none
+    /// without a target).
     pub fn record_segment(
         &self,
         job: &str,
-        segment: u32,
-        frames: u64,
+        (segment, frames): (u32, u64),
+        targets: &[Option<TargetResult>],
     ) -> Result<RecordedSegment, FarmError> {
+        let targets =
+            (!targets.is_empty()).then(|| serde_json::to_string(targets).unwrap_or_default());
         self.with(|c| {
             let known: bool = c.query_row(
                 "SELECT EXISTS (SELECT 1 FROM job_segments WHERE job_id = ?1 AND idx = ?2)",
@@ -64,8 +69,9 @@ impl Db {
                 |r| r.get(0),
             )?;
             c.execute(
-                "INSERT OR REPLACE INTO job_segments (job_id, idx, frames) VALUES (?1, ?2, ?3)",
-                params![job, segment, frames as i64],
+                "INSERT OR REPLACE INTO job_segments (job_id, idx, frames, targets)
+                 VALUES (?1, ?2, ?3, ?4)",
+                params![job, segment, frames as i64, targets],
             )?;
             let done: u32 = c.query_row(
                 "SELECT COUNT(*) FROM job_segments WHERE job_id = ?1",
@@ -114,17 +120,25 @@ impl Db {
             let Some((fp, published)) = head else {
                 return Ok(None);
             };
-            let mut stmt =
-                c.prepare("SELECT idx, frames FROM job_segments WHERE job_id = ?1 ORDER BY idx")?;
-            let done = stmt
+            let mut stmt = c.prepare(
+                "SELECT idx, frames, targets FROM job_segments WHERE job_id = ?1 ORDER BY idx",
+            )?;
+            let rows = stmt
                 .query_map([job], |r| {
-                    Ok((r.get::<_, u32>(0)?, r.get::<_, i64>(1)? as u64))
+                    let targets: Option<String> = r.get(2)?;
+                    Ok((r.get::<_, u32>(0)?, r.get::<_, i64>(1)? as u64, targets))
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
+            // A search that does not read back (a row from another version) is left out of
+            // the report, not the job.
+            let done_targets = (rows.iter())
+                .filter_map(|(i, _, t)| Some((*i, serde_json::from_str(t.as_deref()?).ok()?)))
+                .collect();
             Ok(Some(Resume {
                 plan_fingerprint: fp as u64,
                 published,
-                done,
+                done: rows.into_iter().map(|(i, f, _)| (i, f)).collect(),
+                done_targets,
             }))
         })
     }
@@ -140,8 +154,18 @@ mod tests {
         let db = Db::open(Path::new(":memory:")).unwrap();
         assert_eq!(db.resume_state("j").unwrap(), None);
         db.record_plan("j", 7).unwrap();
-        db.record_segment("j", 0, 30).unwrap();
-        db.record_segment("j", 2, 31).unwrap();
+        let search = tessera_model::encode::TargetResult {
+            target: 93.0,
+            rate_factor: 27.5,
+            vmaf: 93.4,
+            probes: vec![tessera_model::target::Probe {
+                rate_factor: 27.5,
+                vmaf: 93.4,
+            }],
+        };
+        db.record_segment("j", (0, 30), &[None, Some(search.clone())])
+            .unwrap();
+        db.record_segment("j", (2, 31), &[]).unwrap();
         db.record_published("j").unwrap();
         db.record_plan("j", 7).unwrap(); // same plan again: kept
         let r = db.resume_state("j").unwrap().unwrap();
@@ -149,6 +173,8 @@ mod tests {
             (r.plan_fingerprint, r.published, r.done.clone()),
             (7, true, vec![(0, 30), (2, 31)])
         );
+        // The search a segment reported comes back with it (for the resumed job's report).
+        assert_eq!(r.done_targets, vec![(0, vec![None, Some(search)])]);
         db.record_plan("j", 8).unwrap(); // another plan: forgotten
         let r = db.resume_state("j").unwrap().unwrap();
         assert_eq!(
@@ -163,10 +189,10 @@ mod tests {
         // again; the count must not grow past the segments there are.
         let db = Db::open(Path::new(":memory:")).unwrap();
         db.record_plan("j", 7).unwrap();
-        let first = db.record_segment("j", 3, 30).unwrap();
+        let first = db.record_segment("j", (3, 30), &[]).unwrap();
         assert_eq!(first, RecordedSegment { new: true, done: 1 });
         for _ in 0..3 {
-            let again = db.record_segment("j", 3, 30).unwrap();
+            let again = db.record_segment("j", (3, 30), &[]).unwrap();
             assert_eq!(
                 again,
                 RecordedSegment {
@@ -175,10 +201,10 @@ mod tests {
                 }
             );
         }
-        assert_eq!(db.record_segment("j", 0, 30).unwrap().done, 2);
+        assert_eq!(db.record_segment("j", (0, 30), &[]).unwrap().done, 2);
         db.record_plan("j", 8).unwrap(); // a new plan starts its count again
         assert_eq!(
-            db.record_segment("j", 3, 30).unwrap(),
+            db.record_segment("j", (3, 30), &[]).unwrap(),
             RecordedSegment { new: true, done: 1 }
         );
     }

@@ -287,12 +287,13 @@ impl Runner {
                         frames,
                         media_seconds,
                         overhead_seconds,
+                        targets,
                         ..
                     } => {
                         if let Some(run) = SegmentRun::heard_now(stage) {
                             db.record_segment_run(&job, &run)?;
                         }
-                        let recorded = db.record_segment(&job, *segment, *frames)?;
+                        let recorded = db.record_segment(&job, (*segment, *frames), targets)?;
                         // Counted once the record stands, and once: a stage whose later
                         // write failed is tried again and records its segment again (L8).
                         if recorded.new {

@@ -43,8 +43,13 @@ struct Tally {
 }
 
 impl Tally {
-    /// Nothing in yet but the segments an earlier run of this job already collected.
-    fn new(total: usize, reused: &[(u32, u64)]) -> Self {
+    /// Nothing in yet but the segments an earlier run of this job already collected (and
+    /// the searches they reported).
+    fn new(
+        total: usize,
+        reused: &[(u32, u64)],
+        searches: &[(u32, Vec<Option<TargetResult>>)],
+    ) -> Self {
         let mut tally = Tally {
             done: vec![false; total],
             remaining: total,
@@ -62,6 +67,11 @@ impl Tally {
                 *slot = true;
                 tally.remaining -= 1;
                 tally.collected.frames += frames;
+            }
+        }
+        for (seg, targets) in searches {
+            if let Some(slot) = tally.collected.targets.get_mut(*seg as usize) {
+                slot.clone_from(targets);
             }
         }
         tally
@@ -83,7 +93,11 @@ pub(crate) async fn collect(
 ) -> Result<Collected, FarmError> {
     let plan = &prepared.plan;
     let publisher = &mut prepared.publisher;
-    let mut tally = Tally::new(plan.segments.len(), &prepared.reused);
+    let mut tally = Tally::new(
+        plan.segments.len(),
+        &prepared.reused,
+        &prepared.reused_targets,
+    );
     prepared.audio.segments_left(tally.remaining);
     let mut silence = Silence::new(ctx.task_deadline);
     while tally.remaining > 0 {
@@ -326,6 +340,7 @@ fn segment_done(segment: u32, event: &TaskEvent) -> Option<JobStage> {
         overhead_seconds,
         attempt,
         card,
+        ref targets,
         ..
     } = event.outcome
     else {
@@ -339,6 +354,7 @@ fn segment_done(segment: u32, event: &TaskEvent) -> Option<JobStage> {
         worker: event.worker.clone(),
         attempt,
         card,
+        targets: targets.clone(),
     })
 }
 

@@ -126,7 +126,7 @@ pub trait OutputSink: Send + Sync {
 }
 
 /// Progress of an interrupted run, so a restarted dispatcher does not redo it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Resume {
     /// Fingerprint of the earlier run's plan; the rest applies only if the new plan matches.
     pub plan_fingerprint: u64,
@@ -134,6 +134,10 @@ pub struct Resume {
     pub published: bool,
     /// Segments already reported done, with their frame counts.
     pub done: Vec<(u32, u64)>,
+    /// Of those, the target-quality searches they reported (per rendition), so the report
+    /// of a resumed job still accounts for every segment.
+    #[serde(default)]
+    pub done_targets: Vec<(u32, Vec<Option<TargetResult>>)>,
 }
 
 /// Where the job stands, for progress displays.
@@ -178,6 +182,10 @@ pub enum JobStage {
         /// The card that encoded it; `None`: software.
         #[serde(default)]
         card: Option<u32>,
+        /// Per rendition, how a target-quality rendition found its rate factor (kept for a
+        /// restart: the report accounts for every segment).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        targets: Vec<Option<TargetResult>>,
     },
     /// All segments are in; stitching.
     Stitching,

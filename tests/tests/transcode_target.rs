@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::json;
-use tessera_tests::farm::Farm;
+use tessera_tests::farm::{Farm, TOKEN};
 use tessera_tests::fixture::ffmpeg;
 use tessera_tests::job::Job;
 use tessera_tests::probe::frame_count;
@@ -209,12 +209,13 @@ fn bad_target_settings_are_refused_naming_them() {
 
 /// The distributed farm: a job submitted with a target through the API searches on the
 /// workers, comes out frame-exact, and its view carries each segment's search and the
-/// stitched output's VMAF.
+/// stitched output's VMAF, even when the dispatcher is killed and restarted after the first
+/// segment is in (the searches of segments done before are kept with them).
 #[test]
 fn the_farm_searches_on_its_workers_and_shows_each_segments_search() {
     let dir = tempfile::tempdir().unwrap();
     let src = mixed_source(dir.path());
-    let farm = Farm::start_with("target", 2, &[]);
+    let mut farm = Farm::start_with("target", 2, &[]);
     farm.upload(&src, "input", "mixed.mkv");
     let id = farm.submit(
         "s3://input/mixed.mkv",
@@ -222,6 +223,20 @@ fn the_farm_searches_on_its_workers_and_shows_each_segments_search() {
         json!({"target": {"vmaf": TARGET}, "preset": "veryfast", "max_bitrate": 20_000_000}),
         json!({"segment_seconds": 2, "psnr": true}),
     );
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    loop {
+        let (_, job) = farm.http("GET", &format!("/v1/jobs/{id}"), Some(TOKEN), None);
+        if job["segments_done"].as_u64().unwrap_or(0) >= 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no segment done: {job}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    farm.kill_dispatcher();
+    farm.start_dispatcher();
     let job = farm.wait_job(&id, Duration::from_secs(600));
     assert_eq!(job["state"], "done", "{job}");
     farm.assert_frame_exact(&src, "mixed.mp4");

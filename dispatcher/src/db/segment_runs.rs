@@ -81,6 +81,7 @@ impl SegmentRun {
             worker,
             attempt,
             card,
+            ..
         } = stage
         else {
             return None;

@@ -137,7 +137,7 @@ fn filled(path: &std::path::Path) -> Db {
     db.set_segments("running", 120, 60).unwrap();
     db.record_plan("running", 42).unwrap();
     for s in 0..60 {
-        db.record_segment("running", s, 100).unwrap();
+        db.record_segment("running", (s, 100), &[]).unwrap();
     }
     db
 }
