@@ -67,23 +67,7 @@ fn dispatcher_killed_mid_job_resumes_without_redoing_segments() {
     let mut farm = Farm::start("restart", 2);
     let id = farm.start_slow_job("resumed.mp4");
     // Kill it once a segment is in (every segment task is on the queue by then).
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    loop {
-        let (_, job) = farm.http(
-            "GET",
-            &format!("/v1/jobs/{id}"),
-            Some(tessera_tests::farm::TOKEN),
-            None,
-        );
-        if job["segments_done"].as_u64().unwrap_or(0) >= 1 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no segment done: {job}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    farm.wait_segments_done(&id, 1, Duration::from_secs(120));
     farm.kill_dispatcher();
     std::thread::sleep(Duration::from_secs(1));
     farm.start_dispatcher();

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::json;
-use tessera_tests::farm::{Farm, TOKEN};
+use tessera_tests::farm::Farm;
 use tessera_tests::fixture::ffmpeg;
 use tessera_tests::job::Job;
 use tessera_tests::probe::frame_count;
@@ -223,18 +223,7 @@ fn the_farm_searches_on_its_workers_and_shows_each_segments_search() {
         json!({"target": {"vmaf": TARGET}, "preset": "veryfast", "max_bitrate": 20_000_000}),
         json!({"segment_seconds": 2, "psnr": true}),
     );
-    let deadline = std::time::Instant::now() + Duration::from_secs(300);
-    loop {
-        let (_, job) = farm.http("GET", &format!("/v1/jobs/{id}"), Some(TOKEN), None);
-        if job["segments_done"].as_u64().unwrap_or(0) >= 1 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no segment done: {job}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    farm.wait_segments_done(&id, 1, Duration::from_secs(300));
     farm.kill_dispatcher();
     farm.start_dispatcher();
     let job = farm.wait_job(&id, Duration::from_secs(600));
