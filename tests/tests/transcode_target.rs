@@ -174,6 +174,46 @@ fn hevc_and_av1_targets_stitch_and_reach_the_target() {
     }
 }
 
+/// The edges of the search in a real encode: a one-frame source (one segment of one frame)
+/// searches and keeps a probe; a peak-rate cap too low for the target ends the search at the
+/// best probe it allows, and the output keeps the cap.
+#[test]
+fn a_one_frame_source_and_a_tight_cap_end_their_searches() {
+    let dir = tempfile::tempdir().unwrap();
+    let still = lossless(
+        dir.path(),
+        "one.mkv",
+        "testsrc2=size=320x180:rate=25,trim=end_frame=1,format=yuv420p[v]",
+        1,
+    );
+    let one = Job::new(&still, "one.mp4");
+    one.run_ok(2, &["--target-vmaf", "95"]);
+    assert_eq!(frame_count(&one.output), 1);
+    let report = one.report();
+    let t = report.outputs[0].target[0]
+        .as_ref()
+        .expect("the one segment searched");
+    assert!(!t.probes.is_empty() && t.probes.len() <= 4, "{t:?}");
+
+    let src = mixed_source(dir.path());
+    let capped = Job::new(&src, "capped.mp4");
+    capped.run_ok(2, &["--target-vmaf", "97", "--max-bitrate", "150k"]);
+    assert_eq!(frame_count(&capped.output), FRAMES, "frame-exact");
+    let report = capped.report();
+    for (i, t) in report.outputs[0].target.iter().enumerate() {
+        let t = t
+            .as_ref()
+            .unwrap_or_else(|| panic!("segment {i}: no search"));
+        assert!((1..=4).contains(&t.probes.len()), "segment {i}: {t:?}");
+    }
+    // 8 s under a 150 kb/s peak with a 300 kb buffer: at most 150k x 8 s + the buffer.
+    let bits = std::fs::metadata(&capped.output).unwrap().len() * 8;
+    assert!(
+        bits <= 150_000 * 8 + 300_000 + 100_000,
+        "{bits} bits over the cap"
+    );
+}
+
 #[test]
 fn bad_target_settings_are_refused_naming_them() {
     let dir = tempfile::tempdir().unwrap();
