@@ -3,7 +3,8 @@
 //! reloads itself every two seconds (a `<meta http-equiv="refresh">`: no script).
 //!
 //! The segment timeline (timeline.rs) shows each segment's recorded run: worker, card, start,
-//! end, try and checked frames, kept after the job ends.
+//! end, try and checked frames, kept after the job ends; below it each segment's VMAF and
+//! target search (segment_quality.rs).
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -50,6 +51,7 @@ pub async fn show(
         (summary(&row))
         (segments(&row, &done))
         (super::timeline::timeline(&runs))
+        (super::segment_quality::segment_quality(row.report.as_ref().unwrap_or(&serde_json::Value::Null)))
         (actions(&row, &session))
     };
     answer(

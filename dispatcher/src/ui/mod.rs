@@ -21,6 +21,7 @@ mod job;
 mod jobs;
 mod page;
 mod queues;
+mod segment_quality;
 mod session;
 #[cfg(test)]
 mod tests;
