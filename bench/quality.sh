@@ -15,6 +15,7 @@
 #   BENCH_TARGETS   the targets (default "90 95")
 #   BENCH_RUNS      runs of the whole set; each figure is the median over runs (default 3)
 #   BENCH_STRICT    1: exit 2 when a goal is missed (default 0: report only)
+#   BENCH_SCORE_ONLY 1: score and report the encodes of an earlier run again (same settings)
 #   TESSERA_BIN     a tessera binary to measure instead of building target/release/tessera
 #
 # Goals (per target, medians): at least 15 % fewer bits than the single CRF that reaches the
@@ -34,6 +35,7 @@ BENCH_CRFS=${BENCH_CRFS:-18 21 24 27 30 33}
 BENCH_TARGETS=${BENCH_TARGETS:-90 95}
 BENCH_RUNS=${BENCH_RUNS:-3}
 BENCH_STRICT=${BENCH_STRICT:-0}
+BENCH_SCORE_ONLY=${BENCH_SCORE_ONLY:-0}
 BENCH_SECONDS=$((BENCH_SCENE * 7))
 [[ $BENCH_SIZE =~ ^([1-9][0-9]*)x([1-9][0-9]*)$ ]] || { echo "BENCH_SIZE must be WxH" >&2; exit 1; }
 W=${BASH_REMATCH[1]} H=${BASH_REMATCH[2]}
@@ -128,9 +130,9 @@ encode() {
 # Scores every output of run $1 on the segments of the first target run's report.
 score_run() {
   local run=$1 segments row
-  local first=("$RUNS_DIR"/target-*-"$run".json)
+  local first_target=${BENCH_TARGETS%% *}
   segments=$(python3 -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['segment_frames'])))" \
-    "${first[0]}")
+    "$RUNS_DIR/target-$first_target-$run.json")
   for row in "$RUNS_DIR"/*-"$run".mp4.row; do
     local out=${row%.row}
     "$TESSERA" quality "$SRC" "$out" --segments "$segments" --json >"$out.quality.json"
@@ -145,9 +147,11 @@ PY
 }
 
 for ((run = 1; run <= BENCH_RUNS; run++)); do
-  rm -f "$RUNS_DIR"/*-"$run".mp4*
-  for target in $BENCH_TARGETS; do encode "$run" target "$target" --target-vmaf "$target"; done
-  for crf in $BENCH_CRFS; do encode "$run" crf "$crf" --crf "$crf"; done
+  if [[ $BENCH_SCORE_ONLY != 1 ]]; then
+    rm -f "$RUNS_DIR"/*-"$run".mp4* "$RUNS_DIR"/*-"$run".json
+    for target in $BENCH_TARGETS; do encode "$run" target "$target" --target-vmaf "$target"; done
+    for crf in $BENCH_CRFS; do encode "$run" crf "$crf" --crf "$crf"; done
+  fi
   score_run "$run"
 done
 
