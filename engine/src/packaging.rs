@@ -7,6 +7,8 @@
 //! every media segment start, so no frame is encoded twice.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use tessera_farm::sandbox::MediaOp;
 use tessera_farm::FarmError;
@@ -234,14 +236,20 @@ pub(crate) async fn deliver(
             if let Some(e) = err {
                 return Err(e);
             }
+            // Files copied now (not found there from the run before a restart).
+            let copied = Arc::new(AtomicUsize::new(0));
             let deliver_one = |rel: String| {
                 let (work, dest) = (keys::package_file(&job, plan, &rel), format!("{key}{rel}"));
                 let (sink, bucket) = (sink.clone(), bucket.clone());
+                let copied = copied.clone();
                 async move {
-                    patiently("deliver package file", || {
+                    let done = patiently("deliver package file", || {
                         sink.deliver(&work, None, &bucket, &dest)
                     })
                     .await?;
+                    if !done.earlier {
+                        copied.fetch_add(1, Ordering::Relaxed);
+                    }
                     Ok(())
                 }
             };
@@ -264,7 +272,12 @@ pub(crate) async fn deliver(
             }
             let destination = package.destination.to_string();
             let (files, bytes) = (delivered.len(), built.bytes);
-            tracing::info!(job = %req.id, %destination, files, bytes, "output delivered");
+            if copied.load(Ordering::Relaxed) == 0 {
+                tracing::info!(job = %req.id, %destination, files, bytes,
+                    "output already at its destination: the run before the restart copied it");
+            } else {
+                tracing::info!(job = %req.id, %destination, files, bytes, "output delivered");
+            }
             Ok(())
         }
         Destination::Rung => Err(failed(package, "a package cannot be a rung")),

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use tessera_farm::queue::Queue;
 use tessera_farm::sandbox::{Limits, Sandbox};
-use tessera_farm::store::Store;
+use tessera_farm::store::{Delivered, Store};
 use tessera_farm::FarmError;
 use tessera_model::encode::{Container, RenditionSpec, TargetResult};
 use tessera_model::probe::{ProbeInfo, SegmentPlan};
@@ -110,16 +110,18 @@ impl std::fmt::Display for Destination {
 /// logic stays free of S3 specifics and testable over a local store.
 #[async_trait::async_trait]
 pub trait OutputSink: Send + Sync {
-    /// Copies the work-area object `work_key` to `bucket`/`key`; returns the size. With an
-    /// `etag` (the object a stitch stored after its QC gate), only the object of that ETag is
-    /// copied: another one under the key (a later duplicate's) fails the copy (review N6).
+    /// Copies the work-area object `work_key` to `bucket`/`key`; returns the size and whether
+    /// an earlier run of the job (killed inside delivery) had copied that very object there
+    /// already (then nothing is copied again). With an `etag` (the object a stitch stored
+    /// after its QC gate), only the object of that ETag is copied: another one under the key
+    /// (a later duplicate's) fails the copy (review N6).
     async fn deliver(
         &self,
         work_key: &str,
         etag: Option<&str>,
         bucket: &str,
         key: &str,
-    ) -> Result<u64, FarmError>;
+    ) -> Result<Delivered, FarmError>;
     /// Removes a delivered object again (a later output of the job failed). Why a result:
     /// the engine retries a delete the store could not do and names what it left behind.
     async fn remove(&self, bucket: &str, key: &str) -> Result<(), FarmError>;

@@ -137,6 +137,7 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::Mutex;
+    use tessera_farm::store::Delivered;
 
     /// A destination store whose deletes fail (store unavailable) the first `failures`
     /// times.
@@ -170,9 +171,9 @@ mod tests {
             _: Option<&str>,
             _: &str,
             key: &str,
-        ) -> Result<u64, FarmError> {
-            self.objects.lock().unwrap().insert(key.into());
-            Ok(1)
+        ) -> Result<Delivered, FarmError> {
+            let earlier = !self.objects.lock().unwrap().insert(key.into());
+            Ok(Delivered { size: 1, earlier })
         }
 
         async fn remove(&self, _bucket: &str, key: &str) -> Result<(), FarmError> {

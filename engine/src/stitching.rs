@@ -9,6 +9,7 @@ use std::path::Path;
 
 use tessera_farm::queue::Consumer;
 use tessera_farm::sandbox::MediaOp;
+use tessera_farm::store::Delivered;
 use tessera_farm::FarmError;
 use tessera_model::audio::AudioTrackResult;
 use tessera_model::probe::{ProbeInfo, SegmentPlan};
@@ -235,11 +236,16 @@ pub(crate) async fn deliver_all(
     for (i, (out, task)) in req.outputs.iter().zip(tasks).enumerate() {
         let etag = etags.get(i).and_then(|e| e.as_deref());
         match deliver(ctx, &task.result_key, etag, &out.destination).await {
-            Ok(size) => {
+            Ok(Delivered { size, earlier }) => {
                 // A rung goes on to its package (delivered, and logged, with it).
                 if !matches!(out.destination, Destination::Rung) {
                     let destination = out.destination.to_string();
-                    tracing::info!(job = %req.id, %destination, bytes = size, "output delivered");
+                    if earlier {
+                        tracing::info!(job = %req.id, %destination, bytes = size,
+                            "output already at its destination: the run before the restart copied it");
+                    } else {
+                        tracing::info!(job = %req.id, %destination, bytes = size, "output delivered");
+                    }
                 }
                 sizes.push(size)
             }
@@ -274,9 +280,15 @@ async fn deliver(
     key: &str,
     etag: Option<&str>,
     dest: &Destination,
-) -> Result<u64, FarmError> {
+) -> Result<Delivered, FarmError> {
+    let fresh = |size| Delivered {
+        size,
+        earlier: false,
+    };
     match dest {
-        Destination::File(path) => patiently("deliver", || ctx.store.get_file(key, path)).await,
+        Destination::File(path) => patiently("deliver", || ctx.store.get_file(key, path))
+            .await
+            .map(fresh),
         Destination::Object { bucket, key: dest } => match &ctx.sink {
             Some(sink) => patiently("deliver", || sink.deliver(key, etag, bucket, dest)).await,
             None => Err(FarmError::Store {
@@ -285,7 +297,7 @@ async fn deliver(
             }),
         },
         // A rung is packaged, not delivered alone (see packaging.rs).
-        Destination::Rung => Ok(0),
+        Destination::Rung => Ok(fresh(0)),
     }
 }
 

@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 pub use crate::amqp_door::Direction;
 pub use rules::Trouble;
 use rules::{
-    cut_read, head_held, held, refuse, stalled, troubled, unavailable, Outage, Rule, Stall, State,
+    cut_read, head_held, held, muting, passed_copy, refuse, stalled, troubled, unavailable, Outage,
+    Rule, Stall, State,
 };
 
 mod rules;
@@ -95,10 +96,23 @@ impl S3Faults {
         state.stalled.clear();
     }
 
-    /// Lets everything through again (held copies are answered 503).
+    /// From now on, passes every copy into `path_prefix` (`/bucket/prefix`) on to the store
+    /// and holds its answer until [`S3Faults::heal`], then closes the connection unanswered:
+    /// the copy landed, its client never heard. Why: a dispatcher killed between a copy
+    /// and its record of it.
+    pub fn mute_copies(&self, path_prefix: &str) {
+        self.state.lock().expect("door state").mute = Some(path_prefix.to_string());
+    }
+
+    /// The paths of every copy passed on to the store so far (refused and held ones not).
+    pub fn copies(&self) -> Vec<String> {
+        self.state.lock().expect("door state").copies.clone()
+    }
+
+    /// Lets everything through again (held copies are answered 503, muted ones closed).
     pub fn heal(&self) {
         let mut state = self.state.lock().expect("door state");
-        (state.rule, state.outage, state.stall) = (None, None, None);
+        (state.rule, state.outage, state.stall, state.mute) = (None, None, None, None);
         (state.cut, state.trouble) = (None, None);
     }
 
@@ -246,6 +260,7 @@ fn serve(mut client: TcpStream, upstream: &str, state: &Mutex<State>) {
         let _ = client.shutdown(Shutdown::Both);
         return;
     };
+    let muted = is_copy && passed_copy(state, path);
     let head: String = text
         .split("\r\n")
         .filter(|l| !l.to_ascii_lowercase().starts_with("connection:"))
@@ -265,12 +280,16 @@ fn serve(mut client: TcpStream, upstream: &str, state: &Mutex<State>) {
             let _ = std::io::copy(&mut from_client, &mut to_server);
         });
     }
-    respond(
-        &mut server,
-        &mut client,
-        state,
-        cut_after.unwrap_or(usize::MAX),
-    );
+    if muted {
+        // The store copies and answers; the client hears nothing until the door heals.
+        let _ = std::io::copy(&mut server, &mut std::io::sink());
+        while muting(state) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    } else {
+        let limit = cut_after.unwrap_or(usize::MAX);
+        respond(&mut server, &mut client, state, limit);
+    }
     let _ = client.shutdown(Shutdown::Both);
     let _ = server.shutdown(Shutdown::Both);
 }

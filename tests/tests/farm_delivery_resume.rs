@@ -4,7 +4,9 @@
 //!
 //! - Restarted, it resumes the job still `delivering`: a `DELETE` is refused (409) before and
 //!   during the resumed delivery, and once the door lets the copy through the job ends `done`
-//!   with both outputs.
+//!   with both outputs. The first output is not copied a second time: it carries the job's
+//!   delivery mark, also when the kill fell after the copy landed and before its answer
+//!   came back (so before the run could record it).
 //! - When the resumed run fails instead (its input was deleted, or replaced by other bytes,
 //!   while the dispatcher was down), what the killed run delivered is taken back: nothing is
 //!   left at the destinations, and a replaced input is named as such.
@@ -55,6 +57,34 @@ fn kill_inside_delivery(farm: &mut Farm, door: &S3Faults, id: &str, prefix: &str
     farm.kill_dispatcher();
 }
 
+/// Asserts the output `name` of job `id` was copied to the destination once (the door saw
+/// one copy), carries the job's delivery mark, and that the resumed run said it found it.
+fn assert_copied_once(farm: &Farm, door: &S3Faults, id: &str, name: &str) {
+    let path = format!("/output/{name}");
+    let copies = door.copies().iter().filter(|c| **c == path).count();
+    let log = farm.log("dispatcher.log");
+    assert_eq!(
+        copies,
+        1,
+        "{path} copied {copies} times across the restart\n{}",
+        tessera_tests::run::tail(&log, 3000)
+    );
+    let key = name.to_string();
+    let mark = with_s3_store(farm.garage.s3_config(), "output", |s| async move {
+        s.delivery_mark(&key).await.expect("head the output")
+    });
+    assert!(
+        mark.as_deref()
+            .is_some_and(|m| m.starts_with(&format!("{id} "))),
+        "{path} is marked {mark:?}, not by job {id}"
+    );
+    let found = log
+        .lines()
+        .filter(|l| l.contains("output already at its destination") && l.contains(&path))
+        .count();
+    assert_eq!(found, 1, "the resumed run did not say it found {path}");
+}
+
 #[test]
 fn a_dispatcher_killed_while_delivering_resumes_the_delivery_and_refuses_cancels() {
     let mut farm = Farm::start("delivery-resume", 2);
@@ -92,6 +122,30 @@ fn a_dispatcher_killed_while_delivering_resumes_the_delivery_and_refuses_cancels
         farm.list("output", "resumed-"),
         vec!["resumed-a.mp4".to_string(), "resumed-b.mp4".to_string()]
     );
+    // The output the killed run copied is not copied again, and says which job put it there.
+    assert_copied_once(&farm, &door, &id, "resumed-a.mp4");
+
+    // Killed after a copy landed but before its answer came back, so before the run could
+    // record it: the resumed run still finds it there and does not copy it again.
+    door.mute_copies("/output/muted-a");
+    let id = submit_two(&farm, "s3://input/clip.mp4", "muted-");
+    let started = Instant::now();
+    while !door.copies().contains(&"/output/muted-a.mp4".to_string())
+        || farm.list("output", "muted-").is_empty()
+    {
+        assert!(
+            started.elapsed() < JOB_TIMEOUT,
+            "no copy landed: {}",
+            farm.job(&id)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    farm.kill_dispatcher();
+    door.heal();
+    farm.start_dispatcher();
+    let job = farm.wait_job(&id, JOB_TIMEOUT);
+    assert_eq!(job["state"], "done", "{job}");
+    assert_copied_once(&farm, &door, &id, "muted-a.mp4");
 
     // Killed inside delivery, then the input deleted: the resumed run fails, and the output
     // the killed run delivered is taken back.

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use tessera_engine::{JobReport, OutputSink};
-use tessera_farm::store::S3Client;
+use tessera_farm::store::{Delivered, S3Client};
 use tessera_farm::FarmError;
 
 use crate::db::Db;
@@ -82,10 +82,10 @@ impl OutputSink for S3Sink {
         etag: Option<&str>,
         bucket: &str,
         key: &str,
-    ) -> Result<u64, FarmError> {
+    ) -> Result<Delivered, FarmError> {
         let store = self.s3.store(bucket);
-        let size = store
-            .copy_tagged(&self.work_bucket, work_key, etag, key)
+        let done = store
+            .deliver_once(&self.work_bucket, work_key, etag, key, &self.job)
             .await?;
         self.this_run()
             .insert((bucket.to_string(), key.to_string()));
@@ -105,7 +105,7 @@ impl OutputSink for S3Sink {
                 reason: format!("copied, but the copy was not recorded ({e}); {removed}"),
             });
         }
-        Ok(size)
+        Ok(done)
     }
 
     async fn remove(&self, bucket: &str, key: &str) -> Result<(), FarmError> {

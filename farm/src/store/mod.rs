@@ -7,7 +7,7 @@ mod local;
 mod s3;
 
 pub use local::LocalStore;
-pub use s3::{ObjectInfo, S3Client, S3Config, S3Store};
+pub use s3::{Delivered, ObjectInfo, S3Client, S3Config, S3Store, DELIVERY_MARK};
 
 use std::path::Path;
 

@@ -60,6 +60,11 @@ pub(super) struct State {
     pub(super) hold_heads: Option<String>,
     /// The paths of the HEADs held.
     pub(super) heads_held: Vec<String>,
+    /// Copies whose path starts with this land, their answers held (see
+    /// `S3Faults::mute_copies`).
+    pub(super) mute: Option<String>,
+    /// The paths of every copy passed on to the store.
+    pub(super) copies: Vec<String>,
 }
 
 /// What a store in trouble does (the chaos run's store faults, review N10).
@@ -187,4 +192,19 @@ pub(super) fn head_held(state: &Mutex<State>, path: &str) {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Records the copy of `path` passed on to the store; whether its answer is to be held.
+pub(super) fn passed_copy(state: &Mutex<State>, path: &str) -> bool {
+    let mut state = state.lock().expect("door state");
+    state.copies.push(path.to_string());
+    state
+        .mute
+        .as_ref()
+        .is_some_and(|p| path.starts_with(p.as_str()))
+}
+
+/// Whether copies are still muted.
+pub(super) fn muting(state: &Mutex<State>) -> bool {
+    state.lock().expect("door state").mute.is_some()
 }

@@ -6,7 +6,7 @@
 //! until a lifecycle rule removes it. They reach it as methods of [`S3Store`]
 //! (`create_upload`, `abort_upload`), so it imports only the client below it.
 
-use super::client::S3Store;
+use super::client::{Mark, S3Store, DELIVERY_MARK};
 use super::errors::{sdk_err, store_err};
 use crate::FarmError;
 
@@ -33,8 +33,9 @@ impl S3Store {
         }
     }
 
-    /// Creates a multipart upload for `key` (`what` names the operation in errors) and
-    /// returns the armed guard that aborts it (its `upload_id` is the upload's).
+    /// Creates a multipart upload for `key` (`what` names the operation in errors), carrying
+    /// the delivery `mark` in its metadata when given (see delivery.rs), and returns the
+    /// armed guard that aborts it (its `upload_id` is the upload's).
     ///
     /// Why the create runs on a task of its own: a caller cancelled while the create request
     /// is in flight would otherwise drop the only copy of an upload id the server has already
@@ -44,18 +45,23 @@ impl S3Store {
         &self,
         key: &str,
         what: &'static str,
+        mark: Option<&Mark>,
     ) -> Result<AbortGuard, FarmError> {
         let request = {
             let (store, key) = (self.clone(), key.to_string());
+            let mark = mark.map(|m| (m.value.clone(), m.content_type.clone()));
             async move {
-                let created = store
+                let mut create = store
                     .client
                     .create_multipart_upload()
                     .bucket(&*store.bucket)
-                    .key(&key)
-                    .send()
-                    .await
-                    .map_err(|e| sdk_err(&key, what, &e))?;
+                    .key(&key);
+                if let Some((value, content_type)) = mark {
+                    create = create
+                        .metadata(DELIVERY_MARK, value)
+                        .set_content_type(content_type);
+                }
+                let created = create.send().await.map_err(|e| sdk_err(&key, what, &e))?;
                 created
                     .upload_id()
                     .map(str::to_string)

@@ -26,6 +26,17 @@ const LOAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// A single PutObject may not exceed 5 GiB.
 const MAX_SINGLE_PUT: u64 = 5 * 1024 * MIB;
 
+/// The user metadata (`x-amz-meta-tessera-delivery`) a delivered object carries: the job
+/// that copied it and the ETag of the work object it copied (see delivery.rs).
+pub const DELIVERY_MARK: &str = "tessera-delivery";
+
+/// The metadata a delivery's copy carries in place of the source's: the delivery mark
+/// ([`DELIVERY_MARK`]) and the source's content type.
+pub(super) struct Mark {
+    pub(super) value: String,
+    pub(super) content_type: Option<String>,
+}
+
 /// A connection to one S3 endpoint, shared by the stores of its buckets (cheap to clone).
 ///
 /// Why: building the SDK client (credentials, HTTP connection pool) is done once per process.

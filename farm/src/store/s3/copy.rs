@@ -7,10 +7,10 @@
 
 use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
+use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, MetadataDirective};
 use futures_util::{StreamExt, TryStreamExt};
 
-use super::client::S3Store;
+use super::client::{Mark, S3Store, DELIVERY_MARK};
 use super::errors::{sdk_err, store_err};
 use super::read::ObjectInfo;
 use crate::store::validate_key;
@@ -71,6 +71,27 @@ where
     }
 }
 
+/// Refuses a copy of `src` (of bucket `src_bucket`) to `key` unless it is the object of
+/// ETag `etag` (when given): the error names both tags.
+pub(super) fn still_checked(
+    src_bucket: &str,
+    src: &ObjectInfo,
+    etag: Option<&str>,
+    key: &str,
+) -> Result<(), FarmError> {
+    match etag.map(|e| e.trim_matches('"')) {
+        Some(wanted) if src.etag.trim_matches('"') != wanted => Err(store_err(
+            key,
+            format!(
+                "copy: the source {src_bucket}/{} is not the object that was checked (ETag {} \
+                 now, {wanted} when it passed): nothing copied",
+                src.key, src.etag
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 impl S3Store {
     /// Copies `src_key` of bucket `src_bucket` (same endpoint) to `key` in this store's bucket,
     /// server-side; returns the size. The destination appears whole or not at all, and holds
@@ -104,18 +125,7 @@ impl S3Store {
             .head(src_key)
             .await?
             .ok_or_else(|| store_err(src_key, "copy: no such object"))?;
-        if let Some(wanted) = etag.map(|e| e.trim_matches('"')) {
-            if src.etag.trim_matches('"') != wanted {
-                return Err(store_err(
-                    key,
-                    format!(
-                        "copy: the source {src_bucket}/{src_key} is not the object that was \
-                         checked (ETag {} now, {wanted} when it passed): nothing copied",
-                        src.etag
-                    ),
-                ));
-            }
-        }
+        still_checked(src_bucket, &src, etag, key)?;
         self.copy_version(src_bucket, &src, key).await
     }
 
@@ -133,6 +143,18 @@ impl S3Store {
         src: &ObjectInfo,
         key: &str,
     ) -> Result<u64, FarmError> {
+        self.copy_pinned(src_bucket, src, key, None).await
+    }
+
+    /// [`S3Store::copy_version`], the copy carrying `mark` (the delivery mark and the
+    /// source's content type) as its metadata when given, in place of the source's.
+    pub(super) async fn copy_pinned(
+        &self,
+        src_bucket: &str,
+        src: &ObjectInfo,
+        key: &str,
+        mark: Option<&Mark>,
+    ) -> Result<u64, FarmError> {
         validate_key(key)?;
         let pin = Pin {
             source: copy_source(src_bucket, &src.key),
@@ -140,17 +162,24 @@ impl S3Store {
             named: format!("{src_bucket}/{}", src.key),
         };
         if src.size <= self.tuning.single_copy_max {
-            self.client
+            let mut copy = self
+                .client
                 .copy_object()
                 .bucket(&*self.bucket)
                 .key(key)
                 .copy_source(&pin.source)
-                .copy_source_if_match(&pin.if_match)
-                .send()
+                .copy_source_if_match(&pin.if_match);
+            if let Some(mark) = mark {
+                copy = copy
+                    .metadata_directive(MetadataDirective::Replace)
+                    .metadata(DELIVERY_MARK, &mark.value)
+                    .set_content_type(mark.content_type.clone());
+            }
+            copy.send()
                 .await
                 .map_err(|e| copy_err(key, &pin, "copy", &e))?;
         } else {
-            self.copy_multipart(&pin, key, src.size).await?;
+            self.copy_multipart(&pin, key, src.size, mark).await?;
         }
         tracing::debug!(bucket = %self.bucket, key, size = src.size, from = %pin.named,
             etag = %src.etag, "copied object");
@@ -171,7 +200,7 @@ impl S3Store {
         Ok(())
     }
 
-    fn client_store(&self, bucket: &str) -> S3Store {
+    pub(super) fn client_store(&self, bucket: &str) -> S3Store {
         S3Store {
             client: self.client.clone(),
             presigner: self.presigner.clone(),
@@ -180,8 +209,16 @@ impl S3Store {
         }
     }
 
-    async fn copy_multipart(&self, pin: &Pin, key: &str, size: u64) -> Result<(), FarmError> {
-        let mut guard = self.create_upload(key, "create multipart copy").await?;
+    async fn copy_multipart(
+        &self,
+        pin: &Pin,
+        key: &str,
+        size: u64,
+        mark: Option<&Mark>,
+    ) -> Result<(), FarmError> {
+        let mut guard = self
+            .create_upload(key, "create multipart copy", mark)
+            .await?;
         let upload_id = guard.upload_id.clone();
         let parts = futures_util::stream::iter(copy_ranges(size, self.tuning.copy_part_size))
             .map(|(number, start, end)| {

@@ -9,19 +9,22 @@
 //! bottom; `client` (the client, the bucket store and shared helpers) above them; then one
 //! file per kind of operation, each importing only those: `read` (presign, list, head,
 //! download), `multipart` (uploads, prefix deletes), `copy` (server-side copies pinned to
-//! the ETag of the object read's `ObjectInfo` describes, single deletes) and `abort` (creating and aborting multipart uploads, with the guards that abort
-//! them when cancelled). This file only wires them into the [`Store`] trait.
+//! the ETag of the object read's `ObjectInfo` describes, single deletes), `delivery` (copies to destinations marked with the job that made them,
+//! made once) and `abort` (creating and aborting multipart uploads, with the guards that
+//! abort them when cancelled). This file only wires them into the [`Store`] trait.
 
 mod abort;
 mod client;
 mod config;
 mod copy;
+mod delivery;
 mod errors;
 mod multipart;
 mod read;
 
-pub use client::{S3Client, S3Store};
+pub use client::{S3Client, S3Store, DELIVERY_MARK};
 pub use config::S3Config;
+pub use delivery::Delivered;
 pub use read::ObjectInfo;
 
 use std::path::Path;

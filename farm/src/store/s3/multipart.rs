@@ -134,7 +134,9 @@ async fn put_multipart(
     src: &Path,
     size: u64,
 ) -> Result<Option<String>, FarmError> {
-    let mut guard = store.create_upload(key, "create multipart upload").await?;
+    let mut guard = store
+        .create_upload(key, "create multipart upload", None)
+        .await?;
     let upload_id = guard.upload_id.clone();
     let parts = PartPolicy::new(store.tuning.part_size).plan(size);
     tracing::debug!(bucket = %store.bucket, key, size, parts = parts.len(), "multipart upload");

@@ -13,7 +13,7 @@ use aws_sdk_s3::operation::get_object::GetObjectOutput;
 use aws_sdk_s3::presigning::PresigningConfig;
 use tokio::io::AsyncWriteExt;
 
-use super::client::{non_empty, validate_prefix, S3Store};
+use super::client::{non_empty, validate_prefix, S3Store, DELIVERY_MARK};
 use super::config::MIB;
 use super::errors::{error_chain, sdk_err, store_err};
 use crate::store::validate_key;
@@ -33,6 +33,14 @@ pub struct ObjectInfo {
     pub etag: String,
     /// Size in bytes.
     pub size: u64,
+}
+
+/// An object as a HEAD describes it, with the metadata a delivery reads.
+pub(super) struct Headed {
+    pub(super) info: ObjectInfo,
+    pub(super) content_type: Option<String>,
+    /// Its [`DELIVERY_MARK`], if it carries one.
+    pub(super) mark: Option<String>,
 }
 
 impl S3Store {
@@ -115,6 +123,11 @@ impl S3Store {
 
     /// Size and ETag of `key`, or `None` when it does not exist.
     pub async fn head(&self, key: &str) -> Result<Option<ObjectInfo>, FarmError> {
+        Ok(self.head_full(key).await?.map(|h| h.info))
+    }
+
+    /// [`S3Store::head`] with the metadata a delivery reads (delivery.rs).
+    pub(super) async fn head_full(&self, key: &str) -> Result<Option<Headed>, FarmError> {
         validate_key(key)?;
         let sent = self
             .client
@@ -124,10 +137,14 @@ impl S3Store {
             .send()
             .await;
         match sent {
-            Ok(out) => Ok(Some(ObjectInfo {
-                key: key.to_string(),
-                etag: clean_etag(out.e_tag()),
-                size: out.content_length().unwrap_or(0).max(0) as u64,
+            Ok(out) => Ok(Some(Headed {
+                info: ObjectInfo {
+                    key: key.to_string(),
+                    etag: clean_etag(out.e_tag()),
+                    size: out.content_length().unwrap_or(0).max(0) as u64,
+                },
+                content_type: out.content_type().map(str::to_string),
+                mark: out.metadata().and_then(|m| m.get(DELIVERY_MARK)).cloned(),
             })),
             Err(SdkError::ServiceError(e)) if e.raw().status().as_u16() == 404 => Ok(None),
             Err(e) => Err(sdk_err(key, "head", &e)),
