@@ -75,14 +75,36 @@ impl Search {
             return Next::Keep(self.keep(probes));
         }
         let guess = self.on_grid(self.predict(probes));
-        // Nothing new to learn: the bound is reached, or the grid point was probed.
-        if probes
-            .iter()
-            .any(|p| (p.rate_factor - guess).abs() < self.step / 2.0)
-        {
-            return Next::Keep(self.keep(probes));
+        let probed =
+            |rf: f64| (probes.iter()).any(|p| (p.rate_factor - rf).abs() < self.step / 2.0);
+        if !probed(guess) {
+            return Next::Probe(guess);
         }
-        Next::Probe(guess)
+        // The guess was probed: on a steep curve the crossing falls between two grid points.
+        // The untried point next to it between the probes that bracket the window, if any;
+        // else nothing new to learn (the bound is reached).
+        match self.between(probes) {
+            Some(rf) if !probed(rf) => Next::Probe(rf),
+            _ => Next::Keep(self.keep(probes)),
+        }
+    }
+
+    /// The grid point at or below the predicted crossing, when it lies strictly between the
+    /// highest rate factor that reaches the window and the lowest one that scored under it.
+    fn between(&self, probes: &[Probe]) -> Option<f64> {
+        let floor = self.target - BELOW;
+        let reaching = (probes.iter())
+            .filter(|p| p.vmaf >= floor)
+            .map(|p| p.rate_factor)
+            .max_by(f64::total_cmp)?;
+        let short = (probes.iter())
+            .filter(|p| p.vmaf < floor && p.rate_factor > reaching)
+            .map(|p| p.rate_factor)
+            .min_by(f64::total_cmp)?;
+        // The grid point at or below the crossing: the side that reaches the target.
+        let below = (self.predict(probes) / self.step).floor() * self.step;
+        let inside = below > reaching + self.step / 2.0 && below < short - self.step / 2.0;
+        inside.then(|| below.clamp(self.min_rate_factor, self.max_rate_factor))
     }
 
     /// Whether `probe` is in the window around the target.

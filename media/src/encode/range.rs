@@ -237,6 +237,25 @@ pub(crate) fn is_end_or_again(e: &ff::Error) -> bool {
         || matches!(e, ff::Error::Other { errno } if *errno == ff::util::error::EAGAIN)
 }
 
+/// The source of a segment of frames `[start, end)` at 25 fps, 8-bit SDR, for tests that
+/// build requests by hand.
+#[cfg(test)]
+pub(crate) fn test_source(start: i64, end: i64) -> tessera_model::encode::SegmentSource {
+    use tessera_model::probe::{ColorInfo, Rational};
+    tessera_model::encode::SegmentSource {
+        start_pts: start,
+        end_pts: end,
+        time_base: Rational::new(1, 25),
+        bias: 0,
+        frame_rate: Rational::new(25, 1),
+        sample_aspect_ratio: Rational::new(1, 1),
+        source_size: None,
+        color: ColorInfo::default(),
+        source_bit_depth: 8,
+        keyframes: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

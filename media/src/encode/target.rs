@@ -4,13 +4,24 @@
 //! segment's encode, so no final encode follows the search.
 //!
 //! Why in the media child: the probes need the chunk and the encoders, and the search is
-//! cheapest where they are; the worker sees one encode that took a few rounds. Every round
-//! encodes the renditions still searching from one decode of the chunk (the software or GPU
-//! path, as any segment); renditions without a target are encoded in the first round only.
+//! cheapest where they are; the worker sees one encode that took a few rounds. On the
+//! software path the segment's frames are decoded once and kept (frames.rs): every round
+//! encodes from them and every score compares against them. Renditions without a target are
+//! encoded in the first round only.
+//!
+//! Why no scouts at a faster preset: measured on bench/quality.sh's source (docs/quality.md),
+//! x264 `ultrafast` scouts placed the first probe worse than the rendition's own CRF did on
+//! grain and fine detail (their VMAF at a CRF differs from `medium`'s by up to 13 points), and
+//! the search took more CPU with them than without.
 
+mod frames;
 mod score;
 
 use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use frames::SourceFrames;
+use score::SUBSAMPLE;
 
 use crate::MediaError;
 use tessera_model::encode::{EncodeRequest, EncodeResult, RateControl, RenditionResult};
@@ -33,12 +44,23 @@ pub(crate) type EncodeOnce =
 
 /// Encodes `req` (which has at least one rendition with a target) by rounds of `encode` (the
 /// software or GPU path, which must not search again: it encodes each rendition once at the
-/// CRF in its `rate`); `progress` counts the first round's frames.
+/// CRF in its `rate`), or from the segment's kept frames on the software path; `progress`
+/// counts the first pass's frames.
 pub(crate) fn encode_targeted(
     req: &EncodeRequest,
     progress: &mut dyn FnMut(u64),
     encode: &EncodeOnce,
 ) -> Result<EncodeResult, MediaError> {
+    let kept = match req.hardware {
+        None => SourceFrames::load(req, progress)?,
+        Some(_) => None,
+    };
+    let mut first_pass = kept.is_none();
+    let mut run = |sub: &EncodeRequest| match &kept {
+        Some(frames) => frames.encode(sub),
+        None if std::mem::take(&mut first_pass) => encode(sub, progress),
+        None => encode(sub, &mut |_| {}),
+    };
     let mut searching: Vec<Option<Searching>> = (req.outputs.iter())
         .map(|o| {
             let target = o.spec.target?;
@@ -55,6 +77,7 @@ pub(crate) fn encode_targeted(
             })
         })
         .collect();
+    let mut results: Vec<Option<RenditionResult>> = vec![None; req.outputs.len()];
     let mut first: Option<EncodeResult> = None;
     let mut seconds = 0.0;
     for round in 0.. {
@@ -69,23 +92,17 @@ pub(crate) fn encode_targeted(
             break;
         }
         let sub = round_request(req, &searching, &active, round);
-        let mut quiet = |_: u64| {};
-        let done = if round == 0 {
-            encode(&sub, progress)?
-        } else {
-            encode(&sub, &mut quiet)?
-        };
+        let done = run(&sub)?;
         seconds += done.media_seconds;
         let probed: Vec<(usize, usize)> = (active.iter().enumerate())
             .filter(|(_, &i)| searching[i].is_some())
             .map(|(pos, &i)| (pos, i))
             .collect();
-        let files: Vec<PathBuf> = probed
-            .iter()
+        let files: Vec<PathBuf> = (probed.iter())
             .map(|&(pos, _)| sub.outputs[pos].path.clone())
             .collect();
-        let started = std::time::Instant::now();
-        let scores = score::score_encodes(req, &files)?;
+        let started = Instant::now();
+        let scores = score::score_encodes(req, &files, kept.as_ref(), SUBSAMPLE)?;
         seconds += started.elapsed().as_secs_f64();
         for ((pos, i), vmaf) in probed.into_iter().zip(scores) {
             let s = searching[i].as_mut().expect("probed renditions search");
@@ -103,17 +120,27 @@ pub(crate) fn encode_targeted(
             }
         }
         if round == 0 {
+            for (pos, &i) in active.iter().enumerate() {
+                if searching[i].is_none() {
+                    results[i] = Some(done.renditions[pos].clone());
+                }
+            }
             first = Some(done);
         }
     }
-    let mut result = first.expect("the first round ran");
-    result.media_seconds = seconds;
     for (i, s) in searching.into_iter().enumerate() {
         if let Some(s) = s {
-            result.renditions[i] = keep(s, &req.outputs[i].path)?;
+            results[i] = Some(keep(s, &req.outputs[i].path)?);
         }
     }
-    Ok(result)
+    Ok(EncodeResult {
+        renditions: results
+            .into_iter()
+            .map(|r| r.expect("every rendition"))
+            .collect(),
+        media_seconds: seconds,
+        ..first.expect("the first round ran")
+    })
 }
 
 /// The request of one round: the active renditions, each still searching at its next rate
@@ -130,7 +157,7 @@ fn round_request(
             if let Some(rf) = searching[i].as_ref().and_then(|s| s.next) {
                 // The target stays: the encoder's headers are then the same at every CRF.
                 out.spec.rate = RateControl::Crf(rf as f32);
-                out.path = probe_path(&out.path, round);
+                out.path = probe_path(&out.path, &format!("probe{round}"));
             }
             out
         })
@@ -146,10 +173,10 @@ fn round_request(
     }
 }
 
-/// Where a rendition's probe of `round` is written: beside its output.
-fn probe_path(output: &Path, round: u32) -> PathBuf {
+/// Where a rendition's probe `what` is written: beside its output.
+fn probe_path(output: &Path, what: &str) -> PathBuf {
     let mut name = output.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".probe{round}"));
+    name.push(format!(".{what}"));
     output.with_file_name(name)
 }
 

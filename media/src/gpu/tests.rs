@@ -9,11 +9,9 @@ use super::*;
 use crate::encode::range::RangeGate;
 use crate::{encode_segment, nvdec_decode_check};
 use tessera_model::encode::{
-    EncodeRequest, HardwareEncode, RateControl, RenditionOutput, RenditionSpec, SegmentSource,
-    VideoCodec,
+    EncodeRequest, HardwareEncode, RateControl, RenditionOutput, RenditionSpec, VideoCodec,
 };
 use tessera_model::error_code::ErrorClass;
-use tessera_model::probe::{ColorInfo, Rational};
 
 /// Whether this machine has an NVIDIA driver (then the "no GPU" checks do not apply).
 fn has_nvidia_driver() -> bool {
@@ -38,18 +36,7 @@ fn listed(list: &str, name: &str) -> bool {
 fn request(codec: VideoCodec, hardware: Option<HardwareEncode>) -> EncodeRequest {
     EncodeRequest {
         chunk: PathBuf::from("/nonexistent/tessera-chunk.nut"),
-        source: SegmentSource {
-            start_pts: 0,
-            end_pts: 100,
-            time_base: Rational::new(1, 25),
-            bias: 0,
-            frame_rate: Rational::new(25, 1),
-            sample_aspect_ratio: Rational::new(1, 1),
-            source_size: None,
-            color: ColorInfo::default(),
-            source_bit_depth: 8,
-            keyframes: Vec::new(),
-        },
+        source: crate::encode::range::test_source(0, 100),
         outputs: vec![RenditionOutput {
             spec: RenditionSpec {
                 name: "720p".into(),

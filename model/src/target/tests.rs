@@ -186,3 +186,28 @@ fn the_first_probe_takes_the_hint_on_the_grid() {
     };
     assert_eq!(svt.first(Some(33.4)), 33.0);
 }
+
+#[test]
+fn a_crossing_between_grid_points_is_closed_in_on_not_left_far_above() {
+    // Grain: 4.2 VMAF per unit; 22.0 scores 98.7, 23.5 scores 92.4 (under the window), the
+    // interpolation rounds back onto 23.5: the search tries 23.0 rather than keep 22.0.
+    let s = x264(93.0);
+    let grain = |rf: f64| 98.7 - (rf - 22.0) * 4.2;
+    let probes = [
+        Probe {
+            rate_factor: 22.0,
+            vmaf: grain(22.0),
+        },
+        Probe {
+            rate_factor: 23.5,
+            vmaf: grain(23.5),
+        },
+    ];
+    assert_eq!(s.next(&probes), Next::Probe(23.0));
+    let mut more = probes.to_vec();
+    more.push(Probe {
+        rate_factor: 23.0,
+        vmaf: grain(23.0),
+    });
+    assert_eq!(s.next(&more), Next::Keep(2), "23.0 scores 94.5: kept");
+}

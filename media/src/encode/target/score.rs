@@ -1,6 +1,7 @@
-//! The VMAF of a segment's encodes against the segment's own source frames: the chunk decoded
-//! once, the same frames the encode kept (the range gate), each encode's file decoded beside
-//! it and scored frame by frame (verify/vmaf.rs, as the reports score whole outputs).
+//! The VMAF of a segment's encodes against the segment's own source frames: the frames the
+//! search kept (frames.rs), or the chunk decoded again through the same range gate; each
+//! encode's file decoded beside them and scored frame by frame (verify/vmaf.rs, as the
+//! reports score whole outputs).
 //!
 //! Why one decode of the source for all: a round of the search scores every rendition still
 //! searching, and the source decode is a large share of a probe's cost.
@@ -9,60 +10,77 @@ use std::path::{Path, PathBuf};
 
 use ffmpeg_next as ff;
 
-use crate::demux::{open_input, open_video_decoder};
-use crate::encode::range::{chunk_stream, decode_all, RangeGate};
+use super::frames::{each_frame, SourceFrames};
 use crate::verify::frames::FrameReader;
 use crate::verify::vmaf::VmafRun;
 use crate::MediaError;
 use tessera_model::encode::EncodeRequest;
 
 /// A probe is scored on every 3rd frame (libvmaf's own subsampling: its motion feature still
-/// sees every frame). Why: the VMAF features are a third of a probe's cost at a medium
-/// preset, and a segment's mean moves little (the report's `target_vmaf_error` keeps the
-/// gap from the stitched output's every-frame score).
-const SUBSAMPLE: u32 = 3;
+/// sees every frame). Why: the VMAF features cost about half a medium x264 encode at every
+/// frame, and a segment's mean moves little (the report's `target_vmaf_error` keeps the gap
+/// from the stitched output's every-frame score).
+pub(super) const SUBSAMPLE: u32 = 3;
 
 /// The mean VMAF of each of `encodes` (files of this segment) against the segment's source
-/// frames, in order.
+/// frames, in order: the `kept` frames when there are, else the chunk decoded again. Scored
+/// at the source's size, every `subsample`th frame.
 pub(super) fn score_encodes(
     req: &EncodeRequest,
     encodes: &[PathBuf],
+    kept: Option<&SourceFrames>,
+    subsample: u32,
 ) -> Result<Vec<f64>, MediaError> {
-    let chunk = req.chunk.as_path();
-    let mut ictx = open_input(chunk)?;
-    let stream = chunk_stream(&ictx, chunk)?;
-    let chunk_tb = stream.time_base();
-    let mut decoder = open_video_decoder(&stream, chunk, req.threads)?;
-    let (sw, sh) = (req.source.source_size).unwrap_or((decoder.width(), decoder.height()));
-    let mut runs = Vec::with_capacity(encodes.len());
-    for path in encodes {
-        let reader = FrameReader::open(path, 1)?;
-        let run = VmafRun::new(sw, sh, (req.threads as u32, SUBSAMPLE), path)?;
-        runs.push((reader, run));
-    }
-    let mut gate = RangeGate::new(req, chunk_tb);
-    let lead_in = gate.lead_in();
-    let mut on_frame = |frame: &mut ff::frame::Video| -> Result<(), MediaError> {
-        if gate.admit_frame(frame).is_none() {
-            return Ok(());
-        }
-        for (reader, run) in runs.iter_mut() {
-            let Some(encoded) = reader.next()? else {
-                return Err(short(reader.path(), gate.in_range));
-            };
-            run.push((&encoded, reader.path()), (frame, chunk))?;
-        }
+    let mut runs: Option<Vec<(FrameReader, VmafRun)>> = None;
+    let mut count = 0;
+    each_frame(req, kept, &mut |frame| {
+        let runs = match &mut runs {
+            Some(runs) => runs,
+            None => {
+                let size = (req.source.source_size).unwrap_or((frame.width(), frame.height()));
+                runs.insert(open_runs(req, encodes, size, subsample)?)
+            }
+        };
+        push(runs, frame, &req.chunk, count)?;
+        count += 1;
         Ok(())
-    };
-    decode_all(
-        &mut ictx,
-        &mut decoder,
-        chunk,
-        &mut on_frame,
-        None,
-        Some(lead_in),
-    )?;
-    let frames = gate.in_range;
+    })?;
+    finish(runs.unwrap_or_default(), count)
+}
+
+fn open_runs(
+    req: &EncodeRequest,
+    encodes: &[PathBuf],
+    (w, h): (u32, u32),
+    subsample: u32,
+) -> Result<Vec<(FrameReader, VmafRun)>, MediaError> {
+    (encodes.iter())
+        .map(|path| {
+            let reader = FrameReader::open(path, 1)?;
+            let run = VmafRun::new(w, h, (req.threads as u32, subsample), path)?;
+            Ok((reader, run))
+        })
+        .collect()
+}
+
+/// Scores source frame `at` (`frame`, of `chunk`) against each encode's next frame.
+fn push(
+    runs: &mut [(FrameReader, VmafRun)],
+    frame: &ff::frame::Video,
+    chunk: &Path,
+    at: u64,
+) -> Result<(), MediaError> {
+    for (reader, run) in runs.iter_mut() {
+        let Some(encoded) = reader.next()? else {
+            return Err(short(reader.path(), at));
+        };
+        run.push((&encoded, reader.path()), (frame, chunk))?;
+    }
+    Ok(())
+}
+
+/// Each encode's mean, once it is checked to hold no frame past the segment's `frames`.
+fn finish(runs: Vec<(FrameReader, VmafRun)>, frames: u64) -> Result<Vec<f64>, MediaError> {
     let mut means = Vec::with_capacity(runs.len());
     for (mut reader, run) in runs {
         if reader.next()?.is_some() {
