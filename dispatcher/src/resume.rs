@@ -2,7 +2,7 @@
 //! republishing its segments or waiting again for the ones already done.
 
 use rusqlite::{params, OptionalExtension};
-use tessera_engine::Resume;
+use tessera_engine::{DoneSegment, Resume};
 use tessera_model::encode::TargetResult;
 
 use crate::db::Db;
@@ -131,14 +131,19 @@ impl Db {
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             // A search that does not read back (a row from another version) is left out of
             // the report, not the job.
-            let done_targets = (rows.iter())
-                .filter_map(|(i, _, t)| Some((*i, serde_json::from_str(t.as_deref()?).ok()?)))
+            let done = (rows.into_iter())
+                .map(|(index, frames, t)| DoneSegment {
+                    index,
+                    frames,
+                    targets: (t.as_deref())
+                        .and_then(|t| serde_json::from_str(t).ok())
+                        .unwrap_or_default(),
+                })
                 .collect();
             Ok(Some(Resume {
                 plan_fingerprint: fp as u64,
                 published,
-                done: rows.into_iter().map(|(i, f, _)| (i, f)).collect(),
-                done_targets,
+                done,
             }))
         })
     }
@@ -169,12 +174,14 @@ mod tests {
         db.record_published("j").unwrap();
         db.record_plan("j", 7).unwrap(); // same plan again: kept
         let r = db.resume_state("j").unwrap().unwrap();
+        let done: Vec<(u32, u64)> = r.done.iter().map(|d| (d.index, d.frames)).collect();
         assert_eq!(
-            (r.plan_fingerprint, r.published, r.done.clone()),
+            (r.plan_fingerprint, r.published, done),
             (7, true, vec![(0, 30), (2, 31)])
         );
         // The search a segment reported comes back with it (for the resumed job's report).
-        assert_eq!(r.done_targets, vec![(0, vec![None, Some(search)])]);
+        assert_eq!(r.done[0].targets, vec![None, Some(search)]);
+        assert!(r.done[1].targets.is_empty());
         db.record_plan("j", 8).unwrap(); // another plan: forgotten
         let r = db.resume_state("j").unwrap().unwrap();
         assert_eq!(

@@ -274,7 +274,7 @@ impl Runner {
                         // A resumed run counts the segments its earlier run finished.
                         let done: Vec<u32> = db
                             .resume_state(&job)?
-                            .map_or_else(Vec::new, |r| r.done.iter().map(|d| d.0).collect());
+                            .map_or_else(Vec::new, |r| r.done.iter().map(|d| d.index).collect());
                         let pool = if *on_gpu { Pool::Gpu } else { Pool::Cpu };
                         scaling.planned(&job, pool, segment_seconds, &done);
                         *p = (*segments, done.len() as u32);

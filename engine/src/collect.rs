@@ -13,7 +13,7 @@ use crate::audio_step::AudioTask;
 use crate::patience::recorded;
 use crate::prepare::Prepared;
 use crate::publish::{published, segment_task};
-use crate::request::{DispatchContext, JobPlan, JobStage};
+use crate::request::{DispatchContext, DoneSegment, JobPlan, JobStage};
 use crate::stitching::Stitched;
 use crate::task_events::{next_event, task_failed, Silence};
 
@@ -45,11 +45,7 @@ struct Tally {
 impl Tally {
     /// Nothing in yet but the segments an earlier run of this job already collected (and
     /// the searches they reported).
-    fn new(
-        total: usize,
-        reused: &[(u32, u64)],
-        searches: &[(u32, Vec<Option<TargetResult>>)],
-    ) -> Self {
+    fn new(total: usize, reused: &[DoneSegment]) -> Self {
         let mut tally = Tally {
             done: vec![false; total],
             remaining: total,
@@ -62,16 +58,13 @@ impl Tally {
                 targets: vec![Vec::new(); total],
             },
         };
-        for &(seg, frames) in reused {
-            if let Some(slot) = tally.done.get_mut(seg as usize).filter(|d| !**d) {
+        for seg in reused {
+            let i = seg.index as usize;
+            if let Some(slot) = tally.done.get_mut(i).filter(|d| !**d) {
                 *slot = true;
                 tally.remaining -= 1;
-                tally.collected.frames += frames;
-            }
-        }
-        for (seg, targets) in searches {
-            if let Some(slot) = tally.collected.targets.get_mut(*seg as usize) {
-                slot.clone_from(targets);
+                tally.collected.frames += seg.frames;
+                tally.collected.targets[i].clone_from(&seg.targets);
             }
         }
         tally
@@ -93,11 +86,7 @@ pub(crate) async fn collect(
 ) -> Result<Collected, FarmError> {
     let plan = &prepared.plan;
     let publisher = &mut prepared.publisher;
-    let mut tally = Tally::new(
-        plan.segments.len(),
-        &prepared.reused,
-        &prepared.reused_targets,
-    );
+    let mut tally = Tally::new(plan.segments.len(), &prepared.reused);
     prepared.audio.segments_left(tally.remaining);
     let mut silence = Silence::new(ctx.task_deadline);
     while tally.remaining > 0 {

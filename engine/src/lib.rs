@@ -54,8 +54,8 @@ pub use gate::{GateCounts, PublishGate};
 pub use job::{end_job, run_job};
 pub use patience::patiently;
 pub use request::{
-    Destination, DispatchContext, JobOutput, JobReport, JobRequest, JobStage, OutputReport,
-    OutputSink, PackageJob, Resume, StageRecorder, DEFAULT_MAX_DECODE_ERROR_SHARE,
+    Destination, DispatchContext, DoneSegment, JobOutput, JobReport, JobRequest, JobStage,
+    OutputReport, OutputSink, PackageJob, Resume, StageRecorder, DEFAULT_MAX_DECODE_ERROR_SHARE,
     DEFAULT_TASK_DEADLINE,
 };
 pub use rollback::take_back;

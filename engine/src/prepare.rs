@@ -27,10 +27,9 @@ pub(crate) struct Prepared {
     pub publisher: Option<Publisher>,
     /// The largest peak RSS of the probe and split children.
     pub peak_rss_bytes: u64,
-    /// Segments an earlier run finished (index, frames): not waited for again.
-    pub reused: Vec<(u32, u64)>,
-    /// Of those, the target-quality searches they reported.
-    pub reused_targets: Vec<(u32, Vec<Option<tessera_model::encode::TargetResult>>)>,
+    /// Segments an earlier run finished (with the searches they reported): not waited for
+    /// again.
+    pub reused: Vec<crate::request::DoneSegment>,
     /// The whole-input task, when this run goes whole (whole.rs): no split, no audio step,
     /// no stitch tasks; the collect stage waits for this task instead.
     pub whole: Option<tessera_model::wire::WholeTask>,
@@ -138,11 +137,6 @@ pub(crate) async fn prepare(
         audio,
         publisher,
         peak_rss_bytes: probe_rss.max(split_rss),
-        reused_targets: if resume.published {
-            resume.done_targets
-        } else {
-            Vec::new()
-        },
         reused: if resume.published {
             resume.done
         } else {
@@ -169,7 +163,6 @@ async fn prepared_whole(
         publisher: None,
         peak_rss_bytes: probe_rss,
         reused: Vec::new(),
-        reused_targets: Vec::new(),
         whole: Some(task),
     })
 }

@@ -134,12 +134,22 @@ pub struct Resume {
     pub plan_fingerprint: u64,
     /// Whether every segment task was already published (and sits durably on the queue).
     pub published: bool,
-    /// Segments already reported done, with their frame counts.
-    pub done: Vec<(u32, u64)>,
-    /// Of those, the target-quality searches they reported (per rendition), so the report
-    /// of a resumed job still accounts for every segment.
+    /// Segments already reported done.
+    pub done: Vec<DoneSegment>,
+}
+
+/// A segment an earlier run of the job saw done: what its resumed run counts without
+/// waiting for it again.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DoneSegment {
+    /// The segment's index in the plan.
+    pub index: u32,
+    /// Frames it encoded.
+    pub frames: u64,
+    /// The target-quality searches it reported (per rendition; empty without a target), so
+    /// the report of a resumed job still accounts for every segment.
     #[serde(default)]
-    pub done_targets: Vec<(u32, Vec<Option<TargetResult>>)>,
+    pub targets: Vec<Option<TargetResult>>,
 }
 
 /// Where the job stands, for progress displays.

@@ -10,6 +10,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use maud::{html, Markup};
+use tessera_engine::DoneSegment;
 
 use super::jobs::input_of;
 use super::page::{answer, csrf_field, error_page, frame, progress, read, utc};
@@ -123,7 +124,7 @@ fn summary(row: &JobRow) -> Markup {
 }
 
 /// The segments of the running plan: one cell each, done or waiting, with its frames.
-fn segments(row: &JobRow, done: &[(u32, u64)]) -> Markup {
+fn segments(row: &JobRow, done: &[DoneSegment]) -> Markup {
     let total = row.segments_total;
     html! {
         h2 { "Segments" }
@@ -135,8 +136,8 @@ fn segments(row: &JobRow, done: &[(u32, u64)]) -> Markup {
             p { (done.len()) " of " (total) " segments recorded done." }
             ol.segments {
                 @for i in 0..total {
-                    @match done.iter().find(|(idx, _)| *idx == i) {
-                        Some((_, frames)) => li.done title={ "segment " (i) ": " (frames) " frames" } { (i) },
+                    @match done.iter().find(|d| d.index == i) {
+                        Some(d) => li.done title={ "segment " (i) ": " (d.frames) " frames" } { (i) },
                         None => li.waiting title={ "segment " (i) ": not done" } { (i) },
                     }
                 }
