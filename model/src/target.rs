@@ -40,6 +40,10 @@ pub struct Search {
     pub slope: f64,
     /// Probes at most (the last one's file is kept when none lands in the window).
     pub max_probes: usize,
+    /// The finest rate factor step the encoder takes (x264 and x265: 0.1; whole numbers
+    /// for SVT-AV1 and NVENC): where a steep curve crosses the target between two grid
+    /// points, the search closes in on it at this step.
+    pub fine_step: f64,
 }
 
 /// A probe lands when its score is in `[target - BELOW, target + ABOVE]`: close enough below
@@ -84,13 +88,14 @@ impl Search {
         // The untried point next to it between the probes that bracket the window, if any;
         // else nothing new to learn (the bound is reached).
         match self.between(probes) {
-            Some(rf) if !probed(rf) => Next::Probe(rf),
-            _ => Next::Keep(self.keep(probes)),
+            Some(rf) => Next::Probe(rf),
+            None => Next::Keep(self.keep(probes)),
         }
     }
 
-    /// The grid point at or below the predicted crossing, when it lies strictly between the
-    /// highest rate factor that reaches the window and the lowest one that scored under it.
+    /// The fine point at or below the predicted crossing, when it lies strictly between the
+    /// highest rate factor that reaches the window and the lowest one that scored under it
+    /// and was not probed.
     fn between(&self, probes: &[Probe]) -> Option<f64> {
         let floor = self.target - BELOW;
         let reaching = (probes.iter())
@@ -101,10 +106,12 @@ impl Search {
             .filter(|p| p.vmaf < floor && p.rate_factor > reaching)
             .map(|p| p.rate_factor)
             .min_by(f64::total_cmp)?;
-        // The grid point at or below the crossing: the side that reaches the target.
-        let below = (self.predict(probes) / self.step).floor() * self.step;
-        let inside = below > reaching + self.step / 2.0 && below < short - self.step / 2.0;
-        inside.then(|| below.clamp(self.min_rate_factor, self.max_rate_factor))
+        // The fine point at or below the crossing: the side that reaches the target.
+        let fine = self.fine_step.clamp(1e-3, self.step);
+        let below = (self.predict(probes) / fine + 1e-9).floor() * fine;
+        let inside = below > reaching + fine / 2.0 && below < short - fine / 2.0;
+        let new = (probes.iter()).all(|p| (p.rate_factor - below).abs() >= fine / 2.0);
+        (inside && new).then(|| below.clamp(self.min_rate_factor, self.max_rate_factor))
     }
 
     /// Whether `probe` is in the window around the target.

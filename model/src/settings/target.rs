@@ -44,6 +44,10 @@ pub fn target_search(spec: &RenditionSpec, target: &TargetQuality, gpu: bool) ->
         step,
         slope,
         max_probes: MAX_PROBES,
+        fine_step: match spec.codec {
+            VideoCodec::H264 | VideoCodec::Hevc if !gpu => 0.1,
+            _ => step,
+        },
     }
 }
 

@@ -12,6 +12,7 @@ fn x264(target: f64) -> Search {
         step: 0.5,
         slope: 1.2,
         max_probes: 4,
+        fine_step: 0.1,
     }
 }
 
@@ -25,8 +26,10 @@ fn run(search: &Search, curve: impl Fn(f64) -> f64) -> (Vec<Probe>, usize) {
                     rf >= search.min_rate_factor && rf <= search.max_rate_factor,
                     "probe {rf} out of bounds"
                 );
+                // On the grid, or on the fine grid between two probes that bracket the target.
+                let off = |step: f64| ((rf / step) - (rf / step).round()).abs() > 1e-6;
                 assert!(
-                    (rf / search.step).fract().abs() < 1e-9,
+                    !off(search.step) || !off(search.fine_step),
                     "probe {rf} off the grid"
                 );
                 assert!(
@@ -190,24 +193,26 @@ fn the_first_probe_takes_the_hint_on_the_grid() {
 #[test]
 fn a_crossing_between_grid_points_is_closed_in_on_not_left_far_above() {
     // Grain: 4.2 VMAF per unit; 22.0 scores 98.7, 23.5 scores 92.4 (under the window), the
-    // interpolation rounds back onto 23.5: the search tries 23.0 rather than keep 22.0.
+    // interpolation rounds back onto 23.5: the search tries 23.3 rather than keep 22.0.
     let s = x264(93.0);
-    let grain = |rf: f64| 98.7 - (rf - 22.0) * 4.2;
-    let probes = [
-        Probe {
-            rate_factor: 22.0,
-            vmaf: grain(22.0),
-        },
-        Probe {
-            rate_factor: 23.5,
-            vmaf: grain(23.5),
-        },
-    ];
-    assert_eq!(s.next(&probes), Next::Probe(23.0));
+    let grain = |rf: f64| Probe {
+        rate_factor: rf,
+        vmaf: 98.7 - (rf - 22.0) * 4.2,
+    };
+    let probes = [grain(22.0), grain(23.5)];
+    let Next::Probe(rf) = s.next(&probes) else {
+        panic!("kept a probe 5.7 above the target")
+    };
+    assert!((rf - 23.3).abs() < 1e-6, "{rf}");
     let mut more = probes.to_vec();
-    more.push(Probe {
-        rate_factor: 23.0,
-        vmaf: grain(23.0),
-    });
-    assert_eq!(s.next(&more), Next::Keep(2), "23.0 scores 94.5: kept");
+    more.push(grain(rf));
+    assert_eq!(s.next(&more), Next::Keep(2), "23.3 scores 93.2: kept");
+    // Whole-number encoders (NVENC's cq, SVT-AV1) never probe between their steps.
+    let whole = Search {
+        step: 1.0,
+        fine_step: 1.0,
+        ..s
+    };
+    let probes = [grain(22.0), grain(23.0), grain(24.0)];
+    assert_eq!(whole.next(&probes), Next::Keep(1));
 }
