@@ -9,7 +9,7 @@
 //! encodes from them and every score compares against them. Renditions without a target are
 //! encoded in the first round only.
 //!
-//! Why no scouts at a faster preset: measured on bench/quality.sh's source (docs/quality.md),
+//! Why no scouts at a faster preset: measured on bench/quality.sh's source (docs/architecture.md),
 //! x264 `ultrafast` scouts placed the first probe worse than the rendition's own CRF did on
 //! grain and fine detail (their VMAF at a CRF differs from `medium`'s by up to 13 points), and
 //! the search took more CPU with them than without.
@@ -157,7 +157,7 @@ fn round_request(
             if let Some(rf) = searching[i].as_ref().and_then(|s| s.next) {
                 // The target stays: the encoder's headers are then the same at every CRF.
                 out.spec.rate = RateControl::Crf(rf as f32);
-                out.path = probe_path(&out.path, &format!("probe{round}"));
+                out.path = probe_path(&out.path, round);
             }
             out
         })
@@ -173,10 +173,10 @@ fn round_request(
     }
 }
 
-/// Where a rendition's probe `what` is written: beside its output.
-fn probe_path(output: &Path, what: &str) -> PathBuf {
+/// Where a rendition's probe of `round` is written: beside its output.
+fn probe_path(output: &Path, round: u32) -> PathBuf {
     let mut name = output.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".{what}"));
+    name.push(format!(".probe{round}"));
     output.with_file_name(name)
 }
 

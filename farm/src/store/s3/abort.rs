@@ -49,14 +49,18 @@ impl S3Store {
     ) -> Result<AbortGuard, FarmError> {
         let request = {
             let (store, key) = (self.clone(), key.to_string());
-            let mark = mark.map(|m| (m.value.clone(), m.content_type.clone()));
+            let mark = mark.cloned();
             async move {
                 let mut create = store
                     .client
                     .create_multipart_upload()
                     .bucket(&*store.bucket)
                     .key(&key);
-                if let Some((value, content_type)) = mark {
+                if let Some(Mark {
+                    value,
+                    content_type,
+                }) = mark
+                {
                     create = create
                         .metadata(DELIVERY_MARK, value)
                         .set_content_type(content_type);

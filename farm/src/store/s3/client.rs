@@ -32,6 +32,7 @@ pub const DELIVERY_MARK: &str = "tessera-delivery";
 
 /// The metadata a delivery's copy carries in place of the source's: the delivery mark
 /// ([`DELIVERY_MARK`]) and the source's content type.
+#[derive(Clone)]
 pub(super) struct Mark {
     pub(super) value: String,
     pub(super) content_type: Option<String>,

@@ -12,7 +12,7 @@ use futures_util::{StreamExt, TryStreamExt};
 
 use super::client::{Mark, S3Store, DELIVERY_MARK};
 use super::errors::{sdk_err, store_err};
-use super::read::ObjectInfo;
+use super::read::{Headed, ObjectInfo};
 use crate::store::validate_key;
 use crate::FarmError;
 
@@ -73,7 +73,7 @@ where
 
 /// Refuses a copy of `src` (of bucket `src_bucket`) to `key` unless it is the object of
 /// ETag `etag` (when given): the error names both tags.
-pub(super) fn still_checked(
+fn still_checked(
     src_bucket: &str,
     src: &ObjectInfo,
     etag: Option<&str>,
@@ -119,14 +119,27 @@ impl S3Store {
         etag: Option<&str>,
         key: &str,
     ) -> Result<u64, FarmError> {
+        let src = self.checked_source(src_bucket, src_key, etag, key).await?;
+        self.copy_version(src_bucket, &src.info, key).await
+    }
+
+    /// The HEAD of the source `src_key` of bucket `src_bucket` for a copy to `key`, refused
+    /// unless it is the object of ETag `etag` (when given).
+    pub(super) async fn checked_source(
+        &self,
+        src_bucket: &str,
+        src_key: &str,
+        etag: Option<&str>,
+        key: &str,
+    ) -> Result<Headed, FarmError> {
         validate_key(key)?;
         let src = self
             .client_store(src_bucket)
-            .head(src_key)
+            .head_full(src_key)
             .await?
             .ok_or_else(|| store_err(src_key, "copy: no such object"))?;
-        still_checked(src_bucket, &src, etag, key)?;
-        self.copy_version(src_bucket, &src, key).await
+        still_checked(src_bucket, &src.info, etag, key)?;
+        Ok(src)
     }
 
     /// Copies the object of bucket `src_bucket` that `src` describes (a HEAD or listing of it)
@@ -200,7 +213,7 @@ impl S3Store {
         Ok(())
     }
 
-    pub(super) fn client_store(&self, bucket: &str) -> S3Store {
+    fn client_store(&self, bucket: &str) -> S3Store {
         S3Store {
             client: self.client.clone(),
             presigner: self.presigner.clone(),

@@ -10,9 +10,6 @@
 //! record. The mark lives with the object, so no window is left.
 
 use super::client::{Mark, S3Store};
-use super::copy::still_checked;
-use super::errors::store_err;
-use crate::store::validate_key;
 use crate::FarmError;
 
 /// What a delivery did: the size at the destination, and whether an earlier delivery of
@@ -43,13 +40,7 @@ impl S3Store {
         key: &str,
         by: &str,
     ) -> Result<Delivered, FarmError> {
-        validate_key(key)?;
-        let src = self
-            .client_store(src_bucket)
-            .head_full(src_key)
-            .await?
-            .ok_or_else(|| store_err(src_key, "copy: no such object"))?;
-        still_checked(src_bucket, &src.info, etag, key)?;
+        let src = self.checked_source(src_bucket, src_key, etag, key).await?;
         let value = mark_of(by, &src.info.etag);
         if let Some(there) = self.head_full(key).await? {
             if there.mark.as_deref() == Some(value.as_str()) && there.info.size == src.info.size {

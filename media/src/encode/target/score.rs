@@ -45,7 +45,14 @@ pub(super) fn score_encodes(
         count += 1;
         Ok(())
     })?;
-    finish(runs.unwrap_or_default(), count)
+    match runs {
+        Some(runs) => finish(runs, count),
+        None if encodes.is_empty() => Ok(Vec::new()),
+        None => Err(MediaError::decode(
+            &req.chunk,
+            "no frame of the segment's range to score the encodes against",
+        )),
+    }
 }
 
 fn open_runs(
