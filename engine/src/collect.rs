@@ -87,6 +87,9 @@ pub(crate) async fn collect(
     let plan = &prepared.plan;
     let publisher = &mut prepared.publisher;
     let mut tally = Tally::new(plan.segments.len(), &prepared.reused);
+    for seg in &prepared.reused {
+        plan.leads.record(seg.index, &seg.targets);
+    }
     prepared.audio.segments_left(tally.remaining);
     let mut silence = Silence::new(ctx.task_deadline);
     while tally.remaining > 0 {
@@ -223,6 +226,8 @@ async fn on_event(
                 c.overheads.push(overhead_seconds);
                 c.peak_segment_rss = c.peak_segment_rss.max(peak_rss_bytes);
                 c.decode_errors += decode_errors;
+                // Its followers (if it leads a scene) may be published now.
+                plan.leads.record(segment, &targets);
                 c.targets[i] = targets;
                 if let Some(gate) = &ctx.gate {
                     gate.release(&plan.req.id);

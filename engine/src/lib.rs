@@ -13,7 +13,8 @@
 //!   and the publish stage; gives `Prepared`. While the fleet is busy a short input goes
 //!   whole instead (whole.rs: the rule, and one task that a worker cuts, encodes and
 //!   stitches).
-//! - publish.rs: split, chunks stored, segment tasks published (admitted by gate.rs).
+//! - publish.rs: split, chunks stored, segment tasks published (admitted by gate.rs; a
+//!   segment that follows its scene's first segment once that one is done, scene_leads.rs).
 //! - collect.rs: waits for every segment, or for the whole-input task; gives `Collected`.
 //! - finish.rs: stitch, frame check and quality (stitching.rs), the streaming package
 //!   (packaging.rs, package_images.rs, package_assemble.rs), delivery; gives `Finished`.
@@ -45,6 +46,7 @@ mod publish;
 mod report;
 mod request;
 mod rollback;
+mod scene_leads;
 mod stitching;
 mod task_events;
 mod whole;

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use tessera_farm::sandbox::{Limits, MediaOp};
 use tessera_farm::FarmError;
-use tessera_model::probe::Probe;
+use tessera_model::plan::shown_pts;
+use tessera_model::probe::{PacketEntry, Probe, ProbeInfo, SegmentPlan};
+use tessera_model::target::scenes::scene_leaders;
 use tessera_model::wire::Hardware;
 
 use crate::audio_step::{audio_step_frames_of, spawn_audio, AudioTask};
@@ -15,6 +17,7 @@ use crate::patience::recorded;
 use crate::planning::{path_salt, plan, plan_fingerprint, resolve, thumbnails};
 use crate::publish::{split_and_publish, Publisher, SplitTimestamps};
 use crate::request::{DispatchContext, JobPlan, JobRequest, JobStage};
+use crate::scene_leads::SceneLeads;
 
 /// A job after preparation: its plan, and the audio step and the publisher running beside
 /// the encodes.
@@ -56,16 +59,10 @@ pub(crate) async fn prepare(
         .await
         .map_err(|e| FarmError::io(staging, e))?;
     let (probe, probe_rss) = probe(ctx, req).await?;
-    // In the one-process farm the audio step takes the first child a segment frees (see
-    // audio_step.rs): a short input's last segment is planned that much shorter.
-    let busy_last = if ctx.sandbox.reuses_children() {
-        audio_step_frames_of(req, &probe.info)
-    } else {
-        0.0
-    };
+    let busy_last = busy_last(ctx, req, &probe.info);
     let encode_queue = encode_queue(ctx, hardware, &probe.info, req).await?;
     let scenes = scene_cuts(ctx, req).await?;
-    let planned = plan(req, probe, busy_last, &scenes).await?;
+    let planned = plan(req, probe, busy_last, scenes.as_deref().unwrap_or_default()).await?;
     let salt = path_salt(hardware);
     let split_fingerprint = plan_fingerprint(&planned.1.segments) ^ salt;
     let on_cpu = encode_queue == ctx.encode_queue;
@@ -96,12 +93,15 @@ pub(crate) async fn prepare(
         .cloned()
         .unwrap_or_default();
     let segments = planned.segments.len();
+    let leads = scene_leads(&probe.packets, &planned.segments, scenes.as_deref(), whole);
     let plan = JobPlan {
         req: resolved,
         info,
         segments: planned.segments,
         bias,
         fingerprint,
+        // Written before `encode_queue` moves in: fields are evaluated in this order.
+        leads: Arc::new(SceneLeads::new(leads, encode_queue == ctx.gpu_queue)),
         encode_queue,
         cut: cut.then_some(timestamps.dts_rule),
         on_queue: Arc::new(Mutex::new(vec![resume.published; segments])),
@@ -188,20 +188,52 @@ async fn probe(ctx: &DispatchContext, req: &JobRequest) -> Result<(Probe, u64), 
     Ok((probe, stats.peak_rss_bytes))
 }
 
+/// Work one worker does before its segment, in frames: in the one-process farm the audio
+/// step takes the first child a segment frees (see audio_step.rs), so a short input's last
+/// segment is planned that much shorter.
+fn busy_last(ctx: &DispatchContext, req: &JobRequest, info: &ProbeInfo) -> f64 {
+    if ctx.sandbox.reuses_children() {
+        audio_step_frames_of(req, info)
+    } else {
+        0.0
+    }
+}
+
 /// The frames where the input's scenes change, when an output searches a target quality
-/// (its segments are then cut at them, planning.rs); none otherwise, or for a package,
+/// (its segments are then cut at them, planning.rs, and a segment with no scene change
+/// before it follows the one before, scene_leads.rs); `None` otherwise, or for a package,
 /// whose cuts are its media segments'. One decode of the input in a child.
-async fn scene_cuts(ctx: &DispatchContext, req: &JobRequest) -> Result<Vec<u64>, FarmError> {
+async fn scene_cuts(
+    ctx: &DispatchContext,
+    req: &JobRequest,
+) -> Result<Option<Vec<u64>>, FarmError> {
     let targeted = req.outputs.iter().any(|o| o.rendition.target.is_some());
     if !targeted || req.package.is_some() {
-        return Ok(Vec::new());
+        return Ok(None);
     }
     let op = MediaOp::Scenes {
         input: req.input.clone(),
     };
     let (scenes, _): (Vec<u64>, _) = ctx.sandbox.run(&op, ctx.limits, &mut |_| {}).await?;
     tracing::info!(job = %req.id, scenes = scenes.len(), "scene changes found");
-    Ok(scenes)
+    Ok(Some(scenes))
+}
+
+/// Which segment each segment follows (`tessera_model::target::scenes`): none unless the
+/// scenes were looked for (`scenes`: a target, no package) and the run is split.
+fn scene_leads(
+    packets: &[PacketEntry],
+    segments: &[SegmentPlan],
+    scenes: Option<&[u64]>,
+    whole: bool,
+) -> Vec<Option<u32>> {
+    match scenes {
+        Some(scenes) if !whole => {
+            let starts: Vec<i64> = segments.iter().map(|s| s.start_pts).collect();
+            scene_leaders(&starts, &shown_pts(packets, scenes))
+        }
+        _ => vec![None; segments.len()],
+    }
 }
 
 /// Records the plan (the `Planned` stage) and logs it.

@@ -6,6 +6,7 @@
 //! stage polls it and republishes its tasks after a silence.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use tessera_farm::sandbox::MediaOp;
 use tessera_farm::FarmError;
@@ -90,7 +91,10 @@ pub(crate) async fn split_and_publish(
 }
 
 /// Publishing runs on beside the encodes: with a gate it waits for places that only finished
-/// segments free, and the job's events are read once preparation returns.
+/// segments free, and the job's events are read once preparation returns. `ready` gives the
+/// tasks whose chunks are stored; one of a segment that follows its scene's first segment
+/// waits until that one is done (`plan.leads`, recorded by the collect stage) and goes with
+/// the band the leader's result gives it.
 pub(crate) fn spawn_publisher(
     ctx: &DispatchContext,
     plan: &JobPlan,
@@ -99,19 +103,38 @@ pub(crate) fn spawn_publisher(
     let ctx = ctx.clone();
     let (job, priority, total) = (plan.req.id.clone(), plan.req.priority, plan.segments.len());
     let (queue, on_queue) = (plan.encode_queue.clone(), plan.on_queue.clone());
+    let leads = Arc::clone(&plan.leads);
     Publisher(tokio::spawn(async move {
-        let mut published = 0usize;
-        while let Some(task) = ready.recv().await {
-            if let Some(gate) = &ctx.gate {
-                gate.admit(&job, priority).await;
+        let (mut published, mut held, mut stored_all) = (0usize, Vec::new(), false);
+        loop {
+            // Every held task that may go now, in segment order.
+            held.sort_unstable_by_key(|t: &SegmentTask| t.segment);
+            let (go, wait): (Vec<SegmentTask>, Vec<SegmentTask>) =
+                held.drain(..).partition(|t| leads.ready(t.segment));
+            held = wait;
+            for mut task in go {
+                if let Some(gate) = &ctx.gate {
+                    gate.admit(&job, priority).await;
+                }
+                leads.bind(&mut task);
+                publish_patiently(&*ctx.queue, &queue, &encode_message(&task)).await?;
+                if let Some(p) = (on_queue.lock().unwrap_or_else(|p| p.into_inner()))
+                    .get_mut(task.segment as usize)
+                {
+                    *p = true;
+                }
+                published += 1;
             }
-            publish_patiently(&*ctx.queue, &queue, &encode_message(&task)).await?;
-            if let Some(p) =
-                (on_queue.lock().unwrap_or_else(|p| p.into_inner())).get_mut(task.segment as usize)
-            {
-                *p = true;
+            if stored_all && held.is_empty() {
+                break;
             }
-            published += 1;
+            tokio::select! {
+                task = ready.recv(), if !stored_all => match task {
+                    Some(task) => held.push(task),
+                    None => stored_all = true,
+                },
+                () = leads.changed(), if !held.is_empty() => {}
+            }
         }
         if published != total {
             return Err(FarmError::ChildCrashed {
@@ -152,8 +175,15 @@ pub(crate) async fn published(publisher: &mut Option<Publisher>) -> Result<(), F
 }
 
 /// The task message of one planned segment (published by the split, republished after a
-/// silence).
+/// silence); a follower's renditions searching within its band once its leader is known.
 pub(crate) fn segment_task(plan: &JobPlan, segment: &SegmentPlan) -> SegmentTask {
+    let mut task = unbound_task(plan, segment);
+    plan.leads.bind(&mut task);
+    task
+}
+
+/// [`segment_task`] before a follower's band is applied.
+fn unbound_task(plan: &JobPlan, segment: &SegmentPlan) -> SegmentTask {
     let (req, fingerprint) = (&plan.req, plan.fingerprint);
     let video = &plan.info.video;
     let media_starts = &plan.media_starts;

@@ -379,6 +379,9 @@ pub(crate) struct JobPlan {
     /// Which segments are on the queue (the publisher marks them; all of them on a resume of
     /// a run that published everything): the ones a silence may republish.
     pub on_queue: OnQueue,
+    /// Which segments follow their scene's first segment, and what each segment kept: the
+    /// publisher holds a follower back until its leader is done (scene_leads.rs).
+    pub leads: Arc<crate::scene_leads::SceneLeads>,
     /// A package's media segment starts (source pts): IDRs in every rendition. Empty
     /// without a package.
     pub media_starts: Vec<i64>,

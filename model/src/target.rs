@@ -16,6 +16,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod scenes;
+
 /// One probe: the rate factor encoded at and the segment's mean VMAF it scored.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Probe {
@@ -63,11 +65,17 @@ pub enum Next {
 }
 
 impl Search {
-    /// The first probe: `hint` (a prediction, e.g. the rate factor a neighbouring segment
-    /// kept) or the middle of the bounds, on the grid.
+    /// The first probe: `hint` (a prediction: the rendition's CRF, or the rate factor the
+    /// scene's first segment kept) on the fine grid, or the middle of the bounds on the grid.
     pub fn first(&self, hint: Option<f64>) -> f64 {
-        let middle = (self.min_rate_factor + self.max_rate_factor) / 2.0;
-        self.on_grid(hint.unwrap_or(middle))
+        match hint {
+            Some(hint) => {
+                let fine = self.fine_step.clamp(1e-3, self.step);
+                let r = (hint / fine).round() * fine;
+                r.clamp(self.min_rate_factor, self.max_rate_factor)
+            }
+            None => self.on_grid((self.min_rate_factor + self.max_rate_factor) / 2.0),
+        }
     }
 
     /// The next step after `probes` (in the order they ran).

@@ -2,8 +2,9 @@
 //! in difficulty (a still test card, then moving detail under grain), encoded with
 //! `--target-vmaf`, must come out frame-exact with every segment's VMAF (measured on the
 //! stitched output) near the target, and more even across segments than one CRF gives.
-//! Bad target settings are refused naming the setting. The distributed farm searches the
-//! same way on its workers and says so in the job's view.
+//! Bad target settings are refused naming the setting. The second segment of a shot starts
+//! where the first ended and stays near it (the neighbour rule). The distributed farm
+//! searches the same way on its workers and says so in the job's view.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -42,6 +43,26 @@ fn segment_vmaf(job: &Job) -> Vec<f64> {
     let vmaf = quality.vmaf.expect("--quality reports VMAF");
     assert_eq!(vmaf.pooled.frames, FRAMES);
     vmaf.segments.iter().map(|s| s.mean).collect()
+}
+
+/// The neighbour rule on the mixed source's four segments (two per shot): the second
+/// segment of each shot started its search at the rate factor the first kept, and kept one
+/// within the band (1.5 for x264) of it. `searches`: per segment, the rate factor kept and
+/// the first probe's.
+fn assert_followers_near_leaders(searches: &[(f64, f64)]) {
+    assert_eq!(searches.len(), 4, "{searches:?}");
+    for (leader, follower) in [(0, 1), (2, 3)] {
+        let (kept, _) = searches[leader];
+        let (follower_kept, first) = searches[follower];
+        assert!(
+            (first - kept).abs() < 0.051,
+            "segment {follower} should start where segment {leader} ended: {searches:?}"
+        );
+        assert!(
+            (follower_kept - kept).abs() <= 1.5 + 1e-6,
+            "segment {follower} strays from segment {leader}: {searches:?}"
+        );
+    }
 }
 
 #[test]
@@ -113,6 +134,10 @@ fn target_vmaf_evens_segments_out_near_the_target() {
         .map(|t| t.rate_factor)
         .collect();
     assert!(rf[0] > rf[2] && rf[1] > rf[3], "rate factors {rf:?}");
+    let searches: Vec<(f64, f64)> = (output.target.iter().flatten())
+        .map(|t| (t.rate_factor, t.probes[0].rate_factor))
+        .collect();
+    assert_followers_near_leaders(&searches);
 }
 
 /// With a target, cuts move to scene changes near the segment length: a source of three
@@ -281,6 +306,11 @@ fn the_farm_searches_on_its_workers_and_shows_each_segments_search() {
         let vmaf = s["vmaf"].as_f64().unwrap_or(0.0);
         assert!(vmaf >= TARGET - 2.0, "segment {i}: {s}");
     }
+    let first = |s: &serde_json::Value| s["probes"][0]["rate_factor"].as_f64().unwrap_or(-1.0);
+    let searches: Vec<(f64, f64)> = (segments.iter())
+        .map(|s| (s["rate_factor"].as_f64().unwrap_or(-1.0), first(s)))
+        .collect();
+    assert_followers_near_leaders(&searches);
     let error = searched["vmaf_error"].as_f64().expect("vmaf_error");
     assert!(error < 0.5, "searched and measured VMAF differ by {error}");
     let mean = job["vmaf"].as_f64().expect("the view's VMAF");

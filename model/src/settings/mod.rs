@@ -6,7 +6,7 @@
 pub mod hdr;
 mod target;
 
-pub use target::{check_target, target_bounds, target_search, MAX_PROBES};
+pub use target::{check_target, scene_band_half, target_bounds, target_search, MAX_PROBES};
 
 use crate::encode::{RateControl, RenditionSpec, VideoCodec};
 

@@ -179,12 +179,15 @@ fn bounds_hold_when_the_target_is_beyond_them() {
 fn the_first_probe_takes_the_hint_on_the_grid() {
     let s = x264(93.0);
     assert_eq!(s.first(None), 26.0);
-    assert_eq!(s.first(Some(23.3)), 23.5);
+    // A hint is a rate factor someone kept (a scene's first segment): the fine grid.
+    assert!((s.first(Some(23.3)) - 23.3).abs() < 1e-9);
+    assert!((s.first(Some(23.34)) - 23.3).abs() < 1e-9);
     assert_eq!(s.first(Some(3.0)), 12.0);
     let svt = Search {
         min_rate_factor: 20.0,
         max_rate_factor: 50.0,
         step: 1.0,
+        fine_step: 1.0,
         ..s
     };
     assert_eq!(svt.first(Some(33.4)), 33.0);
