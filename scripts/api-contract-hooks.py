@@ -3,7 +3,8 @@
 A job's outputs must have different destinations, at most one of them a package, and at
 most 8 encodes per segment in all (a file output is one, a package one per rung, "auto" 4);
 a rung's maxrate is not below its bitrate, nor an output's max_bitrate below its bitrate; a
-target's min_crf is not above its max_crf. The server answers 422 otherwise. JSON Schema
+target's min_crf is not above its max_crf (an output's, a package's, a rung's); a rung with
+no bitrate, crf or target needs the package's target. The server answers 422 otherwise. JSON Schema
 cannot compare two values of a body, so generated jobs that break these rules are dropped
 instead of sent.
 """
@@ -23,14 +24,25 @@ def filter_body(context, body):
     capped = all(not below(r.get("maxrate"), r.get("bitrate")) for p in packages for r in rungs(p))
     capped = capped and all(not below(o.get("max_bitrate"), o.get("bitrate")) for o in outputs)
     targets = [o["target"] for o in outputs if isinstance(o.get("target"), dict)]
+    targets += [p["target"] for p in packages if isinstance(p.get("target"), dict)]
+    targets += [r["target"] for p in packages for r in rungs(p) if isinstance(r.get("target"), dict)]
     ordered = all(not below(t.get("max_crf"), t.get("min_crf")) for t in targets)
+    rated = all(rung_rated(r, p) for p in packages for r in rungs(p))
     return (
         len(destinations) == len(set(destinations))
         and len(packages) <= 1
         and encodes <= 8
         and capped
         and ordered
+        and rated
     )
+
+
+def rung_rated(rung, package):
+    """Whether a rung says how to rate it: a bitrate, a crf, a target, or the package's
+    target (which the schema of a rung cannot see)."""
+    own = any(k in rung for k in ("bitrate", "crf", "target"))
+    return own or isinstance(package.get("target"), dict)
 
 
 def rungs(package):

@@ -374,7 +374,7 @@ impl TranscodeConfig {
             .get();
         let (codec, rate, preset) = video_encoding(&args, &file, gpu)?;
         let container = output_container(args.output.as_deref())?;
-        let package = args.package.resolve(file.package_subtitles)?;
+        let mut package = args.package.resolve(file.package_subtitles)?;
         let numbers = run_numbers(&args, &file)?;
         let mut main = RenditionSpec {
             name: "main".into(),
@@ -391,6 +391,9 @@ impl TranscodeConfig {
             target: None,
         };
         target::apply(&mut main, &args, &file)?;
+        if let Some((spec, _)) = package.as_mut() {
+            target::apply_to_package(spec, &main)?;
+        }
         let extra_outputs = args
             .also
             .iter()

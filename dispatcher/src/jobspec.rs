@@ -218,8 +218,12 @@ fn validate_package(out: &ApiOutput, buckets: &[String]) -> Result<PlannedPackag
         ("max_bitrate", out.max_bitrate.is_some()),
     ];
     if let Some((name, _)) = stray.iter().find(|(_, set)| *set) {
+        let instead = match *name {
+            "target" => "give it as package.target or per rung in package.ladder",
+            _ => "give it per rung in package.ladder",
+        };
         return Err(bad(format!(
-            "{name} does not apply to a package: give it per rung in package.ladder"
+            "{name} does not apply to a package: {instead}"
         )));
     }
     spec.check().map_err(|e| bad(format!("package: {e}")))?;
@@ -394,7 +398,20 @@ mod tests {
         );
         let err = validate(&pkg, &buckets, 10.0, &NVENC).unwrap_err();
         assert!(
-            err.1.contains("target does not apply to a package"),
+            err.1
+                .contains("target does not apply to a package: give it as package.target"),
+            "{err:?}"
+        );
+        // There it is taken, and a bad one is named.
+        let pkg = job(
+            serde_json::json!({"input": "s3://input/a.mp4", "outputs": [{
+            "destination": "s3://output/p/",
+            "package": {"format": "hls", "target": {"vmaf": 90},
+                "ladder": [{"height": 360}, {"height": 234, "target": {"vmaf": 0}}]}}]}),
+        );
+        let err = validate(&pkg, &buckets, 10.0, &NVENC).unwrap_err();
+        assert!(
+            err.1.contains("package: ladder[1]: target: target VMAF 0"),
             "{err:?}"
         );
     }

@@ -44,18 +44,28 @@ pub fn view(row: &JobRow) -> serde_json::Value {
 /// The target-quality account of each output that searched: its destination, per segment
 /// the search (rate factor kept, its VMAF, the probes), and the largest gap between a
 /// segment's searched VMAF and the one measured after the stitch (when quality was asked).
+/// A package's searched rungs come as their own entries, with the rung's `rendition`.
 fn targets(report: &serde_json::Value) -> serde_json::Value {
     let list = report.get("outputs").and_then(|o| o.as_array());
-    let searched = list.into_iter().flatten().filter(|o| {
+    let searched = |o: &&serde_json::Value| {
         (o.get("target").and_then(|t| t.as_array())).is_some_and(|t| t.iter().any(|s| !s.is_null()))
+    };
+    let files = (list.into_iter().flatten().filter(searched)).map(|o| {
+        json!({"destination": o.get("destination"), "segments": o.get("target"),
+            "vmaf_error": o.get("target_vmaf_error")})
     });
-    searched
-        .map(|o| {
-            json!({"destination": o.get("destination"), "segments": o.get("target"),
-                "vmaf_error": o.get("target_vmaf_error")})
+    let rungs = list.into_iter().flatten().flat_map(|o| {
+        let rungs = o
+            .get("rungs")
+            .and_then(|r| r.as_array())
+            .into_iter()
+            .flatten();
+        rungs.filter(searched).map(|r| {
+            json!({"destination": o.get("destination"), "rendition": r.get("rendition"),
+                "segments": r.get("target")})
         })
-        .collect::<Vec<_>>()
-        .into()
+    });
+    files.chain(rungs).collect::<Vec<_>>().into()
 }
 
 /// The output URIs of a job: what was delivered when done, else what was asked for.
@@ -94,4 +104,31 @@ fn outputs(row: &JobRow, report: &serde_json::Value) -> serde_json::Value {
 /// its existence does not leak.
 pub fn visible(row: Option<JobRow>, who: &Principal) -> Option<JobRow> {
     row.filter(|r| who.sees(&r.owner))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::targets;
+    use serde_json::json;
+
+    #[test]
+    fn files_and_package_rungs_that_searched_are_listed() {
+        let search = json!({"target": 93.0, "rate_factor": 24.5, "vmaf": 93.2, "probes": []});
+        let report = json!({"outputs": [
+            {"destination": "s3://o/a.mp4", "target": [search, null], "target_vmaf_error": 0.2},
+            {"destination": "s3://o/b.mp4", "target": [null, null]},
+            {"destination": "s3://o/pkg/", "rungs": [
+                {"rendition": "v0", "target": [search]},
+                {"rendition": "v1", "target": [null]}]}]});
+        let listed = targets(&report);
+        let listed = listed.as_array().unwrap();
+        assert_eq!(listed.len(), 2, "{listed:?}");
+        assert_eq!(listed[0]["destination"], "s3://o/a.mp4");
+        assert_eq!(listed[0]["vmaf_error"], 0.2);
+        assert_eq!(listed[1]["destination"], "s3://o/pkg/");
+        assert_eq!(listed[1]["rendition"], "v0");
+        assert_eq!(listed[1]["segments"][0]["rate_factor"], 24.5);
+        // No search anywhere: an empty list.
+        assert_eq!(targets(&json!({"outputs": []})), json!([]));
+    }
 }

@@ -57,8 +57,8 @@ pub use job::{end_job, run_job};
 pub use patience::patiently;
 pub use request::{
     Destination, DispatchContext, DoneSegment, JobOutput, JobReport, JobRequest, JobStage,
-    OutputReport, OutputSink, PackageJob, Resume, StageRecorder, DEFAULT_MAX_DECODE_ERROR_SHARE,
-    DEFAULT_TASK_DEADLINE,
+    OutputReport, OutputSink, PackageJob, Resume, RungSearch, StageRecorder,
+    DEFAULT_MAX_DECODE_ERROR_SHARE, DEFAULT_TASK_DEADLINE,
 };
 pub use rollback::take_back;
 pub use whole::DEFAULT_WHOLE_MAX_SECONDS;

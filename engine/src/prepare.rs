@@ -199,16 +199,17 @@ fn busy_last(ctx: &DispatchContext, req: &JobRequest, info: &ProbeInfo) -> f64 {
     }
 }
 
-/// The frames where the input's scenes change, when an output searches a target quality
-/// (its segments are then cut at them, planning.rs, and a segment with no scene change
-/// before it follows the one before, scene_leads.rs); `None` otherwise, or for a package,
-/// whose cuts are its media segments'. One decode of the input in a child.
+/// The frames where the input's scenes change, when an output or a package rung searches a
+/// target quality: a segment with no scene change before it follows the one before
+/// (scene_leads.rs), and the cuts of a job without a package move to them (planning.rs; a
+/// package's cuts stay its media segments'). `None` otherwise. One decode of the input in a
+/// child.
 async fn scene_cuts(
     ctx: &DispatchContext,
     req: &JobRequest,
 ) -> Result<Option<Vec<u64>>, FarmError> {
     let targeted = req.outputs.iter().any(|o| o.rendition.target.is_some());
-    if !targeted || req.package.is_some() {
+    if !targeted && !req.package.as_ref().is_some_and(|p| p.spec.searches()) {
         return Ok(None);
     }
     let op = MediaOp::Scenes {

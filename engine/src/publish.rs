@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 
 use crate::patience::{patiently, publish_patiently, recorded};
 use crate::request::{DispatchContext, JobPlan, JobStage};
+use crate::scene_leads::Held;
 
 /// How the split reads the source's timestamps (from the probe).
 pub(crate) struct SplitTimestamps {
@@ -105,14 +106,10 @@ pub(crate) fn spawn_publisher(
     let (queue, on_queue) = (plan.encode_queue.clone(), plan.on_queue.clone());
     let leads = Arc::clone(&plan.leads);
     Publisher(tokio::spawn(async move {
-        let (mut published, mut held, mut stored_all) = (0usize, Vec::new(), false);
+        let (mut published, mut held, mut stored_all) = (0usize, Held::default(), false);
+        let mut go: Vec<SegmentTask> = Vec::new();
         loop {
-            // Every held task that may go now, in segment order.
-            held.sort_unstable_by_key(|t: &SegmentTask| t.segment);
-            let (go, wait): (Vec<SegmentTask>, Vec<SegmentTask>) =
-                held.drain(..).partition(|t| leads.ready(t.segment));
-            held = wait;
-            for mut task in go {
+            for mut task in go.drain(..) {
                 if let Some(gate) = &ctx.gate {
                     gate.admit(&job, priority).await;
                 }
@@ -130,10 +127,15 @@ pub(crate) fn spawn_publisher(
             }
             tokio::select! {
                 task = ready.recv(), if !stored_all => match task {
-                    Some(task) => held.push(task),
+                    Some(task) => match leads.waits_for(task.segment) {
+                        Some(leader) => held.hold(leader, task.segment, task),
+                        None => go.push(task),
+                    },
                     None => stored_all = true,
                 },
-                () = leads.changed(), if !held.is_empty() => {}
+                () = leads.changed(), if !held.is_empty() => {
+                    go = held.release(&leads.take_recorded());
+                }
             }
         }
         if published != total {

@@ -8,7 +8,7 @@ use std::time::Instant;
 use crate::collect::Collected;
 use crate::finish::Finished;
 use crate::prepare::Prepared;
-use crate::request::{Destination, JobReport, OutputReport};
+use crate::request::{Destination, JobReport, OutputReport, RungSearch};
 use tessera_model::encode::TargetResult;
 use tessera_model::stitch::QualityReport;
 
@@ -48,6 +48,7 @@ impl JobReport {
                     quality: quality.clone(),
                     target_vmaf_error: search_error(&target, quality.as_ref()),
                     target,
+                    rungs: Vec::new(),
                 }
             })
             .collect();
@@ -59,6 +60,14 @@ impl JobReport {
                 quality: None,
                 target: Vec::new(),
                 target_vmaf_error: None,
+                rungs: (req.outputs.iter().enumerate())
+                    .filter(|(_, o)| o.destination == Destination::Rung)
+                    .map(|(k, o)| RungSearch {
+                        rendition: o.rendition.name.clone(),
+                        target: searches(collected, k),
+                    })
+                    .filter(|r| !r.target.is_empty())
+                    .collect(),
             });
         }
         let warnings = (plan.info.ignored.iter())

@@ -354,6 +354,19 @@ pub struct OutputReport {
     /// probe because of its score; this says how far that score can be trusted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_vmaf_error: Option<f64>,
+    /// A package's rungs that searched a target, each with its segments' searches (as
+    /// `target`); empty for a file output and a package without targets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rungs: Vec<RungSearch>,
+}
+
+/// One package rung's target-quality account.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RungSearch {
+    /// The rung's rendition name ("v0" the highest).
+    pub rendition: String,
+    /// Per segment, the search (see [`OutputReport::target`]).
+    pub target: Vec<Option<TargetResult>>,
 }
 
 /// A job's request resolved against its source by prepare, with the plan every later stage

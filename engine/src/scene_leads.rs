@@ -5,6 +5,7 @@
 //! stage records each segment's result as it comes in (or as an earlier run left it), and
 //! `segment_task` gives a follower its band, whenever it is published or republished.
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use tessera_model::encode::{RateControl, RenditionSpec, TargetQuality, TargetResult};
@@ -22,8 +23,43 @@ pub(crate) struct SceneLeads {
     kept: Mutex<Vec<Option<Vec<Option<f64>>>>>,
     /// Whether the run's segments go to the GPU (NVENC's cq grid).
     gpu: bool,
+    /// Segments recorded since the publisher last looked (`take_recorded`).
+    recorded: Mutex<Vec<u32>>,
     /// Wakes the publisher when a segment's result is recorded.
     changed: Notify,
+}
+
+/// Followers' tasks the publisher holds (`T`: a segment task), by the leader each waits for.
+/// Why keyed: a shot of thousands of segments holds thousands of tasks, and each leader's
+/// result releases only its own followers (no scan of every held task per result).
+pub(crate) struct Held<T>(BTreeMap<u32, Vec<(u32, T)>>);
+
+impl<T> Default for Held<T> {
+    fn default() -> Self {
+        Held(BTreeMap::new())
+    }
+}
+
+impl<T> Held<T> {
+    /// Holds segment `segment`'s `task` until `leader` is done.
+    pub(crate) fn hold(&mut self, leader: u32, segment: u32, task: T) {
+        self.0.entry(leader).or_default().push((segment, task));
+    }
+
+    /// The tasks of the followers of `done` (leaders just recorded), in segment order.
+    pub(crate) fn release(&mut self, done: &[u32]) -> Vec<T> {
+        let mut tasks: Vec<(u32, T)> = (done.iter())
+            .filter_map(|l| self.0.remove(l))
+            .flatten()
+            .collect();
+        tasks.sort_unstable_by_key(|(segment, _)| *segment);
+        tasks.into_iter().map(|(_, task)| task).collect()
+    }
+
+    /// Whether no task is held.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 impl SceneLeads {
@@ -34,6 +70,7 @@ impl SceneLeads {
             leaders,
             kept,
             gpu,
+            recorded: Mutex::new(Vec::new()),
             changed: Notify::new(),
         }
     }
@@ -43,11 +80,16 @@ impl SceneLeads {
         self.leaders.get(segment as usize).copied().flatten()
     }
 
-    /// Whether `segment` may be published: a leader at once, a follower once its leader is
-    /// done.
-    pub(crate) fn ready(&self, segment: u32) -> bool {
+    /// The leader `segment` must wait for: `None` for a leader, or for a follower whose
+    /// leader is done.
+    pub(crate) fn waits_for(&self, segment: u32) -> Option<u32> {
         self.leader(segment)
-            .is_none_or(|l| self.lock().get(l as usize).is_some_and(Option::is_some))
+            .filter(|&l| self.lock().get(l as usize).is_none_or(Option::is_none))
+    }
+
+    /// The segments recorded since the last call (the publisher releases their followers).
+    pub(crate) fn take_recorded(&self) -> Vec<u32> {
+        std::mem::take(&mut *self.recorded.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Records what `segment` kept (its event's searches, in output order; empty for none)
@@ -61,6 +103,7 @@ impl SceneLeads {
                     .collect(),
             );
         }
+        (self.recorded.lock().unwrap_or_else(|p| p.into_inner())).push(segment);
         self.changed.notify_one();
     }
 
@@ -124,7 +167,7 @@ impl SceneLeads {
 
 #[cfg(test)]
 mod tests {
-    use super::SceneLeads;
+    use super::{Held, SceneLeads};
     use tessera_model::encode::VideoCodec;
     use tessera_model::encode::{RateControl, RenditionSpec, TargetQuality, TargetResult};
 
@@ -142,6 +185,18 @@ mod tests {
         }
     }
 
+    #[test]
+    fn held_tasks_go_when_their_own_leader_is_done_in_segment_order() {
+        let mut held = Held::default();
+        held.hold(0, 3, "s3");
+        held.hold(4, 5, "s5");
+        held.hold(0, 1, "s1");
+        held.hold(0, 2, "s2");
+        assert!(held.release(&[7, 9]).is_empty());
+        assert_eq!(held.release(&[4, 0]), ["s1", "s2", "s3", "s5"]);
+        assert!(held.is_empty() && held.release(&[0]).is_empty());
+    }
+
     fn kept(rate_factor: f64) -> Option<TargetResult> {
         Some(TargetResult {
             target: 93.0,
@@ -155,8 +210,8 @@ mod tests {
     fn a_follower_waits_for_its_leader_and_searches_near_it() {
         // Segments 0 and 2 lead; 1 follows 0, 3 follows 2.
         let leads = SceneLeads::new(vec![None, Some(0), None, Some(2)], false);
-        assert!(leads.ready(0) && leads.ready(2));
-        assert!(!leads.ready(1) && !leads.ready(3));
+        assert_eq!(leads.waits_for(0).or(leads.waits_for(2)), None);
+        assert_eq!((leads.waits_for(1), leads.waits_for(3)), (Some(0), Some(2)));
         let targeted = spec(Some(TargetQuality {
             vmaf: 93.0,
             min_rate_factor: None,
@@ -166,7 +221,9 @@ mod tests {
         // Unknown leader result: unchanged.
         assert_eq!(leads.follower_spec(1, 0, &targeted), targeted);
         leads.record(0, &[kept(27.3), None]);
-        assert!(leads.ready(1) && !leads.ready(3));
+        assert_eq!((leads.waits_for(1), leads.waits_for(3)), (None, Some(2)));
+        assert_eq!(leads.take_recorded(), vec![0]);
+        assert_eq!(leads.take_recorded(), Vec::<u32>::new());
         let follower = leads.follower_spec(1, 0, &targeted);
         let t = follower.target.unwrap();
         assert_eq!(
@@ -180,7 +237,7 @@ mod tests {
         assert_eq!(leads.follower_spec(0, 0, &targeted), targeted);
         // A leader with no account (an earlier run's record): its followers go unbounded.
         leads.record(2, &[]);
-        assert!(leads.ready(3));
+        assert_eq!(leads.waits_for(3), None);
         assert_eq!(leads.follower_spec(3, 0, &targeted), targeted);
         // Near a bound, the band stops at it.
         leads.record(0, &[kept(39.5)]);

@@ -60,9 +60,23 @@ pub fn bitrate_for(short: u32) -> u64 {
 }
 
 /// The renditions of a package: rung i is named "v{i}", highest first.
+///
+/// With a target (the rung's, else the package's: `Rung::target_with`) a rung searches its
+/// CRF at its own size: its `crf` (or the codec's default) is the first probe, its `maxrate`
+/// the cap. An `"auto"` ladder under a package target searches a CRF on every rung and
+/// keeps each rung's peak cap (1.5x its table rate).
 pub fn renditions(spec: &PackageSpec, source: Source) -> Vec<RenditionSpec> {
     match &spec.ladder {
-        Ladder::Auto(_) => auto(source),
+        Ladder::Auto(_) => {
+            let mut rungs = auto(source);
+            if let Some(target) = spec.target {
+                for r in &mut rungs {
+                    r.rate = RateControl::Crf(tessera_model::settings::default_crf(r.codec));
+                    r.target = Some(target.into());
+                }
+            }
+            rungs
+        }
         Ladder::Rungs(rungs) => rungs
             .iter()
             .enumerate()
@@ -83,7 +97,7 @@ pub fn renditions(spec: &PackageSpec, source: Source) -> Vec<RenditionSpec> {
                     hdr: Default::default(),
                     maxrate: r.maxrate,
                     profile: r.profile.clone(),
-                    target: None,
+                    target: r.target_with(spec.target).map(Into::into),
                 }
             })
             .collect(),
@@ -144,6 +158,37 @@ mod tests {
 
     fn heights(r: &[RenditionSpec]) -> Vec<Option<u32>> {
         r.iter().map(|r| r.height).collect()
+    }
+
+    #[test]
+    fn a_package_target_makes_every_rung_search_under_its_cap() {
+        let source = Source {
+            width: 1920,
+            height: 1080,
+            fps: 25.0,
+        };
+        let mut spec = PackageSpec::new(PackageFormat::Hls);
+        spec.target = Some(tessera_model::api::ApiTarget {
+            vmaf: 93.0,
+            min_crf: None,
+            max_crf: Some(32.0),
+        });
+        let rungs = renditions(&spec, source);
+        let plain = auto(source);
+        for (r, p) in rungs.iter().zip(&plain) {
+            let t = r.target.expect("every auto rung searches");
+            assert_eq!((t.vmaf, t.max_rate_factor), (93.0, Some(32.0)));
+            assert!(matches!(r.rate, RateControl::Crf(_)), "{r:?}");
+            assert_eq!((r.maxrate, r.height), (p.maxrate, p.height));
+        }
+        spec.ladder = serde_json::from_value(serde_json::json!([
+            {"height": 720, "target": {"vmaf": 95}},
+            {"height": 360, "bitrate": 700000}]))
+        .unwrap();
+        let rungs = renditions(&spec, source);
+        assert_eq!(rungs[0].target.map(|t| t.vmaf), Some(95.0));
+        assert_eq!(rungs[1].target, None);
+        assert_eq!(rungs[1].rate, RateControl::Bitrate(700_000));
     }
 
     #[test]

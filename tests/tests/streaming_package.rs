@@ -130,6 +130,38 @@ fn hls_fmp4_plays_frame_exact_through_the_master_playlist() {
     );
 }
 
+/// `--target-vmaf` with a package: every rung of the auto ladder searches its own CRF at its
+/// own size (the report's `rungs`, one search per farm segment), and the package still
+/// validates, switches at the same frames and plays every frame.
+#[test]
+fn a_target_makes_every_rung_search_and_the_package_still_plays() {
+    let m = package("--hls", &["--target-vmaf", "90"]);
+    let problems = validate_hls("master.m3u8", &reader(&m.root), None);
+    assert!(problems.is_empty(), "validator: {problems:#?}");
+    assert_aligned_two_second_segments(&m.root);
+    assert_plays_frame_exact(&m.root.join("master.m3u8"), 30.0);
+    let package = &m.report["outputs"][0];
+    let rungs = package["rungs"].as_array().expect("the rungs' searches");
+    let names: Vec<&str> = rungs
+        .iter()
+        .filter_map(|r| r["rendition"].as_str())
+        .collect();
+    assert_eq!(names, ["v0", "v1"], "{package}");
+    let segments = m.report["segments"].as_u64().unwrap() as usize;
+    for r in rungs {
+        let searches = r["target"].as_array().unwrap();
+        assert_eq!(searches.len(), segments, "{r}");
+        for s in searches {
+            let rf = s["rate_factor"].as_f64().unwrap();
+            let vmaf = s["vmaf"].as_f64().unwrap();
+            assert!((16.0..=40.0).contains(&rf), "{r}");
+            assert!(!s["probes"].as_array().unwrap().is_empty(), "{r}");
+            // At the target, or as close as the most bits allowed get.
+            assert!(vmaf >= 88.0 || rf == 16.0, "{r}");
+        }
+    }
+}
+
 #[test]
 fn hls_ts_plays_frame_exact_and_names_the_real_codecs() {
     let m = package("--hls", &["--ts"]);

@@ -1,6 +1,7 @@
 //! Target quality and the peak-rate cap of `tessera transcode`, layered like every setting:
 //! `--target-vmaf` (`TESSERA_TARGET_VMAF`, `target_vmaf` in `[transcode]`), `--min-crf` and
-//! `--max-crf` (its search's bounds), `--max-bitrate` (a VBV cap, with a CRF or a target).
+//! `--max-crf` (its search's bounds), `--max-bitrate` (a VBV cap, with a CRF or a target);
+//! with `--hls/--dash/--cmaf` the target is the package's too.
 //!
 //! Why apart from config.rs: the four settings check each other (bounds need a target, a
 //! target needs a CRF rate), and the rendition's own check (`settings::check_target`) says the
@@ -8,7 +9,9 @@
 
 use anyhow::bail;
 use tessera_farm::config::Setting;
+use tessera_model::api::ApiTarget;
 use tessera_model::encode::{RenditionSpec, TargetQuality};
+use tessera_model::package::PackageSpec;
 use tessera_model::settings::check_target;
 
 use super::{FileTranscode, TranscodeArgs};
@@ -42,5 +45,20 @@ pub(super) fn apply(
         (None, None) => None,
     };
     check_target(spec).map_err(|e| anyhow::anyhow!(e))?;
+    Ok(())
+}
+
+/// A package asked for with `--target-vmaf` (and `--min-crf`/`--max-crf`): every rung that
+/// has no target of its own in `--package-spec` and gives no bitrate searches the same
+/// target (`PackageSpec::target`); a spec file's own package `target` wins.
+pub(super) fn apply_to_package(spec: &mut PackageSpec, main: &RenditionSpec) -> anyhow::Result<()> {
+    if let (None, Some(t)) = (spec.target, main.target) {
+        spec.target = Some(ApiTarget {
+            vmaf: t.vmaf,
+            min_crf: t.min_rate_factor,
+            max_crf: t.max_rate_factor,
+        });
+        spec.check().map_err(|e| anyhow::anyhow!("package: {e}"))?;
+    }
     Ok(())
 }

@@ -14,6 +14,7 @@ use tessera_model::package::MAX_RUNGS;
 use tessera_model::settings::{max_crf, MAX_BITRATE, MIN_BITRATE};
 
 use super::patterns::{bucket_alternation, literal, CTRL, MAX_KEY_BYTES};
+use super::request::{target_crf_maximum, target_schema};
 use crate::scopes::Prefix;
 
 /// The name every package writes under its prefix that is longest in the key check
@@ -25,7 +26,8 @@ const PROBE: &str = "master.m3u8";
 fn rung_codecs() -> Value {
     let branch = |codec: VideoCodec, name: &str, profiles: &[&str]| {
         json!({"properties": {"codec": {"enum": [name]}, "crf": {"maximum": max_crf(codec)},
-            "profile": {"type": "string", "enum": profiles}}})
+            "profile": {"type": "string", "enum": profiles},
+            "target": target_crf_maximum(max_crf(codec))}})
     };
     let mut h264 = branch(VideoCodec::H264, "h264", &["baseline", "main", "high"]);
     let mut hevc = branch(VideoCodec::Hevc, "hevc", &["main", "main10"]);
@@ -47,10 +49,23 @@ fn rung() -> Value {
             "crf": {"type": "number", "minimum": 0, "maximum": max_crf(VideoCodec::Av1), "description": "constant quality, 0-51 for h264/hevc, 0-63 for av1; with maxrate, capped CRF"},
             "codec": {"type": "string", "enum": ["h264", "hevc", "av1"], "default": "h264"},
             "maxrate": rate("peak bits per second (VBV, buffer 2 x maxrate); not below bitrate"),
-            "profile": {"type": "string", "enum": ["baseline", "main", "high", "main10"], "description": "h264: baseline, main, high; hevc: main, main10; av1: main"}},
-        "oneOf": [{"required": ["crf"]}, {"required": ["bitrate"]}],
-        "allOf": [{"anyOf": rung_codecs()}],
+            "profile": {"type": "string", "enum": ["baseline", "main", "high", "main10"], "description": "h264: baseline, main, high; hevc: main, main10; av1: main"},
+            "target": target_schema(max_crf(VideoCodec::Av1))},
+        "description": "give bitrate, crf or target (or none of them under the package's target); a target searches the CRF at the rung's size, a crf given too is its first probe, no bitrate",
+        "not": {"required": ["crf", "bitrate"]},
+        "allOf": [{"not": {"required": ["target", "bitrate"]}}, {"anyOf": rung_codecs()}],
         "example": {"height": 720, "bitrate": 3000000, "maxrate": 3300000, "profile": "high"}})
+}
+
+/// The package's `target`: every rung without its own and without a bitrate searches it
+/// (the auto ladder's rungs under their peak caps); its CRFs on the H.264 scale.
+fn package_target() -> Value {
+    let mut t = target_schema(max_crf(VideoCodec::H264));
+    t["description"] = json!(
+        "target quality of every rung that gives neither its own target \
+        nor a bitrate (all rungs of the auto ladder, each under its peak cap); CRF bounds 0-51"
+    );
+    t
 }
 
 /// Posters, thumbnails every `interval` and sprite sheets (`ThumbnailSpec::check`).
@@ -99,7 +114,8 @@ fn spec() -> Value {
                     "bitrate": {"type": "integer", "minimum": 32000, "maximum": 512000, "default": 128000}}}},
             "subtitles": {"type": "string", "enum": ["webvtt", "none"], "default": "webvtt",
                 "description": "the source's text tracks as WebVTT renditions, or none (each left out named in a warning)"},
-            "thumbnails": thumbnails()},
+            "thumbnails": thumbnails(),
+            "target": package_target()},
         // MPEG-TS segments are for HLS only.
         "not": {"required": ["format", "segment_type"], "properties": {
             "format": {"enum": ["dash", "cmaf"]}, "segment_type": {"enum": ["ts"]}}},

@@ -206,7 +206,7 @@ fn output_schema(
 
 /// An output's `target`: the VMAF each segment's search aims at and the bounds of its CRF
 /// (`top_crf`, the highest any of the output's codecs takes).
-fn target_schema(top_crf: f32) -> Value {
+pub(super) fn target_schema(top_crf: f32) -> Value {
     let defaults = |pick: fn((f64, f64)) -> f64| {
         let of = |c| pick(tessera_model::settings::target_bounds(c));
         format!(
@@ -229,7 +229,7 @@ fn target_schema(top_crf: f32) -> Value {
 }
 
 /// A codec branch's bounds of `target`'s CRFs.
-fn target_crf_maximum(max: f32) -> Value {
+pub(super) fn target_crf_maximum(max: f32) -> Value {
     json!({"properties": {"min_crf": {"maximum": max}, "max_crf": {"maximum": max}}})
 }
 

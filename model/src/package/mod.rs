@@ -8,7 +8,8 @@ pub mod thumbnails;
 
 use serde::{Deserialize, Serialize};
 
-use crate::encode::VideoCodec;
+use crate::api::ApiTarget;
+use crate::encode::{RateControl, VideoCodec};
 
 /// The manifest flavour of a package.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,6 +68,19 @@ pub struct Rung {
     /// Encoder profile ("high", "main", "baseline" for H.264; "main", "main10" for HEVC).
     #[serde(default)]
     pub profile: Option<String>,
+    /// Target quality of this rung: each segment searches its CRF for this VMAF at the
+    /// rung's own size (a `crf` given too is the first probe; no `bitrate`; `maxrate` caps
+    /// it). The package's `target` when absent, unless the rung gives a bitrate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<ApiTarget>,
+}
+
+impl Rung {
+    /// The target this rung searches for: its own, else the package's unless it gives a
+    /// bitrate (a bitrate rung stays one).
+    pub fn target_with(&self, package: Option<ApiTarget>) -> Option<ApiTarget> {
+        self.target.or(package.filter(|_| self.bitrate.is_none()))
+    }
 }
 
 /// The video renditions: derived from the source, or listed.
@@ -169,6 +183,10 @@ pub struct PackageSpec {
     /// Poster, thumbnails every N seconds, sprite sheets with a WebVTT thumbnails track.
     #[serde(default)]
     pub thumbnails: Option<thumbnails::ThumbnailSpec>,
+    /// Target quality of every rung that gives neither its own target nor a bitrate; on the
+    /// `"auto"` ladder every rung then searches a CRF under its peak cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<ApiTarget>,
 }
 
 fn segment_seconds() -> f64 {
@@ -189,6 +207,7 @@ impl PackageSpec {
             audio: Vec::new(),
             subtitles: SubtitleFormat::Webvtt,
             thumbnails: None,
+            target: None,
         }
     }
 
@@ -214,8 +233,12 @@ impl PackageSpec {
                 ));
             }
             for (i, r) in rungs.iter().enumerate() {
-                check_rung(r).map_err(|e| format!("ladder[{i}]: {e}"))?;
+                check_rung(r, self.target).map_err(|e| format!("ladder[{i}]: {e}"))?;
             }
+        }
+        if let Some(t) = self.target {
+            check_rung_target(VideoCodec::H264, None, None, t)
+                .map_err(|e| format!("target: {e}"))?;
         }
         match self.audio.as_slice() {
             [] => {}
@@ -243,19 +266,35 @@ impl PackageSpec {
         Ok(())
     }
 
+    /// Whether a rung searches a target quality (the package's or its own).
+    pub fn searches(&self) -> bool {
+        match &self.ladder {
+            Ladder::Auto(_) => self.target.is_some(),
+            Ladder::Rungs(rungs) => rungs.iter().any(|r| r.target_with(self.target).is_some()),
+        }
+    }
+
     /// The audio bit rate (bits/s).
     pub fn audio_bitrate(&self) -> u64 {
         self.audio.first().map_or_else(audio_bitrate, |a| a.bitrate)
     }
 }
 
-fn check_rung(r: &Rung) -> Result<(), String> {
+fn check_rung(r: &Rung, package_target: Option<ApiTarget>) -> Result<(), String> {
     if !(2..=16384).contains(&r.height) {
         return Err(format!("height {} must be within 2..=16384", r.height));
     }
+    if let (Some(_), Some(_)) = (r.target, r.bitrate) {
+        return Err("a target searches the CRF: give no bitrate with it".into());
+    }
+    let target = r.target_with(package_target);
+    if let Some(t) = target {
+        let codec = r.codec.unwrap_or(VideoCodec::H264);
+        check_rung_target(codec, r.crf, r.maxrate, t).map_err(|e| format!("target: {e}"))?;
+    }
     match (r.bitrate, r.crf) {
         (Some(_), Some(_)) => return Err("give bitrate or crf, not both".into()),
-        (None, None) => return Err("give bitrate or crf".into()),
+        (None, None) if target.is_none() => return Err("give bitrate, crf or target".into()),
         (Some(b), None) if b < 10_000 => {
             return Err(format!("bitrate {b} b/s is too low (minimum 10000)"))
         }
@@ -283,6 +322,33 @@ fn check_rung(r: &Rung) -> Result<(), String> {
             return Err(format!("maxrate {m} is below bitrate {b}"));
         }
     }
+    check_profile(r)
+}
+
+/// A rung's target, checked as an output's is (`settings::check_target`): VMAF in range,
+/// bounds in the codec's CRF range and in order.
+fn check_rung_target(
+    codec: VideoCodec,
+    crf: Option<f32>,
+    maxrate: Option<u64>,
+    target: ApiTarget,
+) -> Result<(), String> {
+    let spec = crate::encode::RenditionSpec {
+        name: "rung".into(),
+        codec,
+        rate: RateControl::Crf(crf.unwrap_or_else(|| crate::settings::default_crf(codec))),
+        preset: crate::settings::default_preset(codec).into(),
+        height: None,
+        hdr: Default::default(),
+        maxrate,
+        profile: None,
+        target: Some(target.into()),
+    };
+    crate::settings::check_target(&spec)
+}
+
+/// A rung's profile: one its codec has.
+fn check_profile(r: &Rung) -> Result<(), String> {
     if let Some(p) = &r.profile {
         let codec = r.codec.unwrap_or(VideoCodec::H264);
         let known: &[&str] = match codec {
@@ -300,115 +366,4 @@ fn check_rung(r: &Rung) -> Result<(), String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(v: serde_json::Value) -> Result<PackageSpec, String> {
-        let spec: PackageSpec = serde_json::from_value(v).map_err(|e| e.to_string())?;
-        spec.check().map(|()| spec)
-    }
-
-    #[test]
-    fn defaults_and_the_auto_word() {
-        let s = parse(serde_json::json!({"format": "cmaf"})).unwrap();
-        assert_eq!(s.segment_seconds, 6.0);
-        assert_eq!(s.ladder, Ladder::Auto(AutoWord::Auto));
-        assert_eq!(s.segment_type, SegmentType::Fmp4);
-        assert_eq!(s.audio_bitrate(), 128_000);
-        assert_eq!(s.subtitles, SubtitleFormat::Webvtt);
-        assert_eq!(s, PackageSpec::new(PackageFormat::Cmaf));
-        assert!(s.format.has_hls() && s.format.has_dash());
-        let s = parse(serde_json::json!({"format": "hls", "ladder": "auto", "segment_type": "ts"}))
-            .unwrap();
-        assert_eq!(s.segment_type, SegmentType::Ts);
-        assert!(parse(serde_json::json!({"format": "hls", "ladder": "automatic"})).is_err());
-    }
-
-    #[test]
-    fn subtitles_are_webvtt_unless_turned_off() {
-        let with = |v: serde_json::Value| {
-            parse(serde_json::json!({"format": "hls", "subtitles": v}))
-                .unwrap()
-                .subtitles
-        };
-        assert_eq!(with("webvtt".into()), SubtitleFormat::Webvtt);
-        assert_eq!(with("none".into()), SubtitleFormat::None);
-        // A spec stored when the field was optional and absent.
-        assert_eq!(with(serde_json::Value::Null), SubtitleFormat::None);
-        assert!(SubtitleFormat::default().carries() && !SubtitleFormat::None.carries());
-        let stored = serde_json::to_value(PackageSpec::new(PackageFormat::Dash)).unwrap();
-        assert_eq!(stored["subtitles"], "webvtt");
-    }
-
-    #[test]
-    fn rungs_are_checked_and_named() {
-        let s = parse(serde_json::json!({"format": "dash", "ladder": [
-            {"height": 720, "bitrate": 3000000, "maxrate": 3300000, "profile": "high"},
-            {"height": 360, "crf": 24, "codec": "hevc", "profile": "main"}]}))
-        .unwrap();
-        let Ladder::Rungs(r) = &s.ladder else {
-            panic!("rungs")
-        };
-        assert_eq!(r[1].codec, Some(VideoCodec::Hevc));
-        for (body, says) in [
-            (
-                serde_json::json!([{"height": 720}]),
-                "ladder[0]: give bitrate or crf",
-            ),
-            (
-                serde_json::json!([{"height": 720, "crf": 20}, {"height": 1, "crf": 20}]),
-                "ladder[1]: height 1",
-            ),
-            (
-                serde_json::json!([{"height": 720, "bitrate": 2000000, "maxrate": 1000000}]),
-                "below bitrate",
-            ),
-            (
-                serde_json::json!([{"height": 720, "crf": 20, "profile": "main10"}]),
-                "profile \"main10\"",
-            ),
-            (serde_json::json!([]), "1 to 8 rungs"),
-        ] {
-            let err = parse(serde_json::json!({"format": "hls", "ladder": body})).unwrap_err();
-            assert!(err.contains(says), "{err} lacks {says}");
-        }
-    }
-
-    #[test]
-    fn refusals_name_the_field() {
-        for (body, says) in [
-            (
-                serde_json::json!({"format": "dash", "segment_type": "ts"}),
-                "segment_type \"ts\"",
-            ),
-            (
-                serde_json::json!({"format": "hls", "segment_seconds": 0.5}),
-                "segment_seconds 0.5",
-            ),
-            (
-                serde_json::json!({"format": "hls", "thumbnails": {"interval": 10}}),
-                "thumbnails: interval needs heights",
-            ),
-            (
-                serde_json::json!({"format": "hls", "subtitles": "srt"}),
-                "unknown variant",
-            ),
-            (
-                serde_json::json!({"format": "hls", "audio": [{"codec": "opus"}]}),
-                "audio[0]: codec",
-            ),
-            (
-                serde_json::json!({"format": "hls", "audio": [{}, {}]}),
-                "2 entries",
-            ),
-            (serde_json::json!({"format": "smooth"}), "unknown variant"),
-            (
-                serde_json::json!({"format": "hls", "segment_secs": 4}),
-                "unknown field",
-            ),
-        ] {
-            let err = parse(body).unwrap_err();
-            assert!(err.contains(says), "{err} lacks {says}");
-        }
-    }
-}
+mod tests;

@@ -168,7 +168,8 @@ fn prefixes(destination: &Value, expect: &mut Expect) {
     }
 }
 
-/// The rules the schema states as branches (ts for HLS only, crf or bitrate, a profile and
+/// The rules the schema states as branches (ts for HLS only, crf or bitrate or a target, a
+/// target never with a bitrate, a profile and
 /// a crf ceiling per codec, what thumbnails need, no unknown field), and those its
 /// descriptions say (maxrate not below bitrate, one package, 8 encodes per segment, apart
 /// from the watched prefixes).
@@ -223,6 +224,29 @@ fn rules(expect: &mut Expect) {
         (
             "crf 52 for hevc",
             ladder_of(json!({"height": 360, "crf": 52, "codec": "hevc"})),
+            false,
+        ),
+        (
+            "a rung with only a target",
+            ladder_of(json!({"height": 360, "target": {"vmaf": 90}})),
+            true,
+        ),
+        (
+            "a rung's target with a bitrate",
+            ladder_of(json!({"height": 360, "bitrate": 900000, "target": {"vmaf": 90}})),
+            false,
+        ),
+        (
+            "a bare rung under the package's target",
+            spec(|s| {
+                s["target"] = json!({"vmaf": 90});
+                s["ladder"] = json!([{"height": 360}]);
+            }),
+            true,
+        ),
+        (
+            "a package target's max_crf past 51",
+            spec(|s| s["target"] = json!({"vmaf": 90, "max_crf": 52})),
             false,
         ),
         (
