@@ -1,5 +1,5 @@
 //! A finished job's quality segment by segment: for each output that was measured or searched
-//! a target, one row per segment with its VMAF in the stitched output (mean and worst frame)
+//! a target (and each package rung that searched), one row per segment with its VMAF in the stitched output (mean and worst frame)
 //! and, for a target, the rate factor its search kept, the VMAF the search scored and the
 //! probes it ran.
 //!
@@ -10,38 +10,53 @@ use maud::{html, Markup};
 use serde_json::Value;
 
 /// The tables of `report` (a finished job's report), or nothing when no output has a
-/// per-segment VMAF or a target search.
+/// per-segment VMAF or a target search. A package's rungs that searched get one each.
 pub fn segment_quality(report: &Value) -> Markup {
     let outputs = report["outputs"].as_array().cloned().unwrap_or_default();
     html! {
         @for o in &outputs {
-            @let measured = o["quality"]["vmaf"]["segments"].as_array().cloned().unwrap_or_default();
-            @let searched = o["target"].as_array().cloned().unwrap_or_default();
-            @if !measured.is_empty() || !searched.is_empty() {
-                h2 { "Quality by segment: " (o["destination"].as_str().unwrap_or("-")) }
-                table.segment-quality {
-                    thead { tr {
-                        th { "Segment" } th { "VMAF" } th { "Worst frame" }
-                        th { "Rate factor" } th { "Searched VMAF" } th { "Probes (rate factor: VMAF)" }
-                    } }
-                    tbody {
-                        @for i in 0..measured.len().max(searched.len()) {
-                            @let m = measured.get(i).cloned().unwrap_or(Value::Null);
-                            @let s = searched.get(i).cloned().unwrap_or(Value::Null);
-                            tr {
-                                td { (i) }
-                                td { (fixed(&m["mean"])) }
-                                td { (fixed(&m["min"])) }
-                                td { (plain(&s["rate_factor"])) }
-                                td { (fixed(&s["vmaf"])) }
-                                td { (probes(&s["probes"])) }
-                            }
+            @let title = o["destination"].as_str().unwrap_or("-").to_string();
+            (table(&title, o, &o["target"]))
+            @for r in o["rungs"].as_array().into_iter().flatten() {
+                @let rung = format!("{title} ({})", r["rendition"].as_str().unwrap_or("-"));
+                (table(&rung, &Value::Null, &r["target"]))
+            }
+        }
+    }
+}
+
+/// One table: `output`'s measured segments (none for a rung) beside the `searched` ones.
+fn table(title: &str, output: &Value, searched: &Value) -> Markup {
+    let measured = output["quality"]["vmaf"]["segments"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let searched = searched.as_array().cloned().unwrap_or_default();
+    html! {
+        @if !measured.is_empty() || searched.iter().any(|s| !s.is_null()) {
+            h2 { "Quality by segment: " (title) }
+            table.segment-quality {
+                thead { tr {
+                    th { "Segment" } th { "VMAF" } th { "Worst frame" }
+                    th { "Rate factor" } th { "Searched VMAF" } th { "Probes (rate factor: VMAF)" }
+                } }
+                tbody {
+                    @for i in 0..measured.len().max(searched.len()) {
+                        @let m = measured.get(i).cloned().unwrap_or(Value::Null);
+                        @let s = searched.get(i).cloned().unwrap_or(Value::Null);
+                        tr {
+                            td { (i) }
+                            td { (fixed(&m["mean"])) }
+                            td { (fixed(&m["min"])) }
+                            td { (plain(&s["rate_factor"])) }
+                            td { (fixed(&s["vmaf"])) }
+                            td { (probes(&s["probes"])) }
                         }
                     }
                 }
-                @if let Some(e) = o["target_vmaf_error"].as_f64() {
-                    p { "Searched and measured VMAF at most " (format!("{e:.2}")) " apart." }
-                }
+            }
+            @if let Some(e) = output["target_vmaf_error"].as_f64() {
+                p { "Searched and measured VMAF at most " (format!("{e:.2}")) " apart." }
             }
         }
     }
@@ -96,5 +111,19 @@ mod tests {
             "an output without figures has no table: {html}"
         );
         assert!(segment_quality(&json!({})).into_string().is_empty());
+        // A package's rung that searched gets its own table; one that did not, none.
+        let report = json!({"outputs": [{"destination": "s3://out/pkg/", "rungs": [
+            {"rendition": "v0", "target": [{"rate_factor": 24.5, "vmaf": 93.1, "probes": [{"rate_factor": 24.5, "vmaf": 93.1}]}]},
+            {"rendition": "v1", "target": [null]}]}]});
+        let html = segment_quality(&report).into_string();
+        assert!(
+            html.contains("Quality by segment: s3://out/pkg/ (v0)"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<td>0</td><td>-</td><td>-</td><td>24.5</td><td>93.10</td>"),
+            "{html}"
+        );
+        assert!(!html.contains("(v1)"), "{html}");
     }
 }
