@@ -14,6 +14,10 @@
 #   TESSERA_MATRIX_ARGS="--target-vmaf 92" scripts/input-matrix.sh
 #                                        # every case with extra transcode flags (here
 #                                        # target quality and its scene-change cuts)
+#   TESSERA_MATRIX_ARGS="--target-vmaf 92" scripts/input-matrix.sh --farm
+#                                        # the recordings from the field through the
+#                                        # distributed farm (tests/tests/farm_field.rs: a real
+#                                        # RabbitMQ and Garage), each job with that target
 #   TESSERA_EDGE_SEED=7 TESSERA_MATRIX_FILTER=cut-,join- scripts/input-matrix.sh
 #                                        # the edge cases (recordings cut mid-GOP, joins) at
 #                                        # another seed: other cut offsets and join sizes
@@ -26,6 +30,12 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 root=$(pwd)
+
+if [[ "${1:-}" == "--farm" ]]; then
+    # The distributed farm's cases (dispatcher and workers from this checkout's debug build).
+    cargo build --workspace --bins >&2
+    exec cargo test -p tessera-tests --test farm_field -- distributed_farm --nocapture
+fi
 
 if [[ -z "${TESSERA_BIN:-}" ]]; then
     echo "building tessera-cli (release)..." >&2

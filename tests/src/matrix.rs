@@ -43,7 +43,8 @@ pub use edges::{
 };
 pub use field::{field_cases, FieldCase, FieldClass, FIELD_SEGMENT_SECONDS};
 pub use row::{
-    check, check_edge, check_field, check_with, markdown_report, summary_line, Row, TABLE_HEADER,
+    check, check_edge, check_field, check_with, markdown_report, matrix_target, summary_line, Row,
+    TABLE_HEADER,
 };
 
 /// The seed [`matrix`] uses (the full matrix in `scripts/input-matrix.sh`).

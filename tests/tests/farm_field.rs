@@ -2,14 +2,15 @@
 //! farm (dispatcher and two workers over a real RabbitMQ and Garage, driven through the HTTP
 //! API) at the production segment length: each output must pass the whole oracle the
 //! one-process farm's must (`matrix::check_field`, `matrix::check_edge`), frame for frame and
-//! in sync at every second.
+//! in sync at every second. With `TESSERA_MATRIX_ARGS="--target-vmaf 92"` every job searches
+//! its segments' rate factors and cuts at scene changes (scripts/input-matrix.sh --farm).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::json;
 use tessera_tests::farm::Farm;
-use tessera_tests::matrix::{edge_cases, field_cases, EdgeCase, FieldClass};
+use tessera_tests::matrix::{edge_cases, field_cases, matrix_target, EdgeCase, FieldClass};
 use tessera_tests::playback::{compare_media, Summary};
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(600);
@@ -93,10 +94,16 @@ fn through_the_farm(farm: &Farm, prefix: &str, cases: &[(String, PathBuf)]) -> V
         let ext = src.extension().and_then(|e| e.to_str()).unwrap_or("bin");
         let key = format!("{prefix}/{name}.{ext}");
         farm.upload(src, "input", &key);
+        // `TESSERA_MATRIX_ARGS="--target-vmaf 92"` runs the cases with target quality, as
+        // scripts/input-matrix.sh does in the one-process farm.
+        let output = match matrix_target() {
+            Some(vmaf) => json!({"preset": "veryfast", "target": {"vmaf": vmaf}}),
+            None => json!({"preset": "veryfast"}),
+        };
         let id = farm.submit(
             &format!("s3://input/{key}"),
             &format!("s3://output/{name}.mp4"),
-            json!({"preset": "veryfast"}),
+            output,
             json!({}),
         );
         jobs.push((name, src, id));

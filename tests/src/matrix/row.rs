@@ -203,6 +203,14 @@ fn matrix_args() -> Vec<String> {
         .collect()
 }
 
+/// The target VMAF `TESSERA_MATRIX_ARGS` asks for (`--target-vmaf V`), for the farm's runs
+/// of the same cases, which take it as the API's output `target`.
+pub fn matrix_target() -> Option<f64> {
+    let args = matrix_args();
+    let at = args.iter().position(|a| a == "--target-vmaf")?;
+    args.get(at + 1)?.parse().ok()
+}
+
 /// [`check`] for a recording from the field, at the production segment length; a class that
 /// must be reported (timestamps that jump back) also needs its warning in the report.
 pub fn check_field(case: &FieldCase) -> Row {
