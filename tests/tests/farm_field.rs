@@ -115,6 +115,13 @@ fn through_the_farm(farm: &Farm, prefix: &str, cases: &[(String, PathBuf)]) -> V
             failed.push(format!("{name}: job ended {}: {job}", job["state"]));
             continue;
         }
+        let searched = job["targets"].as_array().is_some_and(|t| !t.is_empty());
+        if matrix_target().is_some() && !searched {
+            failed.push(format!(
+                "{name}: asked for a target, but no segment searched: {job}"
+            ));
+            continue;
+        }
         let out = tempfile::Builder::new()
             .prefix("tessera-field-")
             .tempdir()
