@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 use crate::encode::{Container, VideoCodec};
 use crate::wire::Hardware;
 
+pub use crate::encode::ApiTarget;
+
 /// One requested output of an [`ApiJob`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -52,34 +54,6 @@ pub struct ApiOutput {
     pub package: Option<crate::package::PackageSpec>,
     /// `s3://bucket/key` of the output (`s3://bucket/prefix/` for a package).
     pub destination: String,
-}
-
-/// An output's target quality in the API: the VMAF each segment aims at and the bounds of
-/// its CRF search.
-///
-/// Why its own type: the API names the bounds as the CRF a user knows (`min_crf`,
-/// `max_crf`), where the encode spec says rate factor (CRF or NVENC's cq).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ApiTarget {
-    /// The VMAF (1 to 100) each segment's search aims at.
-    pub vmaf: f64,
-    /// The lowest CRF a segment may take (the most bits).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_crf: Option<f64>,
-    /// The highest CRF a segment may take (the fewest bits).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_crf: Option<f64>,
-}
-
-impl From<ApiTarget> for crate::encode::TargetQuality {
-    fn from(t: ApiTarget) -> Self {
-        Self {
-            vmaf: t.vmaf,
-            min_rate_factor: t.min_crf,
-            max_rate_factor: t.max_crf,
-        }
-    }
 }
 
 /// The body of `POST /v1/jobs`.

@@ -80,6 +80,34 @@ pub struct TargetQuality {
     pub max_rate_factor: Option<f64>,
 }
 
+/// A target quality in the API (an output's, a package's or a rung's): the VMAF each segment
+/// aims at and the bounds of its CRF search.
+///
+/// Why its own type: the API names the bounds as the CRF a user knows (`min_crf`,
+/// `max_crf`), where the encode spec says rate factor (CRF or NVENC's cq).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiTarget {
+    /// The VMAF (1 to 100) each segment's search aims at.
+    pub vmaf: f64,
+    /// The lowest CRF a segment may take (the most bits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_crf: Option<f64>,
+    /// The highest CRF a segment may take (the fewest bits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_crf: Option<f64>,
+}
+
+impl From<ApiTarget> for TargetQuality {
+    fn from(t: ApiTarget) -> Self {
+        Self {
+            vmaf: t.vmaf,
+            min_rate_factor: t.min_crf,
+            max_rate_factor: t.max_crf,
+        }
+    }
+}
+
 /// How a target-quality segment found its rate factor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TargetResult {

@@ -3,11 +3,12 @@
 //! Layout: `document` putting the parts together first, then the shared schemas (the error,
 //! a job, an upload, the scaling signal) and the response helpers, then the paths by area
 //! (jobs, uploads, the operational endpoints). The request bodies, with their limits, are in
-//! request.rs (a package output's in package.rs).
+//! request.rs (a package output's in package.rs, the `target` object both state in target.rs).
 
 mod package;
 mod patterns;
 mod request;
+mod target;
 
 use serde_json::{json, Value};
 

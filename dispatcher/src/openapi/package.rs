@@ -14,7 +14,7 @@ use tessera_model::package::MAX_RUNGS;
 use tessera_model::settings::{max_crf, MAX_BITRATE, MIN_BITRATE};
 
 use super::patterns::{bucket_alternation, literal, CTRL, MAX_KEY_BYTES};
-use super::request::{target_crf_maximum, target_schema};
+use super::target::{target_crf_maximum, target_schema};
 use crate::scopes::Prefix;
 
 /// The name every package writes under its prefix that is longest in the key check

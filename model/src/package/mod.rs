@@ -8,8 +8,7 @@ pub mod thumbnails;
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::ApiTarget;
-use crate::encode::{RateControl, VideoCodec};
+use crate::encode::{ApiTarget, RateControl, VideoCodec};
 
 /// The manifest flavour of a package.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
